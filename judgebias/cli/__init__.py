@@ -1,0 +1,37 @@
+"""The ``judgebias`` command line. Each command group lives in its own module and registers itself;
+commands import heavy dependencies (torch, prefect, mlflow) lazily so ``--help`` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="judgebias",
+    help="Measure, explain and reduce the biases of LLM-as-a-judge evaluators.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Modules that define ``register(app)``; a module not written yet is simply absent.
+_COMMAND_MODULES = ("importers", "analyze", "judge", "pipeline", "annotate", "bench")
+
+
+def _register_all() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"judgebias.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"judgebias.cli.{name}":
+                continue
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,93 @@
+"""Reading and writing judgment tables: JSONL and Parquet (canonical), CSV accepted on input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from judgebias.table import Exclusions, TableError, validate
+
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def _format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise TableError(str(path), [f"unknown file type {path.suffix!r}; use .jsonl, .parquet or .csv"])
+    return fmt
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    rows, problems = [], []
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"row {line_no}: not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"row {line_no}: expected a JSON object, got {type(obj).__name__}")
+                continue
+            rows.append(obj)
+    if problems:
+        raise TableError(str(path), problems)
+    return pd.DataFrame.from_records(rows)
+
+
+def read_raw(path: str | Path) -> pd.DataFrame:
+    """Read a table file without validating it (errors name the file)."""
+    path = Path(path)
+    if not path.exists():
+        raise TableError(str(path), ["file does not exist"])
+    fmt = _format(path)
+    try:
+        if fmt == "jsonl":
+            return _read_jsonl(path)
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, dtype={"pair_id": str}, keep_default_na=True)
+    except TableError:
+        raise
+    except Exception as exc:  # pyarrow / csv parser errors carry no file name of their own
+        raise TableError(str(path), [f"cannot read as {fmt}: {exc}"]) from exc
+
+
+def read_table(path: str | Path, *, skip_invalid: bool = False) -> tuple[pd.DataFrame, Exclusions]:
+    """Read and validate a judgment table; returns (table, exclusions)."""
+    return validate(read_raw(path), source=str(path), skip_invalid=skip_invalid)
+
+
+def _jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, float)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_table(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a table as JSONL or Parquet (by suffix); written to a temp file then moved, so a
+    killed process never leaves half a file behind."""
+    path = Path(path)
+    fmt = _format(path)
+    if fmt == "csv":
+        raise TableError(str(path), ["CSV is accepted on input only (it cannot hold the list column "
+                                     "'human'); write .jsonl or .parquet"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if fmt == "parquet":
+        df.to_parquet(tmp, index=False)
+    else:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for rec in df.to_dict(orient="records"):
+                fh.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
