@@ -1,0 +1,304 @@
+"""Content-addressed cache of model calls.
+
+A call's key is the sha256 of the canonical JSON of everything that determines its output: the
+backend's ``identity()`` (kind, model id and revision or weights hash, endpoint), the operation,
+the full prompt content, the options or continuation, the decoding parameters and the prompt
+template version. Retries, timeouts, concurrency and API keys never enter the key: they change how
+a result is obtained, not what it is. Failed items (``error`` set, including off-format answers)
+are never stored, so a rerun retries exactly them.
+
+Storage is one SQLite file in WAL mode under ``JUDGEBIAS_CACHE_DIR`` (default
+``~/.cache/judgebias/calls``), outside the package. Each backend call batch is one transaction,
+so a run killed half-way keeps every batch it finished; several processes (Dask workers) can share
+the file because SQLite serializes writers and waits ``busy_timeout`` for the lock.
+
+``CachedBackend(inner, cache)`` is itself a ``Backend``: it looks up all items of a batch,
+forwards only the misses to ``inner`` in one batched call and returns results in input order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judgebias.backends.protocol import (
+    Backend,
+    Generation,
+    GenerationParams,
+    OptionScores,
+    Prompt,
+    TokenLogprobs,
+)
+
+ENV_CACHE_DIR = "JUDGEBIAS_CACHE_DIR"
+DEFAULT_CACHE_DIR = Path("~/.cache/judgebias/calls")
+DB_NAME = "calls.sqlite"
+# Bump when the stored value format or the key layout changes: old entries then simply miss.
+KEY_SCHEMA = 1
+
+OPERATIONS = ("score_options", "generate", "continuation_logprobs")
+_RESULT_TYPES: dict[str, type] = {
+    "score_options": OptionScores,
+    "generate": Generation,
+    "continuation_logprobs": TokenLogprobs,
+}
+
+
+def default_cache_dir() -> Path:
+    """``$JUDGEBIAS_CACHE_DIR`` or ``~/.cache/judgebias/calls``."""
+    return Path(os.environ.get(ENV_CACHE_DIR) or DEFAULT_CACHE_DIR).expanduser()
+
+
+def _canonical(obj: Any) -> str:
+    # sort_keys + fixed separators: the same content gives the same bytes on every machine.
+    # allow_nan=False: a NaN in a key would be a bug upstream (e.g. a NaN temperature).
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def call_key(identity: Mapping[str, Any], operation: str, payload: Mapping[str, Any],
+             template_version: str = "") -> str:
+    """sha256 hex digest of one model call's content.
+
+    ``payload`` holds the operation's inputs (prompt, options / params / continuation).
+    """
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown cached operation {operation!r}; expected one of {OPERATIONS}")
+    doc = {"schema": KEY_SCHEMA, "backend": dict(identity), "op": operation, "input": dict(payload),
+           "template": template_version}
+    return hashlib.sha256(_canonical(doc).encode("utf-8")).hexdigest()
+
+
+def encode_result(result: OptionScores | Generation | TokenLogprobs) -> str:
+    # NaN is legal in a stored value (e.g. OptionScores.mass of a verdict-only judge).
+    return json.dumps(dataclasses.asdict(result), sort_keys=True, ensure_ascii=False)
+
+
+def decode_result(operation: str, text: str) -> OptionScores | Generation | TokenLogprobs:
+    data = json.loads(text)
+    cls = _RESULT_TYPES[operation]
+    if cls is TokenLogprobs:
+        data["logprobs"] = tuple(data["logprobs"])
+    return cls(**data)
+
+
+class ResponseCache:
+    """SQLite store of successful model-call results, keyed by ``call_key``.
+
+    ``ResponseCache(None)`` is a disabled cache: every lookup misses and nothing is stored.
+    ``directory`` may also name a ``.sqlite``/``.db`` file directly. Safe to share between threads
+    (one lock) and processes (SQLite locking); picklable, reconnecting lazily after unpickling.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None, *, busy_timeout_s: float = 60.0) -> None:
+        self.busy_timeout_s = busy_timeout_s
+        if directory is None:
+            self.path: Path | None = None
+        else:
+            p = Path(directory).expanduser()
+            self.path = p if p.suffix in {".sqlite", ".db"} else p / DB_NAME
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, enabled: bool = True) -> ResponseCache:
+        """The default cache (``$JUDGEBIAS_CACHE_DIR``), or a disabled one for ``--no-cache``."""
+        return cls(default_cache_dir() if enabled else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.path) if self.path else None!r})"
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "busy_timeout_s": self.busy_timeout_s}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path = state["path"]
+        self.busy_timeout_s = state["busy_timeout_s"]
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            assert self.path is not None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
+                                   isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, op TEXT NOT NULL, "
+                "backend TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            self._conn = conn
+        return self._conn
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Stored values (JSON text) for the keys that are present."""
+        if not self.enabled or not keys:
+            return {}
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            conn = self._connect()
+            # 500 per query stays under SQLite's bound-parameter limit on old builds.
+            for i in range(0, len(unique), 500):
+                chunk = unique[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                found.update(conn.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk))
+        return found
+
+    def put_many(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Store ``(key, operation, backend_identity_json, value_json)`` rows in ONE transaction."""
+        if not self.enabled or not rows:
+            return
+        now = time.time()
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO calls (key, op, backend, value, created) VALUES (?, ?, ?, ?, ?)",
+                    [(k, op, ident, value, now) for k, op, ident, value in rows],
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def __len__(self) -> int:
+        if not self.enabled:
+            return 0
+        with self._lock:
+            return self._connect().execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+@dataclasses.dataclass
+class CacheStats:
+    """Counts shared by a ``CachedBackend`` and its ``with_template`` views."""
+
+    calls: int = 0  # items forwarded to the inner backend
+    hits: int = 0  # items answered from the cache
+    stored: int = 0  # successful items written
+
+
+def _is_failure(result: Any) -> bool:
+    if getattr(result, "error", None):
+        return True
+    # Defensive: a "successful" score with NaN probabilities is off-format in all but name.
+    return isinstance(result, OptionScores) and any(math.isnan(p) for p in result.probs.values())
+
+
+class CachedBackend:
+    """A ``Backend`` that answers from ``cache`` and forwards only misses to ``inner``.
+
+    Attributes the protocol does not cover (e.g. a local backend's attention summaries) are
+    delegated to ``inner`` uncached.
+    """
+
+    def __init__(self, inner: Backend, cache: ResponseCache, template_version: str = "",
+                 *, _stats: CacheStats | None = None) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.template_version = template_version
+        self.stats = _stats if _stats is not None else CacheStats()
+        self.name = inner.name
+
+    @property
+    def calls(self) -> int:
+        return self.stats.calls
+
+    @property
+    def hits(self) -> int:
+        return self.stats.hits
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only reached for attributes not found normally; guard against recursion while unpickling.
+        if attr == "inner":
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+    def __repr__(self) -> str:
+        return f"CachedBackend({self.inner!r}, {self.cache!r}, template_version={self.template_version!r})"
+
+    def with_template(self, version: str) -> CachedBackend:
+        """A view keyed with another prompt-template version (same inner, cache and counters)."""
+        return CachedBackend(self.inner, self.cache, version, _stats=self.stats)
+
+    def identity(self) -> dict:
+        return self.inner.identity()
+
+    def _run(self, operation: str, payloads: list[dict], forward: Callable[[list[int]], list]) -> list:
+        if not self.cache.enabled:  # disabled: everything forwarded, repeats included
+            self.stats.calls += len(payloads)
+            return list(forward(list(range(len(payloads)))))
+        identity = self.inner.identity()
+        keys = [call_key(identity, operation, p, self.template_version) for p in payloads]
+        stored = self.cache.get_many(keys)
+        results: list = [None] * len(keys)
+        misses: dict[str, list[int]] = {}  # key -> positions; a repeated item is forwarded once
+        for i, k in enumerate(keys):
+            if k in stored:
+                results[i] = decode_result(operation, stored[k])
+            else:
+                misses.setdefault(k, []).append(i)
+        self.stats.hits += sum(1 for r in results if r is not None)
+        if misses:
+            firsts = [pos[0] for pos in misses.values()]
+            self.stats.calls += len(firsts)
+            fresh = forward(firsts)
+            if len(fresh) != len(firsts):
+                raise RuntimeError(f"{self.inner.name}: {operation} returned {len(fresh)} results for "
+                                   f"{len(firsts)} inputs")
+            ident_json = _canonical(identity)
+            rows = []
+            for (k, positions), r in zip(misses.items(), fresh, strict=True):
+                for i in positions:
+                    results[i] = r
+                if not _is_failure(r):
+                    rows.append((k, operation, ident_json, encode_result(r)))
+            self.cache.put_many(rows)
+            self.stats.stored += len(rows)
+        return results
+
+    def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:
+        prompts, options = list(prompts), list(options)
+        payloads = [{"prompt": p.key(), "options": options} for p in prompts]
+        return self._run("score_options", payloads,
+                         lambda idx: self.inner.score_options([prompts[i] for i in idx], options))
+
+    def generate(self, prompts: Sequence[Prompt], params: GenerationParams) -> list[Generation]:
+        prompts = list(prompts)
+        payloads = [{"prompt": p.key(), "params": params.key()} for p in prompts]
+        return self._run("generate", payloads,
+                         lambda idx: self.inner.generate([prompts[i] for i in idx], params))
+
+    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
+                              ) -> list[TokenLogprobs]:
+        contexts, continuations = list(contexts), list(continuations)
+        if len(contexts) != len(continuations):
+            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
+        payloads = [{"prompt": c.key(), "continuation": t}
+                    for c, t in zip(contexts, continuations, strict=True)]
+        return self._run("continuation_logprobs", payloads,
+                         lambda idx: self.inner.continuation_logprobs([contexts[i] for i in idx],
+                                                                      [continuations[i] for i in idx]))
