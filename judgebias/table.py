@@ -210,7 +210,9 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         col = out[column]
         for i in np.flatnonzero(col.map(lambda v: isinstance(v, bool)).to_numpy()):
             flag(i, column, f"boolean {col.iat[i]!r} where a name is expected")
-        out[column] = col.map(lambda v: None if _is_missing(v) or isinstance(v, bool) else str(v).strip())
+        cleaned = col.map(lambda v: None if _is_missing(v) or isinstance(v, bool) else str(v).strip())
+        # object dtype keeps None as None (pandas 3 would turn a str column's None into NaN).
+        out[column] = pd.Series(cleaned.tolist(), index=out.index, dtype=object)
 
     for column in (*PROB_COLUMNS, *PPL_COLUMNS):
         if column not in out.columns:
@@ -246,11 +248,12 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
                 flag(i, column, f"one verdict expected, got {value!r}")
                 labels = labels[:1]
             parsed.append(labels if as_list else (labels[0] if labels else None))
-        out[column] = parsed
+        out[column] = pd.Series(parsed, index=out.index, dtype=object)
 
     dup = out.duplicated(subset=["pair_id", "judge"], keep="first")
     for i in np.flatnonzero(dup.to_numpy()):
-        flag(i, "pair_id", f"duplicate (pair_id, judge) = ({out['pair_id'].iat[i]!r}, {out['judge'].iat[i]!r})")
+        key = (out["pair_id"].iat[i], out["judge"].iat[i])
+        flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
 
     exclusions = Exclusions()
     if problems:

@@ -1,0 +1,41 @@
+"""Session-wide defaults for the test suite: offline, quiet, and caches kept out of $HOME."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+
+# Nothing in the tests may reach a hub or phone home.
+for key, value in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(key, value)
+
+# The dequantized packaged models are reused across test runs (first load 15-45 s, then ~1 s).
+os.environ.setdefault("JUDGEBIAS_MODEL_CACHE", str(ROOT / ".judgebias" / "models"))
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_call_cache(tmp_path, monkeypatch):
+    # Each test starts with an empty model-call cache unless it sets its own.
+    monkeypatch.setenv("JUDGEBIAS_CACHE_DIR", str(tmp_path / "call-cache"))
