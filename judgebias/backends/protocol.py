@@ -72,12 +72,16 @@ class OptionScores:
     ``probs`` maps option label ("A", "B", ...) to probability; NaN for all when none of the
     options appears (an API's top-logprobs without either token). ``mass`` is the unnormalized
     total probability the options had, a measure of how on-format the judge was.
+    ``verdict_only`` marks scores read from the answer text of an endpoint that returns no
+    log-probabilities: probs are then 1/0 (0.5/0.5 for a tie verdict), a verdict, not a
+    probability, so they must not be averaged as one.
     """
 
     probs: dict[str, float]
     mass: float = math.nan
     raw: str = ""
     error: str | None = None
+    verdict_only: bool = False
 
 
 @dataclass(frozen=True)
