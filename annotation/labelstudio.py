@@ -1,0 +1,239 @@
+"""Label Studio client: push chosen pairs as blind pairwise tasks, pull annotations back into the ledger.
+
+Annotators see the prompt and two responses, never the generators or judges; each pair is shown in
+a seeded random left/right order stored in the ledger, so a choice maps back to the original A/B.
+Everything that talks to the server goes through ``_call``, which turns transport failures into a
+``LabelStudioError`` naming the URL (never the API key). The SDK is imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from annotation.keys import swapped as seeded_swap
+from annotation.store import Label, Ledger, PushedTask, UpsertCounts
+
+CHOICE_FIELD = "preference"
+REASON_FIELD = "reason"
+# Both the aliases (what the UI stores) and the displayed values are accepted.
+_SHOWN = {"left": "left", "right": "right", "tie": "tie",
+          "response 1": "left", "response 2": "right"}
+DEFAULT_MAX_ANNOTATIONS = 3
+URL_ENV, KEY_ENV = "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"
+
+
+class LabelStudioError(RuntimeError):
+    """The server could not be reached or refused a request; the message names the URL."""
+
+
+def labeling_config() -> str:
+    return resources.files("annotation").joinpath("labeling_config.xml").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    url: str
+    api_key: str = field(repr=False)
+
+    @classmethod
+    def from_env(cls, url: str | None = None, api_key: str | None = None) -> ServerSettings:
+        url = url or os.environ.get(URL_ENV, "")
+        api_key = api_key or os.environ.get(KEY_ENV, "")
+        missing = [name for name, v in ((URL_ENV, url), (KEY_ENV, api_key)) if not v]
+        if missing:
+            raise LabelStudioError(
+                f"{' and '.join(missing)} not set: export {URL_ENV}=http://127.0.0.1:8080 and {KEY_ENV}=<token> "
+                "(scripts/labelstudio_start.sh writes both to <data dir>/labelstudio.env; `source` that file)")
+        return cls(url=url.rstrip("/"), api_key=api_key)
+
+
+def shown_to_original(shown: str, swapped: bool) -> str:
+    """Map the annotator's choice (left / right / tie, as displayed) to original pair terms."""
+    try:
+        side = _SHOWN[shown.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unknown choice {shown!r} (expected one of {sorted(_SHOWN)})") from None
+    if side == "tie":
+        return "tie"
+    first = "b" if swapped else "a"
+    second = "a" if swapped else "b"
+    return first if side == "left" else second
+
+
+def task_data(row, swapped: bool) -> dict[str, str]:
+    """The task payload: prompt, the two responses in shown order and the opaque pair key. Nothing else,
+    so no generator or judge name can reach an annotator."""
+    left, right = (row.response_b, row.response_a) if swapped else (row.response_a, row.response_b)
+    return {"prompt": row.prompt, "left": left, "right": right, "pair_key": row.pair_key}
+
+
+def _canonical_time(value: Any) -> str:
+    """ISO-8601 UTC with microseconds, so the ledger can compare edit times as strings."""
+    if isinstance(value, datetime):
+        ts = value
+    else:
+        ts = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_annotation(ann: dict, task: PushedTask) -> Label:
+    """One exported annotation -> a ledger label in original terms. Pure (tested on recorded payloads)."""
+    who = ann.get("completed_by")
+    if isinstance(who, dict):
+        who = who.get("id", who.get("email"))
+    label = reason = None
+    for item in ann.get("result") or []:
+        value = item.get("value") or {}
+        if item.get("from_name") == CHOICE_FIELD and value.get("choices"):
+            label = shown_to_original(str(value["choices"][0]), task.swapped)
+        elif item.get("from_name") == REASON_FIELD and value.get("text"):
+            text = value["text"]
+            reason = "\n".join(text) if isinstance(text, list) else str(text)
+    skipped = bool(ann.get("was_cancelled")) or label is None
+    return Label(annotation_id=int(ann["id"]), server_url=task.server_url, task_id=task.task_id,
+                 pair_key=task.pair_key, pair_id=task.pair_id, annotator=f"ls-user-{who}",
+                 label=None if skipped else label, skipped=skipped, reason=reason,
+                 updated_at=_canonical_time(ann.get("updated_at") or ann.get("created_at")))
+
+
+@dataclass
+class PushResult:
+    project_id: int
+    pushed: int
+    already_in_ledger: int
+    adopted_from_server: int
+    task_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PullResult:
+    projects: list[int]
+    tasks_seen: int
+    counts: UpsertCounts
+    unknown_tasks: int = 0
+
+
+class LabelStudioClient:
+    def __init__(self, settings: ServerSettings, *, timeout: float = 30.0, max_retries: int = 1):
+        from label_studio_sdk import LabelStudio
+
+        self.settings = settings
+        self.url = settings.url
+        self._ls = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout,
+                               max_retries=max_retries)
+
+    def __repr__(self) -> str:
+        return f"LabelStudioClient(url={self.url!r})"
+
+    def _call(self, what: str, fn: Callable, *args, **kwargs):
+        import httpx
+        from label_studio_sdk.core.api_error import ApiError
+
+        try:
+            return fn(*args, **kwargs)
+        except (httpx.TransportError, ConnectionError) as exc:
+            raise LabelStudioError(f"Label Studio at {self.url} is not reachable: {exc} (while {what})") from None
+        except ApiError as exc:
+            body = str(exc.body)[:300] if exc.body is not None else ""
+            hint = " (check LABEL_STUDIO_API_KEY; legacy tokens must be enabled)" if exc.status_code == 401 else ""
+            raise LabelStudioError(
+                f"Label Studio at {self.url} refused {what}: HTTP {exc.status_code} {body}{hint}") from None
+
+    def check(self) -> None:
+        self._call("checking the API key", self._ls.users.whoami)
+
+    # -- projects -----------------------------------------------------------------------------------
+    def ensure_project(self, title: str, *, max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> int:
+        """The id of the project with this exact title, created with the pairwise config if absent."""
+        if len(title.strip()) < 3:
+            raise ValueError(f"project title {title!r} must have at least 3 characters")
+        for project in self._call("listing projects", lambda: list(self._ls.projects.list(title=title))):
+            if project.title == title:
+                return int(project.id)
+        project = self._call("creating the project", self._ls.projects.create, title=title,
+                             label_config=labeling_config(), maximum_annotations=max_annotations,
+                             description="judgebias pairwise preference: which response is better?")
+        return int(project.id)
+
+    def _server_tasks(self, project_id: int) -> list:
+        return self._call("listing tasks", lambda: list(self._ls.tasks.list(project=project_id, fields="all")))
+
+    # -- push ---------------------------------------------------------------------------------------
+    def push(self, chosen: pd.DataFrame, ledger: Ledger, *, project_title: str, seed: int,
+             max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> PushResult:
+        """Push the chosen pairs (rows with pair_id, pair_key, prompt, response_a, response_b).
+
+        Idempotent twice over: keys already in the ledger are skipped, and tasks already on the server
+        with a key the ledger lacks (a push interrupted after the import) are adopted, not re-created.
+        """
+        project_id = self.ensure_project(project_title, max_annotations=max_annotations)
+        known = ledger.pushed_keys()
+        todo = chosen[~chosen["pair_key"].isin(known)]
+        already = len(chosen) - len(todo)
+        by_key = {r.pair_key: r for r in todo.itertuples(index=False)}
+        adopted: list[PushedTask] = []
+        for task in self._server_tasks(project_id):
+            data = task.data or {}
+            row = by_key.pop(data.get("pair_key"), None)
+            if row is not None:
+                was_swapped = data.get("left") != row.response_a
+                adopted.append(PushedTask(row.pair_key, str(row.pair_id), project_id, int(task.id),
+                                          was_swapped, self.url))
+        if adopted:
+            ledger.record_tasks(adopted)
+        rows = list(by_key.values())
+        swaps = [seeded_swap(r.pair_key, seed) for r in rows]
+        task_ids: list[int] = []
+        if rows:
+            payload = [task_data(r, s) for r, s in zip(rows, swaps, strict=True)]
+            resp = self._call("importing tasks", self._ls.projects.import_tasks, id=project_id,
+                              request=payload, return_task_ids=True)
+            task_ids = [int(t) for t in (resp.task_ids or [])]
+            if len(task_ids) != len(rows):
+                raise LabelStudioError(f"Label Studio at {self.url} created {len(task_ids)} tasks for "
+                                       f"{len(rows)} pairs; run push again to adopt them")
+            ledger.record_tasks(PushedTask(r.pair_key, str(r.pair_id), project_id, tid, s, self.url)
+                                for r, s, tid in zip(rows, swaps, task_ids, strict=True))
+        return PushResult(project_id, len(rows), already, len(adopted), task_ids)
+
+    # -- pull ---------------------------------------------------------------------------------------
+    def export(self, project_id: int) -> list[dict]:
+        def run() -> list[dict]:
+            chunks = self._ls.projects.exports.download_sync(id=project_id, export_type="JSON",
+                                                             download_all_tasks=True)
+            return json.loads(b"".join(chunks))
+        return self._call(f"exporting project {project_id}", run)
+
+    def pull(self, ledger: Ledger) -> PullResult:
+        """Export every project this ledger pushed to on this server and upsert its annotations.
+
+        All annotators, skips (``was_cancelled``) and edits are taken; the latest ``updated_at`` of an
+        annotation wins in the ledger, and annotations deleted on the server are marked deleted. The
+        whole export is read before the ledger is touched, so a failure mid-way changes nothing.
+        """
+        index = ledger.task_index(self.url)
+        projects = sorted({t.project_id for t in index.values()})
+        exported = [(pid, self.export(pid)) for pid in projects]
+        labels: list[Label] = []
+        seen: list[int] = []
+        unknown = 0
+        for _, tasks in exported:
+            for task in tasks:
+                pushed = index.get(int(task["id"]))
+                if pushed is None or (task.get("data") or {}).get("pair_key") != pushed.pair_key:
+                    unknown += 1  # someone else's task in the same project: not ours to interpret
+                    continue
+                seen.append(pushed.task_id)
+                labels.extend(parse_annotation(ann, pushed) for ann in task.get("annotations") or [])
+        counts = ledger.upsert_labels(labels, seen_tasks=seen, server_url=self.url)
+        return PullResult(projects=projects, tasks_seen=len(seen), counts=counts, unknown_tasks=unknown)

@@ -1,0 +1,214 @@
+"""Which pairs to send to human annotators first.
+
+Human labels are expensive; a label is worth most where it can move the self-preference estimates.
+Each candidate pair gets
+
+    score = w_uncertain * (1 - 2 * |gold - 0.5|)     gold panel split (DBG's gold is uncertain)
+          + w_disagree  * |p_judge - gold|           measured judge(s) vs gold panel
+          + w_self      * self                       a measured judge wrote one of the two responses
+          + w_flip      * flip                       the judge's choice changes with the order
+
+where ``gold`` is the gold panel's P(A better): the mean over the gold judges of P_j(A) (p_a, or for a
+verdict-only judge 1 / 0 / 0.5 for a / b / tie, as in the DBG paper, Sec. 3.1) and ``p_judge`` the
+measured judge's P(A). With several measured judges the disagreement and flip terms are averaged
+over them. With no gold score for a pair, a human label *is* its whole gold: uncertainty counts 1
+and the disagreement term its expected value 0.5.
+
+Why these terms: EO (self-preference paper, Def. 4.1) and DBG (DBG paper, Sec. 2) are computed on
+the pairs where the judge rated its own response, so those pairs dominate (w_self defaults to 2);
+where the gold panel is split, or the judge and gold disagree, a human label is most likely to change
+the Y (EO) or the gold term (DBG) of that pair; an order flip marks a judge whose verdict on that pair
+is noise. Pairs that already carry human labels or were already pushed are not candidates.
+
+Pure functions: the same table, settings and exclusions give the same selection, ties broken by key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from annotation.keys import pair_key
+from judgebias.table import Exclusions
+
+
+@dataclass(frozen=True)
+class Weights:
+    uncertain: float = 1.0
+    disagree: float = 1.0
+    self: float = 2.0
+    flip: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("uncertain", "disagree", "self", "flip"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"weight {name}={value!r} must be a finite number >= 0")
+
+
+@dataclass
+class Selection:
+    """The chosen pairs (ranked) and everything that was not a candidate, counted by reason."""
+
+    chosen: pd.DataFrame
+    candidates: int
+    exclusions: Exclusions = field(default_factory=Exclusions)
+
+
+def prob_a(df: pd.DataFrame, p_col: str = "p_a", verdict_col: str = "verdict") -> pd.Series:
+    """P(A better) per row: the probability when there is one, else the verdict as 1 / 0 / 0.5."""
+    p = pd.to_numeric(df[p_col], errors="coerce").astype(float)
+    from_verdict = df[verdict_col].map({"a": 1.0, "b": 0.0, "tie": 0.5}).astype(float)
+    return p.where(p.notna(), from_verdict)
+
+
+def _order_flip(df: pd.DataFrame) -> pd.Series:
+    """1.0 where the two presentation orders give opposite choices, 0.0 where they agree, NaN unknown."""
+    ab = prob_a(df, "p_a_ab", "verdict_ab")
+    ba = prob_a(df, "p_a_ba", "verdict_ba")
+    side_ab = np.sign(ab - 0.5)
+    side_ba = np.sign(ba - 0.5)
+    flip = (side_ab != side_ba).astype(float)
+    return flip.where(ab.notna() & ba.notna())
+
+
+def self_sides(df: pd.DataFrame, judge: str, self_map: Mapping[str, Iterable[str]] | None = None
+               ) -> pd.Series:
+    """Per row: "a" / "b" when ``judge`` (or a generator mapped to it) wrote exactly that response;
+    None when it wrote neither or both."""
+    own = {judge, *(self_map or {}).get(judge, ())}
+    is_a = df["generator_a"].isin(own)
+    is_b = df["generator_b"].isin(own)
+    return pd.Series(np.where(is_a & ~is_b, "a", np.where(is_b & ~is_a, "b", None)),
+                     index=df.index, dtype=object)
+
+
+def normalize_self_map(pairs: Iterable[str] | Mapping[str, object] | None) -> dict[str, tuple[str, ...]]:
+    """Accept {"judge": "gen"} / {"judge": ["gen1", "gen2"]} or CLI strings "judge=gen"."""
+    if pairs is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    if isinstance(pairs, Mapping):
+        items = [(str(k), v) for k, v in pairs.items()]
+    else:
+        items = []
+        for text in pairs:
+            if "=" not in text:
+                raise ValueError(f"self mapping {text!r} must look like JUDGE=GENERATOR")
+            judge, gen = (s.strip() for s in text.split("=", 1))
+            if not judge or not gen:
+                raise ValueError(f"self mapping {text!r} must look like JUDGE=GENERATOR")
+            items.append((judge, gen))
+    for judge, gens in items:
+        gens = [gens] if isinstance(gens, str) else list(gens)
+        out.setdefault(judge, []).extend(str(g) for g in gens)
+    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def select_pairs(
+    table: pd.DataFrame,
+    budget: int,
+    *,
+    judges: Iterable[str] | None = None,
+    gold_judges: Iterable[str] | None = None,
+    self_map: Mapping[str, Iterable[str]] | None = None,
+    weights: Weights = Weights(),
+    exclude_keys: Iterable[str] = (),
+    include_labelled: bool = False,
+) -> Selection:
+    """Rank the pairs of a validated judgment table by the value of a human label; keep ``budget``.
+
+    ``judges`` are the measured judges (default: every judge in the table); ``gold_judges`` the gold
+    panel (default: every judge that is not measured, or all judges when all are measured).
+    ``exclude_keys`` are pair keys already pushed. Returns one row per chosen pair with the score,
+    its four components and the human-readable reasons, best first.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    missing = [c for c in ("pair_id", "prompt", "response_a", "response_b", "judge", "p_a", "verdict",
+                           "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba", "generator_a", "generator_b",
+                           "human") if c not in table.columns]
+    if missing:
+        raise ValueError(f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate")
+    self_map = {k: tuple(v) for k, v in (self_map or {}).items()}
+    exclusions = Exclusions()
+    all_judges = sorted({j for j in table["judge"].dropna().unique() if j})
+    measured = sorted(set(judges)) if judges is not None else all_judges
+    unknown = [j for j in measured if j not in all_judges]
+    if unknown:
+        raise ValueError(f"judge(s) {unknown} not in the table (judges present: {all_judges})")
+    if gold_judges is not None:
+        gold_panel = sorted(set(gold_judges))
+        unknown = [j for j in gold_panel if j not in all_judges]
+        if unknown:
+            raise ValueError(f"gold judge(s) {unknown} not in the table (judges present: {all_judges})")
+    else:
+        gold_panel = [j for j in all_judges if j not in measured] or list(all_judges)
+
+    rows = table.assign(_p=prob_a(table), _flip=_order_flip(table))
+    pairs = rows.drop_duplicates("pair_id", keep="first").set_index("pair_id")[
+        ["prompt", "response_a", "response_b", "generator_a", "generator_b"]].copy()
+    pairs["pair_key"] = [pair_key(pid, r.prompt, r.response_a, r.response_b) for pid, r in pairs.iterrows()]
+    has_human = rows.groupby("pair_id", sort=False)["human"].agg(lambda s: any(len(x) > 0 for x in s))
+    pairs["labelled"] = has_human.reindex(pairs.index).fillna(False).astype(bool)
+
+    gold_rows = rows[rows["judge"].isin(gold_panel)]
+    gold = gold_rows.groupby("pair_id")["_p"].mean().reindex(pairs.index)
+    pairs["gold"] = gold
+    pairs["uncertain"] = (1.0 - 2.0 * (gold - 0.5).abs()).fillna(1.0)
+
+    meas = rows[rows["judge"].isin(measured)].copy()
+    meas["_gold"] = meas["pair_id"].map(gold)
+    meas["_dis"] = (meas["_p"] - meas["_gold"]).abs()
+    meas.loc[meas["_gold"].isna() & meas["_p"].notna(), "_dis"] = 0.5
+    meas["_self"] = None
+    for judge in measured:
+        mask = meas["judge"] == judge
+        meas.loc[mask, "_self"] = self_sides(meas[mask], judge, self_map)
+    grouped = meas.groupby("pair_id")
+    pairs["disagree"] = grouped["_dis"].mean().reindex(pairs.index).fillna(0.0)
+    pairs["flip"] = grouped["_flip"].mean().reindex(pairs.index).fillna(0.0)
+    own = meas[meas["_self"].notna()]
+    self_who = own.groupby("pair_id").apply(
+        lambda g: sorted(f"{j} wrote {s}" for j, s in zip(g["judge"], g["_self"], strict=True)),
+        include_groups=False) if len(own) else pd.Series(dtype=object)
+    pairs["self_who"] = self_who.reindex(pairs.index)
+    pairs["self"] = pairs["self_who"].notna().astype(float)
+
+    pairs["score"] = (weights.uncertain * pairs["uncertain"] + weights.disagree * pairs["disagree"]
+                      + weights.self * pairs["self"] + weights.flip * pairs["flip"])
+
+    pushed = set(exclude_keys)
+    keep = pd.Series(True, index=pairs.index)
+    if not include_labelled:
+        exclusions.add_mask("already_human_labelled", pairs["labelled"], pd.Series(pairs.index, pairs.index))
+        keep &= ~pairs["labelled"]
+    already = pairs["pair_key"].isin(pushed) & keep
+    exclusions.add_mask("already_pushed", already, pd.Series(pairs.index, pairs.index))
+    keep &= ~already
+    cand = pairs[keep].reset_index().sort_values(["score", "pair_key"], ascending=[False, True], kind="stable")
+    chosen = cand.head(budget).copy()
+    exclusions.add("over_budget", len(cand) - len(chosen))
+    chosen["reasons"] = [_reasons(r) for r in chosen.itertuples()]
+    chosen["rank"] = np.arange(1, len(chosen) + 1)
+    cols = ["rank", "pair_id", "pair_key", "score", "uncertain", "disagree", "self", "flip", "gold",
+            "reasons", "prompt", "response_a", "response_b", "generator_a", "generator_b"]
+    return Selection(chosen=chosen[cols].reset_index(drop=True), candidates=len(cand), exclusions=exclusions)
+
+
+def _reasons(r) -> list[str]:
+    out = []
+    if isinstance(r.self_who, list):
+        out.append("self: " + "; ".join(r.self_who))
+    if np.isnan(r.gold):
+        out.append("no gold judgment")
+    elif r.uncertain >= 0.5:
+        out.append(f"gold panel split (gold P(A)={r.gold:.2f})")
+    if not np.isnan(r.gold) and r.disagree >= 0.25:
+        out.append(f"judge vs gold |dP|={r.disagree:.2f}")
+    if r.flip > 0:
+        out.append(f"verdict flips with order ({r.flip:.0%} of measured judges)")
+    return out or ["low value (filled remaining budget)"]

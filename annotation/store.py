@@ -1,0 +1,220 @@
+"""The labels ledger, kept WITH the experiment (a SQLite file next to its judgment table).
+
+It holds what was pushed (pair key -> task, and whether the two responses were shown swapped) and
+every annotation pulled, in ORIGINAL pair terms (a / b / tie). Annotations are upserted by their
+server id and the latest ``updated_at`` wins, so pulling twice, or pulling an annotation edited
+since, never counts a label twice. The ledger is the only state: a server that is down or deleted
+leaves it intact, and the next pull catches up. Writes are single transactions.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (
+    pair_key   TEXT PRIMARY KEY,
+    pair_id    TEXT NOT NULL,
+    project_id INTEGER NOT NULL,
+    task_id    INTEGER NOT NULL,
+    swapped    INTEGER NOT NULL,
+    server_url TEXT NOT NULL,
+    pushed_at  TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS tasks_by_task ON tasks (server_url, task_id);
+CREATE TABLE IF NOT EXISTS labels (
+    annotation_id INTEGER NOT NULL,
+    server_url    TEXT NOT NULL,
+    task_id       INTEGER NOT NULL,
+    pair_key      TEXT NOT NULL REFERENCES tasks (pair_key),
+    pair_id       TEXT NOT NULL,
+    annotator     TEXT NOT NULL,
+    label         TEXT CHECK (label IN ('a', 'b', 'tie')),
+    skipped       INTEGER NOT NULL,
+    reason        TEXT,
+    updated_at    TEXT NOT NULL,
+    pulled_at     TEXT NOT NULL,
+    deleted       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (server_url, annotation_id)
+);
+"""
+
+
+def default_ledger_path(table_path: str | Path) -> Path:
+    """``results/judgments.jsonl`` -> ``results/judgments.labels.sqlite``."""
+    table_path = Path(table_path)
+    return table_path.with_name(table_path.name.split(".")[0] + ".labels.sqlite")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class PushedTask:
+    pair_key: str
+    pair_id: str
+    project_id: int
+    task_id: int
+    swapped: bool
+    server_url: str
+    pushed_at: str = ""
+
+
+@dataclass(frozen=True)
+class Label:
+    """One annotation in original pair terms; ``label`` is None for a skipped (cancelled) annotation."""
+
+    annotation_id: int
+    server_url: str
+    task_id: int
+    pair_key: str
+    pair_id: str
+    annotator: str
+    label: str | None
+    skipped: bool
+    reason: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class UpsertCounts:
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"new": self.new, "updated": self.updated, "unchanged": self.unchanged, "deleted": self.deleted}
+
+
+class Ledger:
+    """A SQLite ledger file. Open per operation; safe to keep in the experiment folder under git-lfs/DVC."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as con, con:
+            con.executescript(_SCHEMA)
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            (version,) = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if int(version) != SCHEMA_VERSION:
+            raise ValueError(f"{self.path}: ledger schema {version}, this judgebias reads {SCHEMA_VERSION}")
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            con = sqlite3.connect(self.path, timeout=30)
+        except sqlite3.Error as exc:
+            raise ValueError(f"cannot open the labels ledger {self.path}: {exc}") from exc
+        con.row_factory = sqlite3.Row
+        return con
+
+    # -- pushed tasks -------------------------------------------------------------------------------
+    def pushed_keys(self) -> set[str]:
+        with closing(self._connect()) as con:
+            return {r[0] for r in con.execute("SELECT pair_key FROM tasks")}
+
+    def record_tasks(self, tasks: Iterable[PushedTask]) -> int:
+        """Insert pushed tasks; a key already present keeps its first record (the swap must not change)."""
+        now = _now()
+        rows = [(t.pair_key, t.pair_id, t.project_id, t.task_id, int(t.swapped), t.server_url,
+                 t.pushed_at or now) for t in tasks]
+        with closing(self._connect()) as con, con:
+            before = con.total_changes
+            con.executemany("INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            return con.total_changes - before
+
+    def tasks(self) -> pd.DataFrame:
+        with closing(self._connect()) as con:
+            df = pd.read_sql_query("SELECT * FROM tasks ORDER BY pushed_at, pair_key", con)
+        df["swapped"] = df["swapped"].astype(bool)
+        return df
+
+    def task_index(self, server_url: str) -> dict[int, PushedTask]:
+        with closing(self._connect()) as con:
+            rows = con.execute("SELECT * FROM tasks WHERE server_url = ?", (server_url,)).fetchall()
+        return {r["task_id"]: PushedTask(r["pair_key"], r["pair_id"], r["project_id"], r["task_id"],
+                                         bool(r["swapped"]), r["server_url"], r["pushed_at"]) for r in rows}
+
+    # -- labels -------------------------------------------------------------------------------------
+    def upsert_labels(self, labels: Iterable[Label], *, seen_tasks: Iterable[int] | None = None,
+                      server_url: str | None = None) -> UpsertCounts:
+        """Upsert by (server, annotation id); the newer ``updated_at`` wins. When ``seen_tasks`` is given
+        (a full export of those tasks), annotations of those tasks missing from ``labels`` were deleted
+        on the server and are marked deleted (kept for audit, no longer counted)."""
+        labels = list(labels)
+        now = _now()
+        new = updated = unchanged = deleted = 0
+        with closing(self._connect()) as con, con:
+            for lab in labels:
+                row = con.execute("SELECT updated_at, label, skipped, reason, deleted FROM labels "
+                                  "WHERE server_url = ? AND annotation_id = ?",
+                                  (lab.server_url, lab.annotation_id)).fetchone()
+                values = (lab.task_id, lab.pair_key, lab.pair_id, lab.annotator, lab.label, int(lab.skipped),
+                          lab.reason, lab.updated_at, now)
+                if row is None:
+                    con.execute("INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                                (lab.annotation_id, lab.server_url, *values))
+                    new += 1
+                elif lab.updated_at > row["updated_at"] or row["deleted"]:
+                    con.execute("UPDATE labels SET task_id = ?, pair_key = ?, pair_id = ?, annotator = ?, "
+                                "label = ?, skipped = ?, reason = ?, updated_at = ?, pulled_at = ?, deleted = 0 "
+                                "WHERE server_url = ? AND annotation_id = ?",
+                                (*values, lab.server_url, lab.annotation_id))
+                    updated += 1
+                else:
+                    unchanged += 1
+            if seen_tasks is not None:
+                if server_url is None:
+                    raise ValueError("server_url is required with seen_tasks")
+                present = {lab.annotation_id for lab in labels}
+                for task_id in set(seen_tasks):
+                    for r in con.execute("SELECT annotation_id FROM labels WHERE server_url = ? AND task_id = ? "
+                                         "AND deleted = 0", (server_url, task_id)).fetchall():
+                        if r[0] not in present:
+                            con.execute("UPDATE labels SET deleted = 1, pulled_at = ? WHERE server_url = ? "
+                                        "AND annotation_id = ?", (now, server_url, r[0]))
+                            deleted += 1
+        return UpsertCounts(new, updated, unchanged, deleted)
+
+    def labels(self, *, include_skipped: bool = False, include_deleted: bool = False) -> pd.DataFrame:
+        """Current labels, one row per annotation, ordered by pair then annotator."""
+        where = []
+        if not include_skipped:
+            where.append("skipped = 0")
+        if not include_deleted:
+            where.append("deleted = 0")
+        sql = "SELECT * FROM labels" + (" WHERE " + " AND ".join(where) if where else "")
+        with closing(self._connect()) as con:
+            df = pd.read_sql_query(sql + " ORDER BY pair_id, annotator, annotation_id", con)
+        for col in ("skipped", "deleted"):
+            df[col] = df[col].astype(bool)
+        return df
+
+    def status(self) -> dict:
+        """Counts for ``judgebias annotate status``: pushed / labelled / pending, per annotator."""
+        tasks = self.tasks()
+        labels = self.labels(include_skipped=True)
+        done = labels[~labels["skipped"]]
+        labelled_keys = set(done["pair_key"])
+        per_annotator = {}
+        for who, g in labels.groupby("annotator"):
+            per_annotator[str(who)] = {"labelled": int((~g["skipped"]).sum()), "skipped": int(g["skipped"].sum())}
+        return {
+            "pushed": len(tasks),
+            "labelled": len(labelled_keys & set(tasks["pair_key"])),
+            "pending": len(set(tasks["pair_key"]) - labelled_keys),
+            "labels": len(done),
+            "skipped": int(labels["skipped"].sum()),
+            "per_annotator": per_annotator,
+        }
