@@ -1,0 +1,86 @@
+"""``judgebias import FORMAT SRC --out FILE``: turn a real dataset into a judgment table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+FORMAT_HELP = {
+    "pandalm": "folder with testset-v1.json and <judge>-testset-v1.json files",
+    "alpaca-eval": "results folder of <model>/model_outputs.json, <model>/<annotator>/annotations.json",
+    "llmbar": "subset folder (dataset.json, evaluators/<model>/<strategy>/result.json) or their parent",
+    "hh-rlhf": "*.jsonl.gz of chosen/rejected dialogues (A/B order drawn with --seed)",
+    "arena": "local .jsonl/.json/.parquet, or hf:lmsys/chatbot_arena_conversations",
+    "mt-bench-human": "local .jsonl/.json/.parquet, or hf:lmsys/mt_bench_human_judgments",
+}
+
+
+def _parse_mapping(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        judge, sep, generator = item.partition("=")
+        if not sep or not judge.strip() or not generator.strip():
+            raise typer.BadParameter(f"{item!r}: expected JUDGE=GENERATOR", param_hint="--judge-generator")
+        out[judge.strip()] = generator.strip()
+    return out
+
+
+def import_cmd(
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="One of: " + ", ".join(FORMAT_HELP)),
+    src: str = typer.Argument(..., metavar="SRC", help="File or folder to import, or hf:<repo>."),
+    out: Path = typer.Option(..., "--out", "-o", help="Table to write: .jsonl or .parquet."),
+    seed: int = typer.Option(0, help="hh-rlhf: RNG seed for which response is A (stored in order_seed)."),
+    split: list[str] = typer.Option(None, "--split", help="arena/mt-bench-human: split(s) to read "
+                                    "(hub or a {split: rows} JSON); repeat for several. Default: all."),
+    turns: str = typer.Option("all", help="arena/mt-bench-human: 'all' renders later turns as transcripts, "
+                              "'first' leaves multi-turn judgments out (counted)."),
+    judge_generator: list[str] = typer.Option(
+        None, "--judge-generator", metavar="JUDGE=GENERATOR",
+        help="Say which generator a judge is (e.g. weighted_alpaca_eval_gpt4_turbo=gpt4_1106_preview); "
+             "fills the judge_generator column. Repeatable."),
+) -> None:
+    """Import a real dataset into a judgment table; prints rows, judges, labelled pairs, exclusions.
+
+    Formats (details in docs/importers.md):
+
+    """
+    from judgebias.importers import IMPORTERS, import_dataset, split_counts
+    from judgebias.io import write_table
+    from judgebias.table import TableError, human_label
+
+    if fmt not in IMPORTERS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; choose from {', '.join(IMPORTERS)}",
+                                 param_hint="FORMAT")
+    if turns not in ("all", "first"):
+        raise typer.BadParameter("use 'all' or 'first'", param_hint="--turns")
+    mapping = _parse_mapping(judge_generator or [])
+    try:
+        table, exclusions = import_dataset(fmt, src, judge_generator=mapping, seed=seed,
+                                           split=split or None, turns=turns)
+        write_table(table, out)
+    except TableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    judges = sorted(table["judge"].dropna().unique())
+    per_pair = table.drop_duplicates("pair_id")
+    labelled = int(per_pair["human"].map(len).gt(0).sum())
+    with_majority = int(human_label(per_pair).notna().sum())
+    dropped, recoded = split_counts(exclusions)
+    typer.echo(f"wrote {out}")
+    typer.echo(f"rows: {len(table)}  pairs: {table['pair_id'].nunique()}  judges: {len(judges)}"
+               + (f" ({', '.join(judges)})" if judges else ""))
+    typer.echo(f"pairs with human labels: {labelled} (with a strict majority: {with_majority})")
+    # Reasons name what was excluded: whole pairs, judge rows, or (verdict_*) a judge row kept
+    # without a usable verdict; see docs/importers.md.
+    typer.echo(f"excluded: {sum(dropped.values())}" + "".join(f"\n  {k}: {v}" for k, v in dropped.items()))
+    if recoded:
+        typer.echo("recoded (kept):" + "".join(f"\n  {k}: {v}" for k, v in recoded.items()))
+
+
+import_cmd.__doc__ += "\n\n".join(f"  {k}: {v}" for k, v in FORMAT_HELP.items())
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="import", help=import_cmd.__doc__)(import_cmd)
