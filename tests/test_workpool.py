@@ -1,0 +1,130 @@
+"""Scheduled/triggered runs on a worker: real Prefect server, process pool, deployment, worker.
+
+Everything runs as real processes on 127.0.0.1 with PREFECT_HOME in a temporary folder and is
+stopped by PID (SIGTERM, then SIGKILL after a grace period). About 40-60 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+
+from flows.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"prefect server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"prefect server not healthy after {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def prefect_env(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    env.pop("PREFECT_API_KEY", None)
+    log = home / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                  env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+    try:
+        _wait_healthy(env["PREFECT_API_URL"], server, log)
+        yield env
+    finally:
+        _stop(server)
+
+
+def test_deployment_spec_rejects_bad_entrypoints():
+    with pytest.raises(ValueError, match=r"flows/file\.py:flow_function"):
+        DeploymentSpec("flows/stack_check.py", "x")
+    with pytest.raises(ValueError, match="needs a name"):
+        DeploymentSpec("flows/stack_check.py:stack_check", " ")
+    for spec in DEFAULT_DEPLOYMENTS:
+        assert (PROJECT_ROOT / spec.entrypoint.partition(":")[0]).is_file(), spec.entrypoint
+
+
+def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
+    started = time.monotonic()
+    table = tmp_path / "judgments.jsonl"
+    rows = [
+        {"pair_id": "p1", "prompt": "q1", "response_a": "a1", "response_b": "b1", "judge": "j", "p_a": 0.7,
+         "human": ["a", "a"]},
+        {"pair_id": "p2", "prompt": "q2", "response_a": "a2", "response_b": "b2", "judge": "j", "p_a": 0.2,
+         "human": ["a", "b"]},  # no strict majority
+        {"pair_id": "p3", "prompt": "q3", "response_a": "a3", "response_b": "b3", "judge": "j", "p_a": 1.7},
+    ]  # p3's p_a is outside [0, 1]: excluded as invalid_p_a, not dropped silently
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pool = "test-pool"
+
+    deploy = subprocess.run(
+        [sys.executable, "-m", "flows.workpool", "deploy", "--pool", pool,
+         "--flow", "flows/stack_check.py:stack_check=smoke", "--param", f"table={table}"],
+        env=prefect_env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    assert "deployed stack-check/smoke" in deploy.stdout
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_env["PREFECT_API_URL"],
+                             PREFECT_LOCAL_STORAGE_PATH: prefect_env["PREFECT_LOCAL_STORAGE_PATH"]}):
+        from prefect.deployments import run_deployment
+
+        from flows.workpool import ensure_process_pool
+
+        assert ensure_process_pool(pool) is False  # exists already: idempotent
+
+        worker_log = tmp_path / "worker.log"
+        with worker_log.open("wb") as out:
+            worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", pool, "--type", "process"],
+                                      env=prefect_env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            run = run_deployment("stack-check/smoke", timeout=120)
+            assert run.state is not None and run.state.is_completed(), (
+                f"{run.state}\n{worker_log.read_text()[-3000:]}")
+            assert run.work_pool_name == pool
+            summary = run.state.result()
+        finally:
+            _stop(worker)
+
+    assert summary["rows"] == 2 and summary["pairs"] == 2
+    assert summary["judges"] == ["j"]
+    assert summary["rows_with_human_majority"] == 1  # p1 only
+    assert summary["exclusions"] == {"invalid_p_a": 1}
+    assert "Finished in state Completed" in worker_log.read_text()
+    print(f"deploy + worker run: {time.monotonic() - started:.1f} s")
