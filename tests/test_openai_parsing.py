@@ -1,0 +1,248 @@
+"""Request building and response parsing for OpenAI-compatible endpoints, on recorded payloads.
+
+Payloads: tests/data/openai_payloads/ (README there: real GPT-4-Turbo logprob choices from
+alpaca_eval, real transformers-serve responses, and synthetic ones in the documented format).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from judgebias.backends.openai_parsing import (
+    NO_PROMPT_LOGPROBS,
+    build_chat_request,
+    build_echo_request,
+    build_generate_request,
+    build_score_request,
+    chat_messages,
+    option_normalizer,
+    parse_echo_logprobs,
+    parse_generation,
+    parse_option_scores,
+    parse_verdict_text,
+    strip_think,
+)
+from judgebias.backends.protocol import GenerationParams, Prompt
+
+PAYLOADS = Path(__file__).parent / "data" / "openai_payloads"
+e = math.exp
+
+
+def load(name: str) -> dict:
+    return json.loads((PAYLOADS / f"{name}.json").read_text())
+
+
+# ------------------------------------------------------------------ real GPT-4-Turbo payloads
+
+
+@pytest.mark.parametrize("name", ["alpaca_eval_M_top_quoted_variant", "alpaca_eval_m_top",
+                                  "alpaca_eval_close_call", "alpaca_eval_m_top_space_variant",
+                                  "alpaca_eval_neither_top"])
+def test_real_alpaca_eval_logprobs_reproduce_its_preference(name):
+    payload = load(name)
+    scores = parse_option_scores(payload, ["M", "m"])
+    assert scores.error is None and not scores.verdict_only
+    # alpaca_eval: preference = 1 + P(m) / (P(m) + P(M)) for the order it showed the outputs in; it
+    # randomized that order and stored the preference un-flipped, so P(m) is pref-1 or 2-pref.
+    # Variant tokens (' m', '"M') add < 1e-7 that alpaca_eval's exact-token parser leaves out.
+    pref = payload["x_source"]["preference"]
+    assert min(abs(scores.probs["m"] - (pref - 1)), abs(scores.probs["m"] - (2 - pref))) < 1e-6
+    assert scores.probs["m"] + scores.probs["M"] == pytest.approx(1.0)
+
+
+def test_real_close_call_hand_computed():
+    scores = parse_option_scores(load("alpaca_eval_close_call"), ["M", "m"])
+    # top-5: m -0.61807424, M -0.77432424 -> P(m) = 1 / (1 + e^(-0.15625)) = 0.538983
+    assert scores.probs["m"] == pytest.approx(1 / (1 + e(-0.15625)), abs=1e-9)
+    assert scores.mass == pytest.approx(e(-0.61807424) + e(-0.77432424))
+    assert scores.raw == "M"  # the sampled text disagrees with the argmax; the scores do not care
+
+
+def test_real_neither_top_still_scores_the_options():
+    scores = parse_option_scores(load("alpaca_eval_neither_top"), ["M", "m"])
+    # first token "Neither"; M -0.6359396, m -1.6671896 among the top-5
+    assert scores.probs["M"] == pytest.approx(e(-0.6359396) / (e(-0.6359396) + e(-1.6671896)))
+    assert scores.mass < 0.75  # a quarter of the mass went to "Neither": visibly less on-format
+
+
+def test_case_is_kept_when_it_separates_the_options():
+    assert option_normalizer(["M", "m"]) == (False, {"M": "M", "m": "m"})
+    assert option_normalizer(["A", "B"]) == (True, {"A": "a", "B": "b"})
+    with pytest.raises(ValueError, match="not distinct"):
+        option_normalizer(["A", "(A)"])
+    with pytest.raises(ValueError, match="at least two"):
+        option_normalizer(["A"])
+
+
+# ------------------------------------------------------------------ synthetic logprob payloads
+
+
+def test_A_top_sums_variants():
+    s = parse_option_scores(load("synthetic_A_top"), ["A", "B"])
+    p_a, p_b = e(-0.105) + e(-4.6), e(-2.408)  # "A" + " A"; "B"  (= 0.91038, 0.09001)
+    assert s.probs["A"] == pytest.approx(p_a / (p_a + p_b)) and s.mass == pytest.approx(p_a + p_b)
+    assert s.probs["A"] == pytest.approx(0.91004, abs=1e-5)
+
+
+def test_space_B_top():
+    s = parse_option_scores(load("synthetic_space_B_top"), ["A", "B"])
+    p_b, p_a = e(-0.223) + e(-3.0), e(-1.609)  # " B" + "B"; " A"  -> P(B) = 0.84990 / 1.05000
+    assert s.probs["B"] == pytest.approx(p_b / (p_a + p_b))
+    assert s.probs["B"] == pytest.approx(0.80943, abs=1e-5)
+    assert s.error is None
+
+
+def test_neither_option_in_top_logprobs_is_nan_with_error():
+    s = parse_option_scores(load("synthetic_both_absent"), ["A", "B"])
+    assert all(math.isnan(p) for p in s.probs.values())
+    assert "neither of ['A', 'B']" in s.error and "'Both'" in s.error
+    assert s.raw.startswith("Both responses")
+
+
+def test_formatting_tokens_are_skipped_to_the_answer():
+    s = parse_option_scores(load("synthetic_prefix_bracket_B"), ["A", "B"])
+    # answer token is "B" (after "[["): B -0.01, A -4.7 -> 0.99005 / (0.99005 + 0.00910)
+    assert s.probs["B"] == pytest.approx(e(-0.01) / (e(-0.01) + e(-4.7)))
+
+
+def test_reasoning_model_answer_after_think_block():
+    s = parse_option_scores(load("synthetic_reasoning_think_logprobs"), ["A", "B"])
+    # the " A" inside <think> must not count; the answer "A": A -0.05, B -3.0 -> 0.95026
+    assert s.probs["A"] == pytest.approx(e(-0.05) / (e(-0.05) + e(-3.0)))
+    assert s.probs["A"] == pytest.approx(0.95026, abs=1e-5)
+
+
+def test_answer_after_marker():
+    payload = load("synthetic_prefix_bracket_B")
+    assert parse_option_scores(payload, ["A", "B"], answer_after="[[").probs["B"] > 0.99
+    # After the last "]]" nothing is left: an explicit, named failure, not a guess.
+    s = parse_option_scores(payload, ["A", "B"], answer_after="]]")
+    assert math.isnan(s.probs["A"]) and "no answer token" in s.error
+
+
+# ------------------------------------------------------------------ verdict-only payloads
+
+
+def test_real_transformers_serve_payload_is_verdict_only():
+    payload = load("transformers_serve_chat_verdict_only")
+    assert payload["choices"][0]["logprobs"] is None
+    s = parse_option_scores(payload, ["A", "B"])
+    assert s.verdict_only and s.probs == {"A": 1.0, "B": 0.0} and s.error is None
+    assert s.raw.startswith("A\n\nBoth")
+
+
+@pytest.mark.parametrize("name, probs", [
+    ("synthetic_reasoning_think_verdict_only", {"A": 1.0, "B": 0.0}),  # the "B" inside <think> ignored
+    ("synthetic_explain_first_verdict_only", {"A": 0.0, "B": 1.0}),
+    ("synthetic_explain_first_tie_verdict_only", {"A": 0.5, "B": 0.5}),
+])
+def test_verdict_only_payloads(name, probs):
+    s = parse_option_scores(load(name), ["A", "B"])
+    assert s.error is None and s.verdict_only and s.probs == probs
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("synthetic_off_format_text_verdict_only", "no verdict among ['A', 'B']"),
+    ("synthetic_think_cut_off_verdict_only", "unterminated <think>"),
+])
+def test_off_format_verdicts_are_errors(name, reason):
+    s = parse_option_scores(load(name), ["A", "B"])
+    assert reason in s.error and all(math.isnan(p) for p in s.probs.values())
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ("A", "A"), (" b ", "B"), ("(A)", "A"), ("**B**", "B"), ("A.\nBecause it is right.", "A"),
+    ("A]]", "A"), ("[[B", "B"), ("Verdict: [[ B ]]", "B"), ("[[C]]", "tie"),
+    ("A good answer would mention units.", None), ("", None), ("Both.", None),
+    ("[[A]] is better than [[B]]", None),  # conflicting verdicts: refuse to pick one
+])
+def test_verdict_text_forms(text, verdict):
+    s = parse_verdict_text(text, ["A", "B"])
+    if verdict is None:
+        assert s.error and s.error.startswith("off-format")
+    elif verdict == "tie":
+        assert s.probs == {"A": 0.5, "B": 0.5}
+    else:
+        assert s.probs[verdict] == 1.0 and s.error is None
+
+
+def test_verdict_with_numeric_options_and_real_option_C():
+    assert parse_verdict_text("[[2]]", ["1", "2"]).probs == {"1": 0.0, "2": 1.0}
+    # When "C" is itself an option it is chosen, not read as a tie.
+    assert parse_verdict_text("[[C]]", ["A", "B", "C"]).probs == {"A": 0.0, "B": 0.0, "C": 1.0}
+    assert parse_verdict_text("[[C]]", ["A", "B"], tie_label=None).error
+
+
+def test_strip_think():
+    assert strip_think("<think>x</think>A<think>y</think>") == ("A", None)
+    assert strip_think("A")[0] == "A" and strip_think("<think>unfinished")[1]
+
+
+# ------------------------------------------------------------------ generation and echo
+
+
+def test_parse_generation_usage():
+    g = parse_generation(load("transformers_serve_chat_verdict_only"), seconds=0.5)
+    assert (g.prompt_tokens, g.completion_tokens, g.seconds) == (67, 8, 0.5) and g.error is None
+    refused = load("synthetic_A_top")
+    refused["choices"][0]["finish_reason"] = "content_filter"
+    assert "content_filter" in parse_generation(refused).error
+
+
+def test_echo_logprobs_pick_the_continuation_tokens():
+    payload = load("synthetic_completions_echo")
+    assert parse_echo_logprobs(payload, "The capital of France is", " Paris").logprobs == (-0.4,)
+    # " Paris" straddles a context that ends in a space: it is the continuation's token.
+    assert parse_echo_logprobs(payload, "The capital of France is ", "Paris").logprobs == (-0.4,)
+    t = parse_echo_logprobs(payload, "The capital", " of France is Paris")
+    assert t.logprobs == (-1.2, -3.3, -0.9, -0.4) and t.perplexity == pytest.approx(e(5.8 / 4))
+    assert "first token" in parse_echo_logprobs(payload, "", "The capital").error
+
+
+def test_real_server_without_prompt_logprobs_is_an_error_not_a_value():
+    t = parse_echo_logprobs(load("transformers_serve_completions_echo_ignored"), "The capital of France is",
+                            " Paris")
+    assert t.error == NO_PROMPT_LOGPROBS and t.logprobs == ()
+
+
+# ------------------------------------------------------------------ request building
+
+
+def test_raw_prompt_becomes_one_user_message():
+    assert chat_messages(Prompt.raw("Q: 2+2?\nA:")) == [{"role": "user", "content": "Q: 2+2?\nA:"}]
+
+
+def test_score_request_fields():
+    p = Prompt.chat(("system", "judge"), ("user", "which?"))
+    kw = build_score_request("gpt-4o-mini", p)
+    assert kw == {"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "judge"},
+                                                       {"role": "user", "content": "which?"}],
+                  "max_tokens": 8, "temperature": 0.0, "top_p": 1.0, "logprobs": True, "top_logprobs": 20}
+    kw = build_score_request("o3-mini", p, logprobs=False, max_tokens_field="max_completion_tokens")
+    assert "logprobs" not in kw and kw["max_completion_tokens"] == 8 and "max_tokens" not in kw
+
+
+def test_assistant_prefix_modes():
+    p = Prompt.chat(("user", "which?"), assistant_prefix="[[")
+    assert len(build_score_request("m", p)["messages"]) == 1  # "none": not sent, the parser copes
+    kw = build_score_request("m", p, prefix_mode="message")
+    assert kw["messages"][-1] == {"role": "assistant", "content": "[["} and "extra_body" not in kw
+    kw = build_score_request("m", p, prefix_mode="continue")
+    assert kw["extra_body"] == {"continue_final_message": True, "add_generation_prompt": False}
+    with pytest.raises(ValueError, match="prefix_mode"):
+        build_chat_request("m", p, max_tokens=1, prefix_mode="prefill")
+
+
+def test_generate_and_echo_requests():
+    kw = build_generate_request("m", Prompt.raw("hi"), GenerationParams(max_new_tokens=32, temperature=0.7,
+                                                                       top_p=0.9, seed=5, stop=("\n",)))
+    got = (kw["max_tokens"], kw["temperature"], kw["top_p"], kw["seed"], kw["stop"])
+    assert got == (32, 0.7, 0.9, 5, ["\n"])
+    kw = build_echo_request("davinci-002", Prompt.raw("The capital of France is"), " Paris")
+    assert kw["prompt"] == "The capital of France is Paris" and kw["echo"] is True and kw["logprobs"] == 1
+    with pytest.raises(ValueError, match="raw text"):
+        build_echo_request("m", Prompt.chat(("user", "x")), "y")
