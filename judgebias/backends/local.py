@@ -1,0 +1,318 @@
+"""A local transformers model as a judge/generator backend.
+
+Speed without changing results: prompts are scored in length-sorted batches sized by a token
+budget (little padding), right-padded so every real token sees exactly what it would see alone,
+and only the hidden state at each row's last real token goes through the output layer. Generation
+is batched with left padding. fp32 on CPU, bf16 on CUDA, SDPA attention (eager only while
+attention weights are requested).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from judgebias.backends.protocol import (
+    Generation,
+    GenerationParams,
+    OptionScores,
+    Prompt,
+    TokenLogprobs,
+)
+from judgebias.models import LoadedModel, load_model
+
+
+def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
+    """Token ids that spell each option alone: "A", " A", "A.", "\\nA" but not "About" or "An".
+
+    A tokenizer may begin the answer with any of these, so the option's probability is the sum
+    over all of them. Raises ValueError when an option has no such token.
+    """
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    n = len(tokenizer)
+    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False,
+                                   clean_up_tokenization_spaces=False)
+    out: dict[str, list[int]] = {o: [] for o in options}
+    for i, text in enumerate(texts):
+        if i in special:
+            continue
+        s = text.lstrip()
+        if not s:
+            continue
+        for option in options:
+            if s.startswith(option) and (len(s) == len(option) or not s[len(option)].isalnum()):
+                out[option].append(i)
+                break
+    missing = [o for o, ids in out.items() if not ids]
+    if missing:
+        raise ValueError(f"the tokenizer has no token for option(s) {missing}")
+    return out
+
+
+def token_batches(lengths: Sequence[int], token_budget: int, max_batch: int) -> list[list[int]]:
+    """Index batches, longest first, each with (rows x longest row) <= token_budget tokens.
+
+    Sorting by length keeps padding small; a single row longer than the budget is its own batch.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and ((len(current) + 1) * lengths[current[0]] > token_budget or len(current) >= max_batch):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class LocalBackend:
+    """A transformers causal LM (alias, folder, GGUF or hub id; see ``judgebias.models``)."""
+
+    def __init__(self, model: str | LoadedModel = "smollm2-135m-instruct", *, name: str | None = None,
+                 device: str | None = None, dtype=None, gguf_file: str | None = None,
+                 token_budget: int | None = None, max_batch: int = 64):
+        self.loaded = model if isinstance(model, LoadedModel) else load_model(
+            model, gguf_file=gguf_file, device=device, dtype=dtype)
+        if self.loaded.tokenizer is None:
+            raise ValueError(f"model {self.loaded.name!r} has no tokenizer")
+        self.model = self.loaded.model
+        self.tokenizer = self.loaded.tokenizer
+        self.name = name or self.loaded.name
+        self.device = next(self.model.parameters()).device
+        on_gpu = self.device.type == "cuda"
+        self.token_budget = token_budget or (65536 if on_gpu else 4096)
+        self.max_batch = max_batch
+        self._variants: dict[tuple[str, ...], dict[str, list[int]]] = {}
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+        self.max_positions = getattr(self.model.config, "max_position_embeddings", None) or 1 << 30
+        self.softcap = getattr(self.model.config, "final_logit_softcapping", None)
+
+    # ---------------------------------------------------------------- identity and text
+    def identity(self) -> dict:
+        return {"backend": "local", **self.loaded.identity}
+
+    @property
+    def is_chat(self) -> bool:
+        return self.loaded.is_chat
+
+    def render(self, prompt: Prompt) -> str:
+        """The exact text the model reads (chat template applied, answer prefix appended)."""
+        if prompt.text is not None:
+            return prompt.text + prompt.assistant_prefix
+        if not self.is_chat:
+            raise ValueError(f"model {self.name!r} has no chat template: give it a raw (few-shot) prompt")
+        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return text + prompt.assistant_prefix
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        # A chat template writes its own BOS as text; raw text gets the tokenizer's usual specials.
+        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.text is not None).input_ids
+
+    def variants(self, options: Sequence[str]) -> dict[str, list[int]]:
+        key = tuple(options)
+        if key not in self._variants:
+            self._variants[key] = option_variants(self.tokenizer, key)
+        return self._variants[key]
+
+    # ---------------------------------------------------------------- forward passes
+    def _body(self):
+        return self.model.get_decoder()
+
+    def _logits(self, hidden):
+        import torch
+
+        logits = self.model.get_output_embeddings()(hidden).float()
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    def _hidden(self, rows: list[list[int]]):
+        """Right-padded forward pass of the decoder body: (hidden [n, T, d], lengths)."""
+        import torch
+
+        lengths = [len(r) for r in rows]
+        width = max(lengths)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, : len(r)] = 1
+        out = self._body()(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                           use_cache=False)
+        return out.last_hidden_state, lengths
+
+    def _too_long(self, n_tokens: int) -> str | None:
+        if n_tokens > self.max_positions:
+            return f"prompt of {n_tokens} tokens exceeds the model's context of {self.max_positions}"
+        return None
+
+    def score_options(self, prompts: Sequence[Prompt], options: Sequence[str],
+                      progress: Callable[[int], None] | None = None) -> list[OptionScores]:
+        """P(option) at the next token of each prompt, summed over the option's token variants."""
+        import torch
+
+        variants = self.variants(options)
+        encoded = [self.encode(p) for p in prompts]
+        results: list[OptionScores | None] = [None] * len(prompts)
+        todo = []
+        for i, ids in enumerate(encoded):
+            problem = self._too_long(len(ids)) or (None if ids else "empty prompt")
+            if problem:
+                results[i] = OptionScores(probs={o: math.nan for o in options}, error=problem)
+            else:
+                todo.append(i)
+        # Identical prompts (e.g. a pair whose two responses are equal) are computed once.
+        unique: dict[tuple[int, ...], int] = {}
+        for i in todo:
+            unique.setdefault(tuple(encoded[i]), i)
+        reps = list(unique.values())
+        computed: dict[int, OptionScores] = {}
+        index_tensors = {o: torch.tensor(ids, device=self.device) for o, ids in variants.items()}
+        with torch.inference_mode():
+            for batch in token_batches([len(encoded[i]) for i in reps], self.token_budget, self.max_batch):
+                rows = [encoded[reps[j]] for j in batch]
+                hidden, lengths = self._hidden(rows)
+                last = hidden[torch.arange(len(rows), device=self.device),
+                              torch.tensor(lengths, device=self.device) - 1]
+                probs = torch.softmax(self._logits(last), dim=-1)
+                per_option = torch.stack([probs[:, index_tensors[o]].sum(-1) for o in options], dim=-1)
+                top = probs.argmax(-1).tolist()
+                per_option = per_option.double().cpu().tolist()
+                for k, j in enumerate(batch):
+                    mass = sum(per_option[k])
+                    norm = {o: (p / mass if mass > 0 else math.nan)
+                            for o, p in zip(options, per_option[k], strict=True)}
+                    computed[reps[j]] = OptionScores(probs=norm, mass=mass,
+                                                     raw=self.tokenizer.decode([top[k]]))
+                if progress:
+                    progress(len(batch))
+        for i in todo:
+            results[i] = computed[unique[tuple(encoded[i])]]
+        return results  # type: ignore[return-value]
+
+    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
+                              ) -> list[TokenLogprobs]:
+        """Log-probability of each continuation token given the rendered context and the tokens before it."""
+        import torch
+
+        if len(contexts) != len(continuations):
+            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
+        ctx = [self.encode(c) for c in contexts]
+        cont = [self.tokenizer(c, add_special_tokens=False).input_ids for c in continuations]
+        results: list[TokenLogprobs | None] = [None] * len(contexts)
+        todo = []
+        for i in range(len(contexts)):
+            problem = ("empty continuation" if not cont[i] else "empty context" if not ctx[i]
+                       else self._too_long(len(ctx[i]) + len(cont[i])))
+            if problem:
+                results[i] = TokenLogprobs((), error=problem)
+            else:
+                todo.append(i)
+        with torch.inference_mode():
+            for batch in token_batches([len(ctx[todo[j]]) + len(cont[todo[j]]) for j in range(len(todo))],
+                                       self.token_budget, self.max_batch):
+                idx = [todo[j] for j in batch]
+                hidden, _ = self._hidden([ctx[i] + cont[i] for i in idx])
+                for k, i in enumerate(idx):
+                    start = len(ctx[i]) - 1  # the position that predicts the first continuation token
+                    h = hidden[k, start: start + len(cont[i])]
+                    logp = torch.log_softmax(self._logits(h), dim=-1)
+                    target = torch.tensor(cont[i], device=self.device)
+                    picked = logp.gather(1, target[:, None])[:, 0].double().cpu().tolist()
+                    results[i] = TokenLogprobs(tuple(picked))
+        return results  # type: ignore[return-value]
+
+    # ---------------------------------------------------------------- generation
+    def generate(self, prompts: Sequence[Prompt], params: GenerationParams,
+                 progress: Callable[[int], None] | None = None) -> list[Generation]:
+        """Batched generation (left padding); greedy when temperature is 0.
+
+        With sampling, a batch shares one seeded random stream, so a text depends on which prompts
+        it was batched with; greedy output does not.
+        """
+        encoded = [self.encode(p) for p in prompts]
+        results: list[Generation | None] = [None] * len(prompts)
+        todo = []
+        for i, ids in enumerate(encoded):
+            problem = self._too_long(len(ids) + params.max_new_tokens) or (None if ids else "empty prompt")
+            if problem:
+                results[i] = Generation(text="", error=problem)
+            else:
+                todo.append(i)
+        eos = self._eos_ids()
+        budget = max(self.token_budget, 1)
+        lengths = [len(encoded[i]) + params.max_new_tokens for i in todo]
+        for batch in token_batches(lengths, budget, self.max_batch):
+            idx = [todo[j] for j in batch]
+            start = time.perf_counter()
+            texts, n_new = self._generate_batch([encoded[i] for i in idx], params, eos)
+            seconds = (time.perf_counter() - start) / len(idx)
+            for k, i in enumerate(idx):
+                results[i] = Generation(text=texts[k], prompt_tokens=len(encoded[i]),
+                                        completion_tokens=n_new[k], seconds=seconds)
+            if progress:
+                progress(len(idx))
+        return results  # type: ignore[return-value]
+
+    def _eos_ids(self) -> list[int]:
+        ids = set()
+        configured = getattr(self.model.generation_config, "eos_token_id", None)
+        for source in (self.tokenizer.eos_token_id, configured):
+            if isinstance(source, int):
+                ids.add(source)
+            elif source:
+                ids.update(source)
+        for token in ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|endoftext|>"):
+            tid = self.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id and tid < len(self.tokenizer):
+                ids.add(tid)
+        return sorted(ids)
+
+    def _generate_batch(self, rows: list[list[int]], params: GenerationParams, eos: list[int]
+                        ) -> tuple[list[str], list[int]]:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r):] = 1
+        tokenizer = self.tokenizer
+        stops = params.stop
+
+        class _Stop(StoppingCriteria):
+            # Per-row check of the decoded tail, so one row's stop string ends only that row.
+            def __call__(self, input_ids, scores, **kwargs):
+                tail = input_ids[:, width:][:, -16:].tolist()
+                texts = tokenizer.batch_decode(tail, skip_special_tokens=True)
+                return torch.tensor([any(s in t for s in stops) for t in texts], device=input_ids.device)
+
+        kwargs: dict[str, Any] = dict(max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id,
+                                      eos_token_id=eos, attention_mask=mask.to(self.device))
+        if params.temperature > 0:
+            torch.manual_seed(params.seed)
+            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if stops:
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_Stop()])
+        with torch.inference_mode():
+            out = self.model.generate(ids.to(self.device), **kwargs)
+        new = out[:, width:].tolist()
+        texts, counts = [], []
+        eos_set = set(eos)
+        for row in new:
+            n = next((k for k, t in enumerate(row) if t in eos_set), len(row))
+            text = tokenizer.decode(row[:n], skip_special_tokens=True)
+            cut = min((text.find(s) for s in stops if s in text), default=-1)
+            texts.append(text[:cut] if cut >= 0 else text)
+            counts.append(n)
+        return texts, counts

