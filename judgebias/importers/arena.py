@@ -14,6 +14,7 @@ HF_TOKEN) or a local JSONL/JSON/Parquet file with the same columns.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, text_problem
@@ -43,7 +44,7 @@ def import_arena(src: Path | str, split: list[str] | None = None, turns: str = "
             exclusions.add("winner_missing", example=where)
             continue
         if str(raw).strip().lower() != winner and str(raw).strip().lower() != f"model_{winner}":
-            exclusions.add(f"{RECODED}winner_{str(raw).strip().replace(' ', '_')}")
+            exclusions.add(f"{RECODED}winner_" + re.sub(r"[^a-z0-9]+", "_", str(raw).lower()).strip("_"))
         rendered = render_pair(rec, where, turns)
         if isinstance(rendered, str):
             exclusions.add(rendered, example=where)

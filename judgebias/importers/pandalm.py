@@ -32,23 +32,31 @@ GARBAGE = "garbage"
 def split_cmp_keys(keys: set[str], path: Path | str = TESTSET) -> dict[str, tuple[str, str]]:
     """Map each ``cmp_key`` to its (generator of response1, generator of response2).
 
-    Keys with one ``_`` split there. A key with several is split at the one position where both
-    halves are model names seen elsewhere; otherwise it is ambiguous and raises.
+    Keys with one ``_`` split there. A key with several splits at the one position where a half is
+    a model name already known from another key (repeated until nothing changes, so names learnt
+    from one key resolve the next); a key that still has no single such position raises.
     """
     out: dict[str, tuple[str, str]] = {}
     known: set[str] = set()
     for key in keys:
         if key.count("_") == 1:
-            a, b = key.split("_")
-            out[key] = (a, b)
-            known.update((a, b))
-    for key in sorted(keys - out.keys()):
-        cuts = [i for i, ch in enumerate(key) if ch == "_"]
-        fits = [(key[:i], key[i + 1:]) for i in cuts if key[:i] in known and key[i + 1:] in known]
-        if len(fits) != 1:
-            raise TableError(str(path), [f"field 'cmp_key': cannot tell the two model names apart in {key!r}"
-                                         f" ({len(fits)} candidate splits from the other keys)"])
-        out[key] = fits[0]
+            out[key] = tuple(key.split("_"))  # type: ignore[assignment]
+            known.update(out[key])
+    progress = True
+    while progress:
+        progress = False
+        for key in sorted(keys - out.keys()):
+            cuts = [i for i, ch in enumerate(key) if ch == "_"]
+            fits = [(key[:i], key[i + 1:]) for i in cuts if key[:i] in known or key[i + 1:] in known]
+            if len(fits) == 1:
+                out[key] = fits[0]
+                known.update(fits[0])
+                progress = True
+    unresolved = sorted(keys - out.keys())
+    if unresolved:
+        raise TableError(str(path), [f"field 'cmp_key': cannot tell the two model names apart in {k!r} "
+                                     "(no single '_' with a model name known from the other keys)"
+                                     for k in unresolved])
     bad = [k for k, (a, b) in out.items() if not a or not b]
     if bad:
         raise TableError(str(path), [f"field 'cmp_key': empty model name in {bad[0]!r}"])
