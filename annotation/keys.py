@@ -10,7 +10,9 @@ def pair_key(pair_id: str, prompt: str, response_a: str, response_b: str) -> str
     label is never attached to texts the annotator did not see. Opaque on purpose: pair ids of real
     datasets often spell the generators (PandaLM's ``bloom-7b_llama-7b``), and the key travels with
     the task data that annotators can see. The ledger maps it back to the pair id."""
-    digest = hashlib.sha256("\x1f".join((pair_id, prompt, response_a, response_b)).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(
+        "\x1f".join((pair_id, prompt, response_a, response_b)).encode("utf-8")
+    ).hexdigest()
     return "pk-" + digest[:24]
 
 

@@ -24,8 +24,7 @@ from annotation.store import Label, Ledger, PushedTask, UpsertCounts
 CHOICE_FIELD = "preference"
 REASON_FIELD = "reason"
 # Both the aliases (what the UI stores) and the displayed values are accepted.
-_SHOWN = {"left": "left", "right": "right", "tie": "tie",
-          "response 1": "left", "response 2": "right"}
+_SHOWN = {"left": "left", "right": "right", "tie": "tie", "response 1": "left", "response 2": "right"}
 DEFAULT_MAX_ANNOTATIONS = 3
 URL_ENV, KEY_ENV = "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"
 
@@ -50,8 +49,10 @@ class ServerSettings:
         missing = [name for name, v in ((URL_ENV, url), (KEY_ENV, api_key)) if not v]
         if missing:
             raise LabelStudioError(
-                f"{' and '.join(missing)} not set: export {URL_ENV}=http://127.0.0.1:8080 and {KEY_ENV}=<token> "
-                "(scripts/labelstudio_start.sh writes both to <data dir>/labelstudio.env; `source` that file)")
+                f"{' and '.join(missing)} not set: export {URL_ENV}=http://127.0.0.1:8080 and "
+                f"{KEY_ENV}=<token> "
+                "(scripts/labelstudio_start.sh writes both to <data dir>/labelstudio.env; `source` that file)"
+            )
         return cls(url=url.rstrip("/"), api_key=api_key)
 
 
@@ -77,10 +78,7 @@ def task_data(row, swapped: bool) -> dict[str, str]:
 
 def _canonical_time(value: Any) -> str:
     """ISO-8601 UTC with microseconds, so the ledger can compare edit times as strings."""
-    if isinstance(value, datetime):
-        ts = value
-    else:
-        ts = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    ts = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
     return ts.astimezone(UTC).isoformat(timespec="microseconds")
@@ -100,10 +98,18 @@ def parse_annotation(ann: dict, task: PushedTask) -> Label:
             text = value["text"]
             reason = "\n".join(text) if isinstance(text, list) else str(text)
     skipped = bool(ann.get("was_cancelled")) or label is None
-    return Label(annotation_id=int(ann["id"]), server_url=task.server_url, task_id=task.task_id,
-                 pair_key=task.pair_key, pair_id=task.pair_id, annotator=f"ls-user-{who}",
-                 label=None if skipped else label, skipped=skipped, reason=reason,
-                 updated_at=_canonical_time(ann.get("updated_at") or ann.get("created_at")))
+    return Label(
+        annotation_id=int(ann["id"]),
+        server_url=task.server_url,
+        task_id=task.task_id,
+        pair_key=task.pair_key,
+        pair_id=task.pair_id,
+        annotator=f"ls-user-{who}",
+        label=None if skipped else label,
+        skipped=skipped,
+        reason=reason,
+        updated_at=_canonical_time(ann.get("updated_at") or ann.get("created_at")),
+    )
 
 
 @dataclass
@@ -129,8 +135,9 @@ class LabelStudioClient:
 
         self.settings = settings
         self.url = settings.url
-        self._ls = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout,
-                               max_retries=max_retries)
+        self._ls = LabelStudio(
+            base_url=settings.url, api_key=settings.api_key, timeout=timeout, max_retries=max_retries
+        )
 
     def __repr__(self) -> str:
         return f"LabelStudioClient(url={self.url!r})"
@@ -142,12 +149,19 @@ class LabelStudioClient:
         try:
             return fn(*args, **kwargs)
         except (httpx.TransportError, ConnectionError) as exc:
-            raise LabelStudioError(f"Label Studio at {self.url} is not reachable: {exc} (while {what})") from None
+            raise LabelStudioError(
+                f"Label Studio at {self.url} is not reachable: {exc} (while {what})"
+            ) from None
         except ApiError as exc:
             body = str(exc.body)[:300] if exc.body is not None else ""
-            hint = " (check LABEL_STUDIO_API_KEY; legacy tokens must be enabled)" if exc.status_code == 401 else ""
+            hint = (
+                " (check LABEL_STUDIO_API_KEY; legacy tokens must be enabled)"
+                if exc.status_code == 401
+                else ""
+            )
             raise LabelStudioError(
-                f"Label Studio at {self.url} refused {what}: HTTP {exc.status_code} {body}{hint}") from None
+                f"Label Studio at {self.url} refused {what}: HTTP {exc.status_code} {body}{hint}"
+            ) from None
 
     def check(self) -> None:
         self._call("checking the API key", self._ls.users.whoami)
@@ -160,17 +174,31 @@ class LabelStudioClient:
         for project in self._call("listing projects", lambda: list(self._ls.projects.list(title=title))):
             if project.title == title:
                 return int(project.id)
-        project = self._call("creating the project", self._ls.projects.create, title=title,
-                             label_config=labeling_config(), maximum_annotations=max_annotations,
-                             description="judgebias pairwise preference: which response is better?")
+        project = self._call(
+            "creating the project",
+            self._ls.projects.create,
+            title=title,
+            label_config=labeling_config(),
+            maximum_annotations=max_annotations,
+            description="judgebias pairwise preference: which response is better?",
+        )
         return int(project.id)
 
     def _server_tasks(self, project_id: int) -> list:
-        return self._call("listing tasks", lambda: list(self._ls.tasks.list(project=project_id, fields="all")))
+        return self._call(
+            "listing tasks", lambda: list(self._ls.tasks.list(project=project_id, fields="all"))
+        )
 
     # -- push ---------------------------------------------------------------------------------------
-    def push(self, chosen: pd.DataFrame, ledger: Ledger, *, project_title: str, seed: int,
-             max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> PushResult:
+    def push(
+        self,
+        chosen: pd.DataFrame,
+        ledger: Ledger,
+        *,
+        project_title: str,
+        seed: int,
+        max_annotations: int = DEFAULT_MAX_ANNOTATIONS,
+    ) -> PushResult:
         """Push the chosen pairs (rows with pair_id, pair_key, prompt, response_a, response_b).
 
         Idempotent twice over: keys already in the ledger are skipped, and tasks already on the server
@@ -187,8 +215,11 @@ class LabelStudioClient:
             row = by_key.pop(data.get("pair_key"), None)
             if row is not None:
                 was_swapped = data.get("left") != row.response_a
-                adopted.append(PushedTask(row.pair_key, str(row.pair_id), project_id, int(task.id),
-                                          was_swapped, self.url))
+                adopted.append(
+                    PushedTask(
+                        row.pair_key, str(row.pair_id), project_id, int(task.id), was_swapped, self.url
+                    )
+                )
         if adopted:
             ledger.record_tasks(adopted)
         rows = list(by_key.values())
@@ -196,22 +227,33 @@ class LabelStudioClient:
         task_ids: list[int] = []
         if rows:
             payload = [task_data(r, s) for r, s in zip(rows, swaps, strict=True)]
-            resp = self._call("importing tasks", self._ls.projects.import_tasks, id=project_id,
-                              request=payload, return_task_ids=True)
+            resp = self._call(
+                "importing tasks",
+                self._ls.projects.import_tasks,
+                id=project_id,
+                request=payload,
+                return_task_ids=True,
+            )
             task_ids = [int(t) for t in (resp.task_ids or [])]
             if len(task_ids) != len(rows):
-                raise LabelStudioError(f"Label Studio at {self.url} created {len(task_ids)} tasks for "
-                                       f"{len(rows)} pairs; run push again to adopt them")
-            ledger.record_tasks(PushedTask(r.pair_key, str(r.pair_id), project_id, tid, s, self.url)
-                                for r, s, tid in zip(rows, swaps, task_ids, strict=True))
+                raise LabelStudioError(
+                    f"Label Studio at {self.url} created {len(task_ids)} tasks for "
+                    f"{len(rows)} pairs; run push again to adopt them"
+                )
+            ledger.record_tasks(
+                PushedTask(r.pair_key, str(r.pair_id), project_id, tid, s, self.url)
+                for r, s, tid in zip(rows, swaps, task_ids, strict=True)
+            )
         return PushResult(project_id, len(rows), already, len(adopted), task_ids)
 
     # -- pull ---------------------------------------------------------------------------------------
     def export(self, project_id: int) -> list[dict]:
         def run() -> list[dict]:
-            chunks = self._ls.projects.exports.download_sync(id=project_id, export_type="JSON",
-                                                             download_all_tasks=True)
+            chunks = self._ls.projects.exports.download_sync(
+                id=project_id, export_type="JSON", download_all_tasks=True
+            )
             return json.loads(b"".join(chunks))
+
         return self._call(f"exporting project {project_id}", run)
 
     def pull(self, ledger: Ledger) -> PullResult:

@@ -75,15 +75,17 @@ def _order_flip(df: pd.DataFrame) -> pd.Series:
     return flip.where(ab.notna() & ba.notna())
 
 
-def self_sides(df: pd.DataFrame, judge: str, self_map: Mapping[str, Iterable[str]] | None = None
-               ) -> pd.Series:
+def self_sides(
+    df: pd.DataFrame, judge: str, self_map: Mapping[str, Iterable[str]] | None = None
+) -> pd.Series:
     """Per row: "a" / "b" when ``judge`` (or a generator mapped to it) wrote exactly that response;
     None when it wrote neither or both."""
     own = {judge, *(self_map or {}).get(judge, ())}
     is_a = df["generator_a"].isin(own)
     is_b = df["generator_b"].isin(own)
-    return pd.Series(np.where(is_a & ~is_b, "a", np.where(is_b & ~is_a, "b", None)),
-                     index=df.index, dtype=object)
+    return pd.Series(
+        np.where(is_a & ~is_b, "a", np.where(is_b & ~is_a, "b", None)), index=df.index, dtype=object
+    )
 
 
 def normalize_self_map(pairs: Iterable[str] | Mapping[str, object] | None) -> dict[str, tuple[str, ...]]:
@@ -128,11 +130,30 @@ def select_pairs(
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
-    missing = [c for c in ("pair_id", "prompt", "response_a", "response_b", "judge", "p_a", "verdict",
-                           "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba", "generator_a", "generator_b",
-                           "human") if c not in table.columns]
+    missing = [
+        c
+        for c in (
+            "pair_id",
+            "prompt",
+            "response_a",
+            "response_b",
+            "judge",
+            "p_a",
+            "verdict",
+            "p_a_ab",
+            "p_a_ba",
+            "verdict_ab",
+            "verdict_ba",
+            "generator_a",
+            "generator_b",
+            "human",
+        )
+        if c not in table.columns
+    ]
     if missing:
-        raise ValueError(f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate")
+        raise ValueError(
+            f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate"
+        )
     self_map = {k: tuple(v) for k, v in (self_map or {}).items()}
     exclusions = Exclusions()
     all_judges = sorted({j for j in table["judge"].dropna().unique() if j})
@@ -149,8 +170,11 @@ def select_pairs(
         gold_panel = [j for j in all_judges if j not in measured] or list(all_judges)
 
     rows = table.assign(_p=prob_a(table), _flip=_order_flip(table))
-    pairs = rows.drop_duplicates("pair_id", keep="first").set_index("pair_id")[
-        ["prompt", "response_a", "response_b", "generator_a", "generator_b"]].copy()
+    pairs = (
+        rows.drop_duplicates("pair_id", keep="first")
+        .set_index("pair_id")[["prompt", "response_a", "response_b", "generator_a", "generator_b"]]
+        .copy()
+    )
     pairs["pair_key"] = [pair_key(pid, r.prompt, r.response_a, r.response_b) for pid, r in pairs.iterrows()]
     has_human = rows.groupby("pair_id", sort=False)["human"].agg(lambda s: any(len(x) > 0 for x in s))
     pairs["labelled"] = has_human.reindex(pairs.index).fillna(False).astype(bool)
@@ -172,14 +196,23 @@ def select_pairs(
     pairs["disagree"] = grouped["_dis"].mean().reindex(pairs.index).fillna(0.0)
     pairs["flip"] = grouped["_flip"].mean().reindex(pairs.index).fillna(0.0)
     own = meas[meas["_self"].notna()]
-    self_who = own.groupby("pair_id").apply(
-        lambda g: sorted(f"{j} wrote {s}" for j, s in zip(g["judge"], g["_self"], strict=True)),
-        include_groups=False) if len(own) else pd.Series(dtype=object)
+    self_who = (
+        own.groupby("pair_id").apply(
+            lambda g: sorted(f"{j} wrote {s}" for j, s in zip(g["judge"], g["_self"], strict=True)),
+            include_groups=False,
+        )
+        if len(own)
+        else pd.Series(dtype=object)
+    )
     pairs["self_who"] = self_who.reindex(pairs.index)
     pairs["self"] = pairs["self_who"].notna().astype(float)
 
-    pairs["score"] = (weights.uncertain * pairs["uncertain"] + weights.disagree * pairs["disagree"]
-                      + weights.self * pairs["self"] + weights.flip * pairs["flip"])
+    pairs["score"] = (
+        weights.uncertain * pairs["uncertain"]
+        + weights.disagree * pairs["disagree"]
+        + weights.self * pairs["self"]
+        + weights.flip * pairs["flip"]
+    )
 
     pushed = set(exclude_keys)
     keep = pd.Series(True, index=pairs.index)
@@ -189,13 +222,30 @@ def select_pairs(
     already = pairs["pair_key"].isin(pushed) & keep
     exclusions.add_mask("already_pushed", already, pd.Series(pairs.index, pairs.index))
     keep &= ~already
-    cand = pairs[keep].reset_index().sort_values(["score", "pair_key"], ascending=[False, True], kind="stable")
+    cand = (
+        pairs[keep].reset_index().sort_values(["score", "pair_key"], ascending=[False, True], kind="stable")
+    )
     chosen = cand.head(budget).copy()
     exclusions.add("over_budget", len(cand) - len(chosen))
     chosen["reasons"] = [_reasons(r) for r in chosen.itertuples()]
     chosen["rank"] = np.arange(1, len(chosen) + 1)
-    cols = ["rank", "pair_id", "pair_key", "score", "uncertain", "disagree", "self", "flip", "gold",
-            "reasons", "prompt", "response_a", "response_b", "generator_a", "generator_b"]
+    cols = [
+        "rank",
+        "pair_id",
+        "pair_key",
+        "score",
+        "uncertain",
+        "disagree",
+        "self",
+        "flip",
+        "gold",
+        "reasons",
+        "prompt",
+        "response_a",
+        "response_b",
+        "generator_a",
+        "generator_b",
+    ]
     return Selection(chosen=chosen[cols].reset_index(drop=True), candidates=len(cand), exclusions=exclusions)
 
 

@@ -95,7 +95,12 @@ class UpsertCounts:
     deleted: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"new": self.new, "updated": self.updated, "unchanged": self.unchanged, "deleted": self.deleted}
+        return {
+            "new": self.new,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+        }
 
 
 class Ledger:
@@ -127,8 +132,10 @@ class Ledger:
     def record_tasks(self, tasks: Iterable[PushedTask]) -> int:
         """Insert pushed tasks; a key already present keeps its first record (the swap must not change)."""
         now = _now()
-        rows = [(t.pair_key, t.pair_id, t.project_id, t.task_id, int(t.swapped), t.server_url,
-                 t.pushed_at or now) for t in tasks]
+        rows = [
+            (t.pair_key, t.pair_id, t.project_id, t.task_id, int(t.swapped), t.server_url, t.pushed_at or now)
+            for t in tasks
+        ]
         with closing(self._connect()) as con, con:
             before = con.total_changes
             con.executemany("INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -143,12 +150,27 @@ class Ledger:
     def task_index(self, server_url: str) -> dict[int, PushedTask]:
         with closing(self._connect()) as con:
             rows = con.execute("SELECT * FROM tasks WHERE server_url = ?", (server_url,)).fetchall()
-        return {r["task_id"]: PushedTask(r["pair_key"], r["pair_id"], r["project_id"], r["task_id"],
-                                         bool(r["swapped"]), r["server_url"], r["pushed_at"]) for r in rows}
+        return {
+            r["task_id"]: PushedTask(
+                r["pair_key"],
+                r["pair_id"],
+                r["project_id"],
+                r["task_id"],
+                bool(r["swapped"]),
+                r["server_url"],
+                r["pushed_at"],
+            )
+            for r in rows
+        }
 
     # -- labels -------------------------------------------------------------------------------------
-    def upsert_labels(self, labels: Iterable[Label], *, seen_tasks: Iterable[int] | None = None,
-                      server_url: str | None = None) -> UpsertCounts:
+    def upsert_labels(
+        self,
+        labels: Iterable[Label],
+        *,
+        seen_tasks: Iterable[int] | None = None,
+        server_url: str | None = None,
+    ) -> UpsertCounts:
         """Upsert by (server, annotation id); the newer ``updated_at`` wins. When ``seen_tasks`` is given
         (a full export of those tasks), annotations of those tasks missing from ``labels`` were deleted
         on the server and are marked deleted (kept for audit, no longer counted)."""
@@ -157,20 +179,35 @@ class Ledger:
         new = updated = unchanged = deleted = 0
         with closing(self._connect()) as con, con:
             for lab in labels:
-                row = con.execute("SELECT updated_at, label, skipped, reason, deleted FROM labels "
-                                  "WHERE server_url = ? AND annotation_id = ?",
-                                  (lab.server_url, lab.annotation_id)).fetchone()
-                values = (lab.task_id, lab.pair_key, lab.pair_id, lab.annotator, lab.label, int(lab.skipped),
-                          lab.reason, lab.updated_at, now)
+                row = con.execute(
+                    "SELECT updated_at, label, skipped, reason, deleted FROM labels "
+                    "WHERE server_url = ? AND annotation_id = ?",
+                    (lab.server_url, lab.annotation_id),
+                ).fetchone()
+                values = (
+                    lab.task_id,
+                    lab.pair_key,
+                    lab.pair_id,
+                    lab.annotator,
+                    lab.label,
+                    int(lab.skipped),
+                    lab.reason,
+                    lab.updated_at,
+                    now,
+                )
                 if row is None:
-                    con.execute("INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                                (lab.annotation_id, lab.server_url, *values))
+                    con.execute(
+                        "INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                        (lab.annotation_id, lab.server_url, *values),
+                    )
                     new += 1
                 elif lab.updated_at > row["updated_at"] or row["deleted"]:
-                    con.execute("UPDATE labels SET task_id = ?, pair_key = ?, pair_id = ?, annotator = ?, "
-                                "label = ?, skipped = ?, reason = ?, updated_at = ?, pulled_at = ?, deleted = 0 "
-                                "WHERE server_url = ? AND annotation_id = ?",
-                                (*values, lab.server_url, lab.annotation_id))
+                    con.execute(
+                        "UPDATE labels SET task_id = ?, pair_key = ?, pair_id = ?, annotator = ?, "
+                        "label = ?, skipped = ?, reason = ?, updated_at = ?, pulled_at = ?, deleted = 0 "
+                        "WHERE server_url = ? AND annotation_id = ?",
+                        (*values, lab.server_url, lab.annotation_id),
+                    )
                     updated += 1
                 else:
                     unchanged += 1
@@ -179,11 +216,17 @@ class Ledger:
                     raise ValueError("server_url is required with seen_tasks")
                 present = {lab.annotation_id for lab in labels}
                 for task_id in set(seen_tasks):
-                    for r in con.execute("SELECT annotation_id FROM labels WHERE server_url = ? AND task_id = ? "
-                                         "AND deleted = 0", (server_url, task_id)).fetchall():
+                    for r in con.execute(
+                        "SELECT annotation_id FROM labels WHERE server_url = ? AND task_id = ? "
+                        "AND deleted = 0",
+                        (server_url, task_id),
+                    ).fetchall():
                         if r[0] not in present:
-                            con.execute("UPDATE labels SET deleted = 1, pulled_at = ? WHERE server_url = ? "
-                                        "AND annotation_id = ?", (now, server_url, r[0]))
+                            con.execute(
+                                "UPDATE labels SET deleted = 1, pulled_at = ? WHERE server_url = ? "
+                                "AND annotation_id = ?",
+                                (now, server_url, r[0]),
+                            )
                             deleted += 1
         return UpsertCounts(new, updated, unchanged, deleted)
 
@@ -209,7 +252,10 @@ class Ledger:
         labelled_keys = set(done["pair_key"])
         per_annotator = {}
         for who, g in labels.groupby("annotator"):
-            per_annotator[str(who)] = {"labelled": int((~g["skipped"]).sum()), "skipped": int(g["skipped"].sum())}
+            per_annotator[str(who)] = {
+                "labelled": int((~g["skipped"]).sum()),
+                "skipped": int(g["skipped"].sum()),
+            }
         return {
             "pushed": len(tasks),
             "labelled": len(labelled_keys & set(tasks["pair_key"])),
