@@ -15,6 +15,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Measure, explain and reduce the biases of LLM-as-a-judge evaluators."""
+    # A callback keeps typer in group mode even while only one command module is present.
+
+
 # Modules that define ``register(app)``; a module not written yet is simply absent.
 _COMMAND_MODULES = ("importers", "analyze", "judge", "pipeline", "annotate", "bench")
 
