@@ -273,16 +273,26 @@ class ExperimentConfig(_Strict):
         return [n for n in panel if n != measured and n not in exclude]
 
     def results_part(self) -> dict:
-        """The part of the config that determines results (what ``config_hash`` covers)."""
+        """The part of the config that determines the main stages' results (``config_hash``).
+        Ablations have their own hashes (``ablation_hash``): switching one off or retuning it
+        leaves the main run folder's outputs valid."""
         return self.model_dump(mode="json", exclude={"tracking", "annotation", "task_runner", "cache_dir",
-                                                     "run_dir"})
+                                                     "run_dir", "ablations"})
 
     def config_hash(self) -> str:
-        doc = json.dumps(self.results_part(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(doc.encode()).hexdigest()[:12]
+        return _digest(self.results_part())
+
+    def ablation_hash(self, kind: Literal["style_rewrite", "finetune"]) -> str:
+        section = getattr(self.ablations, kind).model_dump(mode="json", exclude={"enabled"})
+        return _digest({"main": self.config_hash(), kind: section})
 
     def run_path(self, base: str | os.PathLike | None = None) -> Path:
         return Path(base or self.run_dir) / f"{self.name}-{self.config_hash()}"
+
+
+def _digest(doc: Any) -> str:
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _loc(loc: tuple) -> str:

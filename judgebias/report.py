@@ -1,0 +1,133 @@
+"""Human-readable summaries of a finished experiment: the Prefect markdown artifact and the short
+console report of ``judgebias demo``. Both read the run folder only (what was computed), never
+recompute anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+
+HEADLINE = (
+    ("dbg", "DBG score (judge - gold win rate on own responses)"),
+    ("self_preference_score", "self-preference score (P(own) - 0.5)"),
+    ("position_bias", "position bias (P(first shown) - 0.5)"),
+    ("perplexity_own_other", "log-perplexity own - other responses"),
+)
+WEAK_JUDGES_NOTE = (
+    "Honest caveat: 135M-270M models are weak judges (strongly position-biased, near-chance "
+    "agreement); these figures show the pipeline working end to end, not findings about "
+    "LLM judges. Use 7B+ judges (GPU config or API judges) for conclusions."
+)
+
+
+def fmt_estimate(e: dict | None) -> str:
+    if not e or e.get("value") is None:
+        reason = (e or {}).get("skipped")
+        return f"n/a ({reason})" if reason else "n/a"
+    lo, hi = e.get("ci_low"), e.get("ci_high")
+    ci = f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None and hi is not None else ""
+    n = f" n={e['n']}" if e.get("n") is not None else ""
+    return f"{e['value']:+.3f}{ci}{n}"
+
+
+def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
+    """(judge, metric label, formatted estimate) for the headline metrics present."""
+    rows = []
+    for judge, per in sorted(metrics.get("judges", {}).items()):
+        for key, label in HEADLINE:
+            if key in per:
+                rows.append((judge, label, fmt_estimate(per[key])))
+            elif key in per.get("skipped", {}):
+                rows.append((judge, label, f"n/a ({per['skipped'][key]})"))
+    return rows
+
+
+def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:
+    out = {}
+    style = f"style-{cfg.ablation_hash('style_rewrite')}/comparison.json"
+    ft = f"finetune-{cfg.ablation_hash('finetune')}/comparison.json"
+    if cfg.ablations.style_rewrite.enabled and store.has(style):
+        out["style rewrite"] = store.read_json(style)
+    if cfg.ablations.finetune.enabled and store.has(ft):
+        out["fine-tune"] = store.read_json(ft)
+    return out
+
+
+def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str, Any]) -> str:
+    metrics = store.read_json("metrics.json") if store.has("metrics.json") else {}
+    ds = metrics.get("dataset", {})
+    lines = [
+        f"# judgebias experiment `{cfg.name}`",
+        "",
+        f"- MLflow run: `{tracking.get('run_id')}` (experiment `{cfg.tracking.experiment}`, "
+        f"tracking URI `{tracking.get('tracking_uri')}`)",
+        f"- run folder: `{store.root}` (config hash `{cfg.config_hash()}`)",
+        f"- {ds.get('pairs', '?')} pairs, judges: {', '.join(ds.get('judges', []))}; "
+        f"generators: {', '.join(ds.get('generators', []))}",
+        "",
+        "| judge | metric | estimate [95% CI] |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {j} | {label} | {est} |" for j, label, est in headline_rows(metrics)]
+    for title, comp in _comparisons(store, cfg).items():
+        lines += [
+            "",
+            f"## {title}: DBG before and after",
+            "",
+            "| judge | condition | DBG [95% CI] |",
+            "|---|---|---|",
+        ]
+        for judge, row in comp["judges"].items():
+            lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in row.items()]
+    lines += ["", WEAK_JUDGES_NOTE if _small_models(cfg) else ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _small_models(cfg: ExperimentConfig) -> bool:
+    small = ("smollm2-135m", "gemma-3-270m", "tiny", "random")
+    return any(any(s in j.model.lower() for s in small) for j in cfg.judges)
+
+
+def console_report(
+    cfg: ExperimentConfig, store: RunStore, result: dict, *, wall_s: float, peak_rss_gb: float
+) -> str:
+    metrics = store.read_json("metrics.json") if store.has("metrics.json") else {}
+    uri = result.get("tracking_uri", "")
+    lines = [
+        "",
+        "=" * 78,
+        f"judgebias experiment {cfg.name!r} finished in {wall_s:.0f} s "
+        f"(peak memory {peak_rss_gb:.2f} GB RSS)",
+        "=" * 78,
+        f"run folder : {store.root}",
+        f"MLflow run : {result.get('run_id')}  experiment {cfg.tracking.experiment!r}  ({uri})",
+    ]
+    if uri.startswith("sqlite:"):
+        lines.append(f"open the UI: mlflow ui --backend-store-uri {uri}   (then http://127.0.0.1:5000)")
+    if result.get("run_url"):
+        lines.append(f"run page   : {result['run_url']}")
+    lines += ["", "headline figures (95% intervals):"]
+    width = max((len(j) for j, _, _ in headline_rows(metrics)), default=5)
+    for judge, label, est in headline_rows(metrics):
+        lines.append(f"  {judge:<{width}}  {label:<52} {est}")
+    for title, comp in _comparisons(store, cfg).items():
+        lines.append(f"\n{title} ablation, DBG per judge:")
+        for judge, row in comp["judges"].items():
+            cells = ", ".join(f"{cond} {fmt_estimate(e)}" for cond, e in row.items())
+            lines.append(f"  {judge}: {cells}")
+        if comp.get("excluded_from_gold"):
+            lines.append(
+                f"  (rewriter {comp['rewriter']!r} left out of the gold panel: "
+                f"{', '.join(comp['excluded_from_gold'])})"
+            )
+    stages = store.stage_seconds()
+    if stages:
+        lines.append(
+            "\nstage wall times when computed (s): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in stages.items() if v >= 1)
+        )
+    if _small_models(cfg):
+        lines += ["", WEAK_JUDGES_NOTE]
+    return "\n".join(lines)

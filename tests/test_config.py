@@ -1,0 +1,153 @@
+"""Experiment config: every mistake is an error naming its key path; nothing unknown passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from judgebias.config import ConfigError, demo_config_path, flatten, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def minimal(**extra) -> dict:
+    cfg = {
+        "generators": [
+            {"name": "g1", "model": "m1"},
+            {"name": "g2", "model": "m2", "prompt_kind": "few-shot"},
+        ],
+        "judges": [{"name": "g1", "model": "m1"}, {"name": "g2", "model": "m2"}],
+        "self_map": {"g1": "g1", "g2": "g2"},
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, "exp.yaml")
+    assert str(info.value).startswith("exp.yaml: invalid experiment config")
+    return info.value.problems
+
+
+def test_minimal_config_gets_defaults():
+    cfg = parse_config(minimal())
+    assert cfg.gold.panel == "all-others"
+    assert cfg.judges[0].template == "dbg-ab"
+    assert cfg.task_runner.kind == "thread"
+    assert cfg.gold_panel("g1") == ["g2"]
+    assert cfg.gold_panel("g1", exclude=("g2",)) == []
+
+
+def test_unknown_keys_are_rejected_with_their_path():
+    data = minimal()
+    data["judges"][1]["bach_size"] = 4
+    data["judgs"] = []
+    assert problems(data) == [
+        "judges[1].bach_size: unknown key (not part of the experiment config)",
+        "judgs: unknown key (not part of the experiment config)",
+    ]
+
+
+def test_bad_values_name_the_key_path():
+    data = minimal(
+        ablations={"style_rewrite": {"styles": ["attractive", "sarcastic"]}, "finetune": {"lora": {"r": 0}}}
+    )
+    data["judges"][1]["backend"] = "vllm"
+    data["generators"][0]["max_new_tokens"] = -1
+    found = problems(data)
+    assert any(p.startswith("generators[0].max_new_tokens: ") for p in found), found
+    assert any(p.startswith("judges[1].backend: Input should be 'local' or 'openai'") for p in found), found
+    assert any(p.startswith("ablations.style_rewrite.styles[1]: ") for p in found), found
+    assert any(p.startswith("ablations.finetune.lora.r: ") for p in found), found
+
+
+def test_api_judge_needs_base_url_and_env_name_not_a_key():
+    data = minimal()
+    data["judges"][1] = {"name": "g2", "model": "gpt-x", "backend": "openai"}
+    assert problems(data) == ["judges[1]: backend 'openai' needs base_url"]
+    data["judges"][1].update(base_url="http://127.0.0.1:8000/v1", api_key_env="sk-secret")
+    assert problems(data)[0].startswith("judges[1].api_key_env: String should match pattern")
+
+
+def test_cross_references_name_each_bad_key():
+    data = minimal(self_map={"g1": "g1", "ghost": "g2", "g2": "nope"}, gold={"panel": ["g1", "zed"]})
+    assert problems(data) == [
+        "self_map.ghost: no judge named 'ghost' (judges: ['g1', 'g2'])",
+        "self_map.g2: no generator named 'nope' (generators: ['g1', 'g2'])",
+        "gold.panel[1]: no judge named 'zed'",
+    ]
+
+
+def test_duplicate_names_and_unknown_template():
+    data = minimal()
+    data["generators"][1]["name"] = "g1"
+    data["judges"][0]["template"] = "my-template"
+    found = problems(data)
+    assert any(p.startswith("judges[0].template: unknown judge template 'my-template'") for p in found), found
+
+
+def test_finetune_needs_two_base_models():
+    data = minimal(ablations={"finetune": {"enabled": True, "generators": ["g1"]}})
+    assert problems(data) == [
+        "ablations.finetune.generators: the ablation fine-tunes two different base "
+        "models on the same data; name at least two generators"
+    ]
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("generators: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid experiment config\n  not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="file does not exist"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_hash_ignores_tracking_and_ablations_but_not_models(tmp_path):
+    base = parse_config(minimal())
+    moved = parse_config(
+        minimal(
+            tracking={"experiment": "other"},
+            run_dir=str(tmp_path),
+            cache_dir="/x",
+            ablations={"style_rewrite": {"enabled": True, "sample": 3}},
+        )
+    )
+    assert base.config_hash() == moved.config_hash()
+    assert base.ablation_hash("style_rewrite") != moved.ablation_hash("style_rewrite")
+    changed = minimal()
+    changed["generators"][0]["max_new_tokens"] = 7
+    assert parse_config(changed).config_hash() != base.config_hash()
+
+
+def test_flatten_drops_secret_env_names_and_keeps_the_rest():
+    data = minimal()
+    data["judges"][1] = {
+        "name": "g2",
+        "model": "gpt-x",
+        "backend": "openai",
+        "base_url": "http://h/v1",
+        "api_key_env": "OPENAI_API_KEY",
+    }
+    flat = flatten(parse_config(data))
+    assert flat["judges[1].base_url"] == "http://h/v1"
+    assert flat["judges[0].batch_size"] == "8"
+    assert not any("api_key" in k or "OPENAI_API_KEY" in v for k, v in flat.items())
+    assert not any(k.endswith("url_env") for k in flat)
+
+
+def test_bundled_demo_config_is_valid_and_matches_configs_folder():
+    cfg = load_config(demo_config_path())
+    assert {g.model for g in cfg.generators} == {"smollm2-135m-instruct", "gemma-3-270m"}
+    assert cfg.ablations.style_rewrite.enabled and cfg.ablations.finetune.enabled
+    assert yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text()) == yaml.safe_load(
+        demo_config_path().read_text()
+    )
+
+
+def test_overrides_are_validated_too():
+    with pytest.raises(ConfigError, match=r"dataset\.sample: Input should be greater than or equal to 1"):
+        load_config(demo_config_path(), {"dataset": {"sample": 0}})
