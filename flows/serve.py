@@ -24,30 +24,29 @@ def build_deployments(
     config_path: str, schedule: Schedule = Schedule(), *, name_prefix: str = "judgebias"
 ) -> list:
     """The runner deployments of one experiment config (not yet registered)."""
-    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.schedules import Cron
 
     from flows.experiment import experiment
     from flows.sync import sync_annotations
 
+    crons = {}
     for label, cron in (("sync_cron", schedule.sync_cron), ("experiment_cron", schedule.experiment_cron)):
         try:
-            CronSchedule(cron=cron, timezone=schedule.timezone)
+            crons[label] = Cron(cron, timezone=schedule.timezone)
         except ValueError as exc:
             raise ValueError(f"{label}: {cron!r} is not a valid cron schedule ({exc})") from None
     params = {"config_path": config_path}
     return [
         sync_annotations.to_deployment(
             name=f"{name_prefix}-nightly-sync",
-            cron=schedule.sync_cron,
-            timezone=schedule.timezone,
+            schedules=[crons["sync_cron"]],
             parameters=params,
             tags=["judgebias", "annotation"],
             description="Pull new human labels from Label Studio, send the next batch, recompute metrics.",
         ),
         experiment.to_deployment(
             name=f"{name_prefix}-weekly-experiment",
-            cron=schedule.experiment_cron,
-            timezone=schedule.timezone,
+            schedules=[crons["experiment_cron"]],
             parameters=params,
             tags=["judgebias", "experiment"],
             description="The full experiment: generate, judge, measure, ablations, MLflow.",

@@ -131,3 +131,13 @@ def publish_summary(cfg, store, tracking: dict):
         description=f"judgebias experiment {cfg.name}",
     )
     return markdown
+
+
+@stage_task
+def sync_annotations(cfg, store, push: bool = True):
+    return stages.sync_annotations(cfg, store, push=push, progress=_log)
+
+
+@stage_task
+def annotated_metrics(cfg, store, merged_table: str):
+    return stages.annotated_metrics(cfg, store, merged_table, progress=_log)

@@ -185,7 +185,9 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         if cfg.ablations.finetune.enabled:
             _log_finetune(mlflow, cfg, store, tags)
         run_id = parent.info.run_id
-    return {"run_id": run_id, "experiment_id": experiment.experiment_id, "tracking_uri": uri}
+    result = {"run_id": run_id, "experiment_id": experiment.experiment_id, "tracking_uri": uri}
+    store.write_json("mlflow.json", result)  # the nightly annotation sync links its runs to this one
+    return result
 
 
 def _mlflow_safe(metrics: dict[str, float]) -> dict[str, float]:
