@@ -1,0 +1,330 @@
+"""A judge or generator behind any OpenAI-compatible HTTP endpoint (OpenAI, vLLM, llama.cpp,
+``transformers serve``, ...).
+
+Requests and responses go through the pure functions of ``openai_parsing``; this module adds the
+I/O: bounded concurrency (a thread pool of ``max_concurrency``), its own retries with exponential
+backoff and jitter on 408/409/429/5xx, timeouts and connection errors (the client's own retries are
+off so the policy is one place and tested), a ``ServiceUnavailable`` naming the endpoint when it
+stays down, and a usage log (tokens in/out, wall time, tries, cost from an optional price table).
+
+The API key is read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``)
+when the client is made; it is never stored on the backend, pickled, logged or part of
+``identity()``. Local endpoints (127.0.0.1, localhost) get a dummy key when the variable is unset.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import inspect
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from judgebias.backends import openai_parsing as op
+from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
+_LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+# Per-process state, rebuilt after unpickling (the client holds the API key).
+_RUNTIME_STATE = frozenset({"_client", "_lock", "_rng", "usage_log", "_logprobs_rejected",
+                            "_echo_unsupported"})
+
+
+class ServiceUnavailable(RuntimeError):
+    """The endpoint did not answer (or kept answering 429/5xx) after every try."""
+
+
+class EndpointError(RuntimeError):
+    """The endpoint refused the whole configuration (bad key, unknown model): retrying cannot help."""
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """One HTTP call that produced a result."""
+
+    operation: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    tries: int
+    cost_usd: float = math.nan
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per one million input / output tokens."""
+
+    input_per_1m: float
+    output_per_1m: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_1m + completion_tokens * self.output_per_1m) / 1e6
+
+
+def _is_local(base_url: str) -> bool:
+    return (urlparse(base_url).hostname or "") in _LOCAL_HOSTS
+
+
+class OpenAICompatBackend:
+    """``Backend`` over the chat-completions (and, for prompt log-probs, completions) endpoint.
+
+    ``use_logprobs``: ask for ``top_logprobs`` when scoring options; a server that ignores them
+    (``transformers serve``) or rejects them yields verdict-only scores (``verdict_only=True``).
+    ``prefix_mode``: how ``Prompt.assistant_prefix`` is sent (see ``openai_parsing``).
+    ``answer_after``: read the option at the first token after this marker (explain-first prompts).
+    ``prices``: ``{model: (usd_per_1m_input, usd_per_1m_output)}`` for the cost in the usage log.
+    """
+
+    kind = "openai-compat"
+
+    def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL, *, name: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", model_revision: str | None = None,
+                 timeout_s: float = 60.0, max_concurrency: int = 4, max_tries: int = 5,
+                 backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 use_logprobs: bool = True, top_logprobs: int = 20, score_max_tokens: int = 8,
+                 prefix_mode: op.PrefixMode = "none", answer_after: str | None = None,
+                 max_tokens_field: str = "max_tokens",
+                 prices: Mapping[str, tuple[float, float] | Price] | None = None) -> None:
+        if max_concurrency < 1 or max_tries < 1:
+            raise ValueError(f"max_concurrency={max_concurrency} and max_tries={max_tries} must be >= 1")
+        if prefix_mode not in op.PREFIX_MODES:
+            raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {op.PREFIX_MODES}")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.name = name or model
+        self.api_key_env = api_key_env
+        self.model_revision = model_revision
+        self.timeout_s, self.max_concurrency, self.max_tries = timeout_s, max_concurrency, max_tries
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.use_logprobs, self.top_logprobs = use_logprobs, top_logprobs
+        self.score_max_tokens, self.prefix_mode = score_max_tokens, prefix_mode
+        self.answer_after, self.max_tokens_field = answer_after, max_tokens_field
+        self.prices = {m: p if isinstance(p, Price) else Price(*p) for m, p in (prices or {}).items()}
+        self._api_key()  # fail now, naming the variable, rather than on the first call
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+        self._logprobs_rejected = False
+        self._echo_unsupported: str | None = None
+        self.usage_log: list[CallUsage] = []
+
+    # Pickling (Dask/Prefect workers): no client, no key; both are rebuilt from the environment.
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in _RUNTIME_STATE}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r})"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> OpenAICompatBackend:
+        """From a config mapping (keys = this constructor's arguments; ``model`` required)."""
+        cfg = dict(config)
+        if "model" not in cfg:
+            raise ValueError("openai-compat backend config needs 'model'")
+        unknown = set(cfg) - (set(inspect.signature(cls).parameters))
+        if unknown:
+            raise ValueError(f"unknown openai-compat backend settings: {sorted(unknown)}")
+        return cls(**cfg)
+
+    def identity(self) -> dict:
+        # The scoring request's shape changes what the model answers, so it is part of the identity.
+        scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs,
+                   "max_tokens": self.score_max_tokens, "prefix_mode": self.prefix_mode,
+                   "answer_after": self.answer_after}
+        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
+                                 "scoring": scoring}
+        if self.model_revision:
+            ident["revision"] = self.model_revision
+        return ident
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _api_key(self) -> str:
+        key = os.environ.get(self.api_key_env)
+        if key:
+            return key
+        if _is_local(self.base_url):
+            return "not-needed-for-a-local-server"
+        raise ValueError(f"no API key for {self.base_url}: set the environment variable {self.api_key_env}")
+
+    def client(self):
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key(),
+                                             max_retries=0, timeout=self.timeout_s)
+            return self._client
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        base = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        if retry_after is not None:
+            base = min(self.max_backoff_s, max(base, retry_after))
+        with self._lock:
+            return base * (0.5 + 0.5 * self._rng.random())  # jitter: spread clients that failed together
+
+    def _request(self, operation: str, create: Callable[..., Any], kwargs: dict) -> tuple[dict, float, int]:
+        """One request with retries: (response as dict, seconds of the successful try, tries)."""
+        import openai
+
+        last: Exception | None = None
+        for attempt in range(1, self.max_tries + 1):
+            started = time.perf_counter()
+            retry_after = None
+            try:
+                response = create(**kwargs)
+                return response.model_dump(), time.perf_counter() - started, attempt
+            except openai.APIConnectionError as exc:  # includes APITimeoutError
+                last = exc
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                where = f"OpenAI-compatible endpoint {self.base_url}"
+                if status in (401, 403):
+                    raise EndpointError(f"{where} refused the API key (HTTP {status}; key from "
+                                        f"${self.api_key_env}): {exc.message}") from exc
+                if status == 404 and operation != "continuation_logprobs":
+                    raise EndpointError(f"{where} has no model {self.model!r} or no chat-completions route "
+                                        f"(HTTP 404): {exc.message}") from exc
+                if status not in RETRYABLE_STATUS and status < 500:
+                    raise
+                last = exc
+                header = exc.response.headers.get("retry-after") if exc.response is not None else None
+                try:
+                    retry_after = float(header) if header else None
+                except ValueError:
+                    retry_after = None
+            if attempt < self.max_tries:
+                time.sleep(self._delay(attempt, retry_after))
+        raise ServiceUnavailable(f"OpenAI-compatible endpoint {self.base_url} did not answer after "
+                                 f"{self.max_tries} tries ({operation}, model {self.model!r}): "
+                                 f"{type(last).__name__}: {last}") from last
+
+    def _log(self, operation: str, response: dict, seconds: float, tries: int) -> tuple[int, int]:
+        prompt_tokens, completion_tokens = op.response_usage(response)
+        price = self.prices.get(self.model)
+        cost = price.cost(prompt_tokens, completion_tokens) if price else math.nan
+        with self._lock:
+            self.usage_log.append(CallUsage(operation, prompt_tokens, completion_tokens, seconds, tries,
+                                            cost))
+        return prompt_tokens, completion_tokens
+
+    def usage_summary(self) -> dict[str, float]:
+        """Totals of the usage log: calls, tokens, seconds (summed), tries, cost (NaN without a price)."""
+        with self._lock:
+            log = list(self.usage_log)
+        return {"calls": len(log), "prompt_tokens": sum(u.prompt_tokens for u in log),
+                "completion_tokens": sum(u.completion_tokens for u in log),
+                "seconds": sum(u.seconds for u in log), "tries": sum(u.tries for u in log),
+                "cost_usd": sum(u.cost_usd for u in log) if log else 0.0}
+
+    def _map(self, fn: Callable[[int], Any], n: int) -> list:
+        """``fn(i)`` for i < n on at most ``max_concurrency`` threads; a first exception cancels the rest."""
+        if n == 0:
+            return []
+        if self.max_concurrency == 1 or n == 1:
+            return [fn(i) for i in range(n)]
+        with cf.ThreadPoolExecutor(max_workers=min(self.max_concurrency, n),
+                                   thread_name_prefix="judgebias-openai") as pool:
+            futures = [pool.submit(fn, i) for i in range(n)]
+            done, pending = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
+            for f in done:
+                if f.exception() is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise f.exception()
+            return [f.result() for f in futures]
+
+    @staticmethod
+    def _http_error(exc: Exception) -> str:
+        status = getattr(exc, "status_code", None)
+        message = getattr(exc, "message", None) or str(exc)
+        return f"HTTP {status}: {message}" if status else message
+
+    # ------------------------------------------------------------------ Backend protocol
+
+    def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:
+        import openai
+
+        options = list(options)
+        op.option_normalizer(options)  # bad options: one clear ValueError before any request
+        create = self.client().chat.completions.create
+
+        def one(i: int) -> OptionScores:
+            use_lp = self.use_logprobs and not self._logprobs_rejected
+            kwargs = op.build_score_request(self.model, prompts[i], max_tokens=self.score_max_tokens,
+                                            top_logprobs=self.top_logprobs, logprobs=use_lp,
+                                            prefix_mode=self.prefix_mode,
+                                            max_tokens_field=self.max_tokens_field)
+            try:
+                response, seconds, tries = self._request("score_options", create, kwargs)
+            except openai.APIStatusError as exc:
+                if use_lp and "logprob" in str(exc).lower():
+                    # e.g. reasoning models: "logprobs is not supported with this model"
+                    self._logprobs_rejected = True
+                    return one(i)
+                return OptionScores(dict.fromkeys(options, math.nan), error=self._http_error(exc))
+            self._log("score_options", response, seconds, tries)
+            return op.parse_option_scores(response, options, answer_after=self.answer_after)
+
+        return self._map(one, len(prompts))
+
+    def generate(self, prompts: Sequence[Prompt], params: GenerationParams) -> list[Generation]:
+        import openai
+
+        create = self.client().chat.completions.create
+
+        def one(i: int) -> Generation:
+            kwargs = op.build_generate_request(self.model, prompts[i], params, prefix_mode=self.prefix_mode,
+                                               max_tokens_field=self.max_tokens_field)
+            try:
+                response, seconds, tries = self._request("generate", create, kwargs)
+            except openai.APIStatusError as exc:
+                return Generation("", error=self._http_error(exc))
+            self._log("generate", response, seconds, tries)
+            return op.parse_generation(response, seconds)
+
+        return self._map(one, len(prompts))
+
+    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
+                              ) -> list[TokenLogprobs]:
+        """Prompt log-probs via the completions endpoint with ``echo``; per-item errors where the
+        endpoint has no such feature (never made-up values)."""
+        import openai
+
+        if len(contexts) != len(continuations):
+            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
+        create = self.client().completions.create
+
+        def one(i: int) -> TokenLogprobs:
+            if self._echo_unsupported:
+                return TokenLogprobs((), error=self._echo_unsupported)
+            try:
+                kwargs = op.build_echo_request(self.model, contexts[i], continuations[i])
+            except ValueError as exc:
+                return TokenLogprobs((), error=str(exc))
+            try:
+                response, seconds, tries = self._request("continuation_logprobs", create, kwargs)
+            except openai.APIStatusError as exc:
+                return TokenLogprobs((), error=f"{op.NO_PROMPT_LOGPROBS}: {self._http_error(exc)}")
+            self._log("continuation_logprobs", response, seconds, tries)
+            result = op.parse_echo_logprobs(response, op.context_text(contexts[i]), continuations[i])
+            if result.error == op.NO_PROMPT_LOGPROBS:
+                # The endpoint answered but ignores echo/logprobs: do not pay for the other items.
+                self._echo_unsupported = f"{op.NO_PROMPT_LOGPROBS} ({self.base_url})"
+            return result
+
+        return self._map(one, len(contexts))

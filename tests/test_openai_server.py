@@ -1,0 +1,373 @@
+"""OpenAICompatBackend against real sockets.
+
+* A scripted HTTP server (``http.server`` in a thread on 127.0.0.1) answers with recorded payloads
+  or with 429/5xx/400/401 on cue: retries, give-up errors, per-item errors, bounded concurrency,
+  usage and cost, all through the real ``openai`` client and a real socket.
+* Nothing listening on a free port: the endpoint-down error names the endpoint, in bounded time.
+* A real ``transformers serve`` over SmolLM2-135M-Instruct (dequantized from the packaged GGUF):
+  returns no logprobs, so it exercises the verdict-only path; pairs are judged in both orders and
+  folded with ``combine_orders`` (a verdict that flips with the order becomes a tie).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from judgebias.backends.openai_compat import EndpointError, OpenAICompatBackend, ServiceUnavailable
+from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
+from judgebias.cache import CachedBackend, ResponseCache
+from judgebias.records import Judgment, Pair, combine_orders
+
+PAYLOADS = Path(__file__).parent / "data" / "openai_payloads"
+
+
+def payload(name: str) -> dict:
+    return json.loads((PAYLOADS / f"{name}.json").read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def judge_prompt(question: str, first: str, second: str) -> Prompt:
+    return Prompt.chat(
+        ("system", "You are a fair judge. Answer with a single letter: A or B."),
+        ("user", f"Question: {question}\n\n[Response A]\n{first}\n\n[Response B]\n{second}\n\n"
+                 "Which response is better? Answer A or B."))
+
+
+# ------------------------------------------------------------------ scripted server
+
+
+class Scripted:
+    """What the scripted server answers, in order; then ``default`` forever."""
+
+    def __init__(self) -> None:
+        self.script: list[tuple[int, dict, dict]] = []
+        self.default: tuple[int, dict, dict] = (200, payload("synthetic_A_top"), {})
+        self.delay_s = 0.0
+        self.requests: list[dict] = []
+        self.inflight = self.peak = 0
+        self.lock = threading.Lock()
+
+    def then(self, status: int, body: dict | None = None, headers: dict | None = None) -> Scripted:
+        self.script.append((status, body or {"error": {"message": f"scripted {status}"}}, headers or {}))
+        return self
+
+
+@pytest.fixture
+def scripted():
+    state = Scripted()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.requests.append({"path": self.path, **body})
+                state.inflight += 1
+                state.peak = max(state.peak, state.inflight)
+                status, reply, headers = state.script.pop(0) if state.script else state.default
+            time.sleep(state.delay_s)
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+            with state.lock:
+                state.inflight -= 1
+
+        def log_message(self, *args):  # keep pytest output clean
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def backend_for(state: Scripted, **kw) -> OpenAICompatBackend:
+    kw = {"max_tries": 4, "backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 10, **kw}
+    return OpenAICompatBackend(kw.pop("model", "gpt-test"), state.base_url, **kw)
+
+
+PROMPT = judge_prompt("What is 2+2?", "4", "5")
+
+
+def test_is_a_backend(scripted):
+    assert isinstance(backend_for(scripted), Backend)
+
+
+def test_retries_429_twice_then_answers(scripted):
+    scripted.then(429).then(429)
+    b = backend_for(scripted)
+    (scores,) = b.score_options([PROMPT], ["A", "B"])
+    expected = (math.exp(-0.105) + math.exp(-4.6)) / (math.exp(-0.105) + math.exp(-4.6) + math.exp(-2.408))
+    assert scores.error is None and scores.probs["A"] == pytest.approx(expected)
+    assert len(scripted.requests) == 3 and scripted.requests[0] == scripted.requests[2]
+    sent = scripted.requests[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["logprobs"] is True and sent["top_logprobs"] == 20
+    assert sent["temperature"] == 0.0 and sent["max_tokens"] == 8
+    assert [u.tries for u in b.usage_log] == [3]
+
+
+def test_5xx_then_answers_and_retry_after_is_read(scripted):
+    scripted.then(503, headers={"Retry-After": "0"}).then(500)
+    (scores,) = backend_for(scripted).score_options([PROMPT], ["A", "B"])
+    assert scores.error is None and len(scripted.requests) == 3
+
+
+def test_gives_up_naming_the_endpoint(scripted):
+    scripted.default = (429, {"error": {"message": "rate limited"}}, {})
+    b = backend_for(scripted, max_tries=3)
+    expected = rf"endpoint {scripted.base_url} did not answer after 3 tries"
+    with pytest.raises(ServiceUnavailable, match=expected):
+        b.score_options([PROMPT], ["A", "B"])
+    assert len(scripted.requests) == 3
+
+
+def test_endpoint_down_fails_fast_with_its_address():
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    b = OpenAICompatBackend("gpt-test", url, max_tries=3, backoff_s=0.05, timeout_s=5)
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable, match=rf"{url} did not answer after 3 tries.*APIConnectionError"):
+        b.generate([PROMPT], GenerationParams(max_new_tokens=4))
+    assert time.monotonic() - started < 20  # a bound on the failure path, not a benchmark
+
+
+def test_bad_request_is_a_per_item_error_without_retry(scripted):
+    scripted.then(400, {"error": {"message": "context length exceeded"}})
+    b = backend_for(scripted, max_concurrency=1)
+    first, second = b.score_options([PROMPT, PROMPT], ["A", "B"])
+    assert "HTTP 400" in first.error and "context length" in first.error and math.isnan(first.probs["A"])
+    assert second.error is None and len(scripted.requests) == 2
+
+
+def test_rejected_key_is_a_clear_config_error(scripted, monkeypatch):
+    monkeypatch.setenv("JB_TEST_KEY", "sk-wrong-123")
+    scripted.default = (401, {"error": {"message": "Incorrect API key"}}, {})
+    b = backend_for(scripted, api_key_env="JB_TEST_KEY")
+    expected = r"refused the API key \(HTTP 401; key from \$JB_TEST_KEY\)"
+    with pytest.raises(EndpointError, match=expected) as err:
+        b.score_options([PROMPT], ["A", "B"])
+    assert "sk-wrong-123" not in str(err.value) and len(scripted.requests) == 1
+
+
+def test_concurrency_is_bounded(scripted):
+    scripted.delay_s = 0.15
+    b = backend_for(scripted, max_concurrency=2)
+    out = b.score_options([PROMPT] * 6, ["A", "B"])
+    assert all(s.error is None for s in out) and len(scripted.requests) == 6
+    assert scripted.peak == 2
+
+
+def test_server_rejecting_logprobs_falls_back_to_verdicts(scripted):
+    scripted.then(400, {"error": {"message": "logprobs is not supported with this model"}})
+    scripted.default = (200, payload("synthetic_explain_first_verdict_only"), {})
+    b = backend_for(scripted, max_concurrency=1)
+    out = b.score_options([PROMPT, PROMPT], ["A", "B"])
+    assert all(s.verdict_only and s.probs == {"A": 0.0, "B": 1.0} for s in out)
+    assert [("logprobs" in r) for r in scripted.requests] == [True, False, False]
+
+
+def test_usage_log_and_cost(scripted):
+    b = backend_for(scripted, prices={"gpt-test": (2.5, 10.0)})
+    b.score_options([PROMPT, PROMPT], ["A", "B"])
+    # synthetic_A_top reports 412 prompt + 1 completion tokens: (412 * 2.5 + 1 * 10) / 1e6 = 0.00104 USD
+    summary = b.usage_summary()
+    assert (summary["calls"], summary["prompt_tokens"], summary["completion_tokens"]) == (2, 824, 2)
+    assert summary["cost_usd"] == pytest.approx(2 * 0.00104)
+    assert backend_for(scripted).usage_summary()["cost_usd"] == 0.0  # no calls yet
+    unpriced = backend_for(scripted)
+    unpriced.score_options([PROMPT], ["A", "B"])
+    assert math.isnan(unpriced.usage_summary()["cost_usd"])
+
+
+def test_generate_and_echo_logprobs(scripted):
+    scripted.then(200, payload("transformers_serve_chat_verdict_only"))
+    scripted.then(200, payload("synthetic_completions_echo"))
+    b = backend_for(scripted)
+    (gen,) = b.generate([Prompt.raw("Say A.")], GenerationParams(max_new_tokens=8, seed=3, stop=("\n",)))
+    assert gen.text.startswith("A") and gen.seconds > 0
+    assert (gen.prompt_tokens, gen.completion_tokens) == (67, 8)
+    assert scripted.requests[0]["messages"] == [{"role": "user", "content": "Say A."}]
+    assert (scripted.requests[0]["seed"], scripted.requests[0]["stop"]) == (3, ["\n"])
+    ctx, chat_ctx = Prompt.raw("The capital of France is"), Prompt.chat(("user", "x"))
+    good, refused = b.continuation_logprobs([ctx, chat_ctx], [" Paris", "y"])
+    assert good.logprobs == (-0.4,) and "raw text" in refused.error
+    assert scripted.requests[1]["path"] == "/v1/completions" and scripted.requests[1]["echo"] is True
+    assert len(scripted.requests) == 2  # the chat context never reached the server
+
+
+def test_endpoint_without_prompt_logprobs_says_so_once(scripted):
+    scripted.default = (200, payload("transformers_serve_completions_echo_ignored"), {})
+    b = backend_for(scripted, max_concurrency=1)
+    ctx = Prompt.raw("The capital of France is")
+    out = b.continuation_logprobs([ctx, ctx, ctx], [" Paris", " Rome", " Lyon"])
+    assert all("endpoint does not return prompt logprobs" in t.error and t.logprobs == () for t in out)
+    assert len(scripted.requests) == 1  # the other items were not paid for
+
+
+def test_cache_over_a_real_socket(scripted, tmp_path):
+    cached = CachedBackend(backend_for(scripted), ResponseCache(tmp_path))
+    prompts = [judge_prompt(f"q{i}", "x", "y") for i in range(3)]
+    first = cached.score_options(prompts, ["A", "B"])
+    again = CachedBackend(backend_for(scripted, max_tries=1, timeout_s=1), ResponseCache(tmp_path))
+    assert again.score_options(prompts, ["A", "B"]) == first  # retries/timeouts are not in the key
+    assert len(scripted.requests) == 3 and again.hits == 3
+
+
+def test_secrets_stay_out_of_identity_repr_and_pickles(monkeypatch):
+    monkeypatch.setenv("JB_TEST_KEY", "sk-secret-abc123")
+    b = OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1/", api_key_env="JB_TEST_KEY",
+                            max_concurrency=8, max_tries=9, timeout_s=3)
+    b.client()
+    assert b.identity()["base_url"] == "https://api.example.com/v1"
+    for text in (json.dumps(b.identity()), repr(b), pickle.dumps(b).decode("latin-1")):
+        assert "sk-secret-abc123" not in text
+    ident = OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1",
+                                api_key_env="JB_TEST_KEY").identity()
+    assert ident == b.identity()  # concurrency, retries and timeouts change nothing the model says
+    clone = pickle.loads(pickle.dumps(b))
+    assert clone.identity() == b.identity() and clone.usage_log == []
+    monkeypatch.delenv("JB_TEST_KEY")
+    with pytest.raises(ValueError, match=r"set the environment variable JB_TEST_KEY"):
+        OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1", api_key_env="JB_TEST_KEY")
+    OpenAICompatBackend("local", "http://127.0.0.1:9/v1", api_key_env="JB_TEST_KEY")  # dummy key is fine
+    with pytest.raises(ValueError, match="unknown openai-compat backend settings"):
+        OpenAICompatBackend.from_config({"model": "m", "base_url": "http://127.0.0.1:9/v1", "retries": 3})
+    assert OpenAICompatBackend.from_config({"model": "m", "base_url": "http://127.0.0.1:9/v1"}).model == "m"
+
+
+# ------------------------------------------------------------------ real transformers serve
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder() -> str:
+    models = pytest.importorskip("judgebias.models")
+    try:
+        _, folder = models.local_folder("smollm2-135m-instruct")
+    except models.ModelNotFound as exc:
+        pytest.skip(str(exc))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def transformers_server(smollm2_folder, tmp_path_factory):
+    exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port),
+                                 "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"transformers serve did not come up:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder}
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+PAIRS = [Pair(pair_id=Pair.make_id(q, a, b), prompt=q, response_a=a, response_b=b)
+         for q, a, b in [("What is 2+2?", "4", "5"),
+                         ("Name a primary color.", "Blue", "Pizza"),
+                         ("What is the capital of France?", "Paris", "Berlin")]]
+
+
+def to_judgment(pair: Pair, order: str, s: OptionScores, judge: str) -> Judgment:
+    # A verdict-only judge gives a verdict, not probabilities: p_* stay NaN (see combine_orders).
+    verdict = None
+    if s.error is None:
+        verdict = "a" if s.probs["A"] > s.probs["B"] else "b" if s.probs["A"] < s.probs["B"] else "tie"
+    return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version="test-v1",
+                    raw_output=s.raw, verdict_shown=verdict, error=s.error)
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_real_server_judges_pairs_in_both_orders(transformers_server, tmp_path):
+    # 3 new tokens are room for "A" plus a newline; fewer tokens keep the test quick on 2 cores.
+    inner = OpenAICompatBackend(transformers_server["model"], transformers_server["base_url"], name="smollm2",
+                                max_concurrency=2, max_tries=2, backoff_s=0.2, timeout_s=60,
+                                score_max_tokens=3)
+    judge = CachedBackend(inner, ResponseCache(tmp_path / "cache"), template_version="test-v1")
+    orders = ("ab", "ba")
+    prompts = [judge_prompt(p.prompt, *p.shown(o)) for p in PAIRS for o in orders]
+    scores = judge.score_options(prompts, ["A", "B"])
+    assert inner.usage_summary()["calls"] == 6 and inner.usage_summary()["prompt_tokens"] > 6 * 40
+
+    rows = []
+    for k, pair in enumerate(PAIRS):
+        judgments = [to_judgment(pair, o, scores[2 * k + j], "smollm2") for j, o in enumerate(orders)]
+        for j in judgments:
+            # logprobs were asked for and silently ignored: every answer is a verdict or a named failure
+            s = scores[2 * k + orders.index(j.order)]
+            assert s.verdict_only and (s.error is None or s.error.startswith("off-format"))
+        rows.append((judgments, combine_orders(pair, judgments)))
+    assert any(row["judge_error"] is None for _, row in rows), [r["raw_ab"] for _, r in rows]
+    for (ab, ba), row in rows:
+        assert math.isnan(row["p_a"])  # verdict-only: no averaged probability
+        if row["judge_error"]:
+            continue
+        if ab.verdict_shown == ba.verdict_shown:  # same position both times: the verdict flipped
+            assert row["verdict"] == "tie"
+        else:
+            assert row["verdict"] == ab.verdict
+    print("\nSmolLM2 via transformers serve (ab, ba, combined):",
+          [(r["verdict_ab"], r["verdict_ba"], r["verdict"]) for _, r in rows])
+
+    # The same calls again: all from the cache, nothing sent.
+    again = judge.score_options(prompts, ["A", "B"])
+    ok = [i for i, s in enumerate(scores) if s.error is None]
+    def seen(s):  # mass is NaN for verdicts, and NaN != NaN
+        return s.probs, s.raw, s.verdict_only, s.error
+
+    assert [seen(again[i]) for i in ok] == [seen(scores[i]) for i in ok]
+    assert inner.usage_summary()["calls"] == 6 + (6 - len(ok))  # only failures are asked again
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_real_server_generates_and_has_no_prompt_logprobs(transformers_server):
+    b = OpenAICompatBackend(transformers_server["model"], transformers_server["base_url"], max_tries=2)
+    (gen,) = b.generate([Prompt.chat(("user", "Say hello."))], GenerationParams(max_new_tokens=4))
+    assert gen.error is None and gen.text and gen.completion_tokens > 0 and gen.prompt_tokens > 0
+    (lp,) = b.continuation_logprobs([Prompt.raw("The capital of France is")], [" Paris"])
+    assert lp.error and lp.error.startswith("endpoint does not return prompt logprobs") and lp.logprobs == ()
