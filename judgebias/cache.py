@@ -211,15 +211,20 @@ def _is_failure(result: Any) -> bool:
 class CachedBackend:
     """A ``Backend`` that answers from ``cache`` and forwards only misses to ``inner``.
 
+    ``chunk_size``: forward the misses in calls of at most this many items, each stored in its own
+    transaction, so a long API batch that dies half-way keeps its finished chunks (None: one call).
     Attributes the protocol does not cover (e.g. a local backend's attention summaries) are
     delegated to ``inner`` uncached.
     """
 
     def __init__(self, inner: Backend, cache: ResponseCache, template_version: str = "",
-                 *, _stats: CacheStats | None = None) -> None:
+                 *, chunk_size: int | None = None, _stats: CacheStats | None = None) -> None:
+        if chunk_size is not None and chunk_size < 1:
+            raise ValueError(f"chunk_size={chunk_size} must be >= 1 (or None for one call)")
         self.inner = inner
         self.cache = cache
         self.template_version = template_version
+        self.chunk_size = chunk_size
         self.stats = _stats if _stats is not None else CacheStats()
         self.name = inner.name
 
@@ -242,7 +247,7 @@ class CachedBackend:
 
     def with_template(self, version: str) -> CachedBackend:
         """A view keyed with another prompt-template version (same inner, cache and counters)."""
-        return CachedBackend(self.inner, self.cache, version, _stats=self.stats)
+        return CachedBackend(self.inner, self.cache, version, chunk_size=self.chunk_size, _stats=self.stats)
 
     def identity(self) -> dict:
         return self.inner.identity()
@@ -262,21 +267,24 @@ class CachedBackend:
             else:
                 misses.setdefault(k, []).append(i)
         self.stats.hits += sum(1 for r in results if r is not None)
-        if misses:
-            firsts = [pos[0] for pos in misses.values()]
+        pending = list(misses.items())
+        step = self.chunk_size or len(pending) or 1
+        ident_json = _canonical(identity)
+        for start in range(0, len(pending), step):
+            chunk = pending[start:start + step]
+            firsts = [positions[0] for _, positions in chunk]
             self.stats.calls += len(firsts)
             fresh = forward(firsts)
             if len(fresh) != len(firsts):
                 raise RuntimeError(f"{self.inner.name}: {operation} returned {len(fresh)} results for "
                                    f"{len(firsts)} inputs")
-            ident_json = _canonical(identity)
             rows = []
-            for (k, positions), r in zip(misses.items(), fresh, strict=True):
+            for (k, positions), r in zip(chunk, fresh, strict=True):
                 for i in positions:
                     results[i] = r
                 if not _is_failure(r):
                     rows.append((k, operation, ident_json, encode_result(r)))
-            self.cache.put_many(rows)
+            self.cache.put_many(rows)  # one transaction per forwarded call
             self.stats.stored += len(rows)
         return results
 

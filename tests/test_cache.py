@@ -224,6 +224,19 @@ def test_killed_run_keeps_finished_batches(cache):
     assert (rerun.hits, rerun.calls) == (6, 4) and inner.batches == [3, 1]
 
 
+def test_chunked_forwarding_keeps_finished_chunks_of_one_big_batch(cache):
+    ps = prompts(7)
+    cb = CachedBackend(CountingBackend(explode_after=2), cache, chunk_size=3)
+    with pytest.raises(KeyboardInterrupt):
+        cb.score_options(ps, ["A", "B"])  # one caller batch, dies in its third chunk
+    assert len(cache) == 6
+    rerun = CachedBackend(inner := CountingBackend(), ResponseCache(cache.path), chunk_size=3)
+    out = rerun.score_options(ps, ["A", "B"])
+    assert inner.batches == [1] and out == CountingBackend().score_options(ps, ["A", "B"])
+    with pytest.raises(ValueError, match="chunk_size"):
+        CachedBackend(CountingBackend(), cache, chunk_size=0)
+
+
 def test_cache_is_picklable_and_on_disk_schema(cache, tmp_path):
     cb = CachedBackend(CountingBackend(), cache)
     cb.score_options(prompts(2), ["A", "B"])
