@@ -154,7 +154,7 @@ def select_pairs(
         raise ValueError(
             f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate"
         )
-    self_map = {k: tuple(v) for k, v in (self_map or {}).items()}
+    self_map = normalize_self_map(self_map)
     exclusions = Exclusions()
     all_judges = sorted({j for j in table["judge"].dropna().unique() if j})
     measured = sorted(set(judges)) if judges is not None else all_judges

@@ -1,0 +1,159 @@
+"""One annotation sync: pull labels, optionally push the next batch, recompute, log to MLflow.
+
+``sync(SyncSettings(...))`` is what the Prefect flow ``sync_annotations`` and ``judgebias annotate
+pull`` call. A server that is down raises ``LabelStudioError`` (naming the URL) before anything is
+written: the ledger keeps what earlier syncs stored and the next sync catches up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from annotation.labelstudio import KEY_ENV, URL_ENV, LabelStudioClient, PullResult, PushResult, ServerSettings
+from annotation.store import Ledger, default_ledger_path
+
+
+def default_output_path(table: str | Path) -> Path:
+    """``runs/x/judgments.jsonl`` -> ``runs/x/judgments.human.jsonl`` (the table with merged labels)."""
+    table = Path(table)
+    return table.with_name(table.name.split(".")[0] + ".human.jsonl")
+
+
+@dataclass
+class SyncSettings:
+    table: Path
+    judges: Sequence[str] = ()  # measured judges; all judges in the table when empty
+    ledger: Path | None = None
+    out: Path | None = None
+    self_map: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    gold: Sequence[str] | None = None  # gold panel (default: every other judge)
+    budget: int = 0  # pairs to push after the pull (0: pull only)
+    project_title: str = "judgebias pairwise preferences"
+    swap_seed: int = 0
+    url_env: str = URL_ENV
+    api_key_env: str = KEY_ENV
+    log_mlflow: bool = True
+    tracking_uri: str | None = None
+    experiment: str = "judgebias"
+    parent_run_id: str | None = None
+    reps: int = 2000
+    seed: int = 0
+
+    def server(self) -> ServerSettings:
+        return ServerSettings.from_env(os.environ.get(self.url_env), os.environ.get(self.api_key_env))
+
+    @property
+    def ledger_path(self) -> Path:
+        return Path(self.ledger) if self.ledger else default_ledger_path(self.table)
+
+    @property
+    def out_path(self) -> Path:
+        return Path(self.out) if self.out else default_output_path(self.table)
+
+
+@dataclass
+class SyncResult:
+    pull: PullResult | None
+    push: PushResult | None
+    figures: dict[str, dict[str, Any]]  # per measured judge
+    status: dict[str, Any]
+    out_path: Path
+    run_id: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "pulled": self.pull.counts.as_dict() if self.pull else None,
+            "pushed": self.push.pushed if self.push else 0,
+            "status": self.status,
+            "out": str(self.out_path),
+            "mlflow_run_id": self.run_id,
+            "figures": self.figures,
+        }
+
+
+def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
+    from annotation.feedback import recompute
+    from judgebias.io import read_table, write_table
+
+    table, _ = read_table(settings.table)
+    labels = Ledger(settings.ledger_path).labels(include_skipped=True, include_deleted=True)
+    judges = list(settings.judges) or sorted({j for j in table["judge"].dropna() if j})
+    figures: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, float] = {}
+    merged = None
+    for judge in judges:
+        merged, rec = recompute(
+            table,
+            labels,
+            judge,
+            self_map=settings.self_map,
+            gold=settings.gold,
+            reps=settings.reps,
+            seed=settings.seed,
+        )
+        figures[judge] = rec.figures
+        metrics.update({f"{judge}.{k}": v for k, v in rec.flat_metrics().items()})
+    if merged is not None:
+        write_table(merged, settings.out_path)
+    return figures, metrics
+
+
+def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> SyncResult:
+    """Pull (and push ``budget`` more pairs), recompute, and log the figures as a linked MLflow run."""
+    ledger = Ledger(settings.ledger_path)
+    client = client or LabelStudioClient(settings.server())
+    pulled = client.pull(ledger)
+    pushed = None
+    if settings.budget > 0:
+        from annotation.selection import select_pairs
+        from judgebias.io import read_table
+
+        table, _ = read_table(settings.table)
+        selection = select_pairs(
+            table,
+            settings.budget,
+            judges=list(settings.judges) or None,
+            gold_judges=settings.gold,
+            self_map=settings.self_map,
+            exclude_keys=ledger.pushed_keys(),
+        )
+        pushed = client.push(
+            selection.chosen, ledger, project_title=settings.project_title, seed=settings.swap_seed
+        )
+    figures, metrics = recompute_from_ledger(settings)
+    status = ledger.status()
+    run_id = None
+    if settings.log_mlflow:
+        from annotation.tracking_glue import log_feedback_run
+
+        params = {
+            "table": str(settings.table),
+            "ledger": str(settings.ledger_path),
+            "label_studio_url": client.url,
+            "project_title": settings.project_title,
+            "judges": ",".join(figures),
+            "self_map": json.dumps(
+                {k: list(v) if not isinstance(v, str) else v for k, v in settings.self_map.items()},
+                sort_keys=True,
+            ),
+            "gold": ",".join(settings.gold or []) or "all other judges",
+            "human_gold_rule": "human vote share replaces the panel vote on labelled pairs",
+        }
+        metrics.update({f"status.{k}": float(v) for k, v in status.items() if isinstance(v, int)})
+        run_id = log_feedback_run(
+            metrics,
+            {"figures": figures, "status": status},
+            params,
+            tracking_uri=settings.tracking_uri,
+            experiment=settings.experiment,
+            parent_run_id=settings.parent_run_id,
+        )
+    return SyncResult(
+        pull=pulled, push=pushed, figures=figures, status=status, out_path=settings.out_path, run_id=run_id
+    )

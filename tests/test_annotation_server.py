@@ -1,0 +1,263 @@
+"""The annotation loop against a REAL Label Studio server (started once per session on a free port).
+
+Annotators are simulated through the API: the admin and a second user created through the API
+(annotations posted with their ``completed_by``), with a tie, a skip, a disagreement and an edit
+after a pull. Expected figures are computed by hand in ``check_scenario_figures``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_annotation_selection import check_scenario_figures, scenario_table
+
+from annotation.labelstudio import LabelStudioClient, LabelStudioError
+from annotation.selection import select_pairs
+from annotation.server import find_label_studio, start_temporary
+from annotation.store import Ledger
+from annotation.sync import SyncSettings, sync
+from judgebias.io import read_table, write_table
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        find_label_studio() is None, reason="label-studio not installed (scripts/labelstudio_install.sh)"
+    ),
+]
+
+TITLE = "judgebias server test"
+SHOWN = {"a": ("left", "right"), "b": ("right", "left"), "tie": ("tie", "tie")}  # (not swapped, swapped)
+
+
+@pytest.fixture(scope="session")
+def ls_server():
+    server = start_temporary()
+    yield server
+    server.stop()
+    shutil.rmtree(server.data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def world(ls_server, tmp_path_factory):
+    """Experiment folder with the scenario table, the client, and the two annotators' user ids."""
+    root = tmp_path_factory.mktemp("experiment")
+    table_path = write_table(scenario_table(), root / "judgments.jsonl")
+    client = LabelStudioClient(ls_server.settings)
+    sdk = client._ls
+    admin = sdk.users.whoami().id
+    second = sdk.users.create(username="annotator2", email="annotator2@judgebias.local", password="x" * 16).id
+    return {
+        "root": root,
+        "table": table_path,
+        "client": client,
+        "sdk": sdk,
+        "users": {"u1": admin, "u2": second},
+    }
+
+
+def _annotate(
+    world, ledger: Ledger, pair_id: str, who: str, label: str | None, reason: str | None = None
+) -> int:
+    """Post an annotation as the annotator would: a choice of what was SHOWN (left / right / tie)."""
+    task = ledger.tasks().set_index("pair_id").loc[pair_id]
+    if label is None:
+        result, cancelled = [], True
+    else:
+        shown = SHOWN[label][int(task["swapped"])]
+        result = [
+            {"from_name": "preference", "to_name": "prompt", "type": "choices", "value": {"choices": [shown]}}
+        ]
+        if reason:
+            result.append(
+                {"from_name": "reason", "to_name": "prompt", "type": "textarea", "value": {"text": [reason]}}
+            )
+        cancelled = False
+    ann = world["sdk"].annotations.create(
+        id=int(task["task_id"]), result=result, was_cancelled=cancelled, completed_by=world["users"][who]
+    )
+    return int(ann.id)
+
+
+def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, caplog, capfd, tmp_path):
+    caplog.set_level(logging.DEBUG)
+    client, sdk = world["client"], world["sdk"]
+    ledger = Ledger(world["root"] / "judgments.labels.sqlite")
+    table, _ = read_table(world["table"])
+
+    sel = select_pairs(table, budget=10, judges=["J"])
+    assert len(sel.chosen) == 6
+    first = client.push(sel.chosen, ledger, project_title=TITLE, seed=3)
+    assert (first.pushed, first.already_in_ledger, first.adopted_from_server) == (6, 0, 0)
+    tasks = list(sdk.tasks.list(project=first.project_id))
+    assert len(tasks) == 6
+    for t in tasks:  # annotators see texts only: no generator or judge name travels with a task
+        assert set(t.data) == {"prompt", "left", "right", "pair_key"}
+        assert not {"J", "X", "Y", "G1", "G2"} & set(t.data.values())
+    swaps = ledger.tasks()["swapped"]
+    assert 0 < swaps.sum() < 6  # the seeded swap really shows some pairs B-first
+
+    # Push twice: nothing new. A lost ledger: the server's tasks are adopted, not duplicated, and the
+    # swap recovered from the shown texts equals the one recorded at the first push.
+    again = client.push(sel.chosen, ledger, project_title=TITLE, seed=3)
+    assert (again.pushed, again.already_in_ledger) == (0, 6)
+    fresh = Ledger(tmp_path / "lost.labels.sqlite")
+    adopted = client.push(sel.chosen, fresh, project_title=TITLE, seed=99)
+    assert (adopted.pushed, adopted.adopted_from_server) == (0, 6)
+    pd.testing.assert_frame_equal(
+        fresh.tasks()[["pair_key", "task_id", "swapped"]].sort_values("pair_key").reset_index(drop=True),
+        ledger.tasks()[["pair_key", "task_id", "swapped"]].sort_values("pair_key").reset_index(drop=True),
+    )
+    assert len(list(sdk.tasks.list(project=first.project_id))) == 6
+
+    # Round 1 of annotations: two annotators, a tie, a skip, a disagreement on s3.
+    _annotate(world, ledger, "s1", "u1", "b")
+    _annotate(world, ledger, "s1", "u2", "b")
+    _annotate(world, ledger, "s2", "u1", "a")
+    _annotate(world, ledger, "s2", "u2", "tie")
+    _annotate(world, ledger, "s3", "u1", "a")
+    s3_u2 = _annotate(world, ledger, "s3", "u2", "b")
+    _annotate(world, ledger, "s4", "u1", None)  # skipped
+    _annotate(world, ledger, "s4", "u2", "a")
+    _annotate(world, ledger, "s5", "u1", "tie", reason="both fine")
+    _annotate(world, ledger, "s6", "u1", "a")
+
+    pulled = client.pull(ledger)
+    assert pulled.counts.as_dict() == {"new": 10, "updated": 0, "unchanged": 0, "deleted": 0}
+    assert client.pull(ledger).counts.as_dict() == {"new": 0, "updated": 0, "unchanged": 10, "deleted": 0}
+    labels = ledger.labels()
+    assert len(labels) == 9 and labels["reason"].dropna().tolist() == ["both fine"]
+    st = ledger.status()
+    assert (st["pushed"], st["labelled"], st["pending"], st["skipped"]) == (6, 6, 0, 1)
+
+    # An annotator changes their mind after the pull: s3 b -> a.
+    shown_a = SHOWN["a"][int(ledger.tasks().set_index("pair_id").loc["s3", "swapped"])]
+    sdk.annotations.update(
+        id=s3_u2,
+        result=[
+            {
+                "from_name": "preference",
+                "to_name": "prompt",
+                "type": "choices",
+                "value": {"choices": [shown_a]},
+            }
+        ],
+    )
+
+    # The experiment's run, then a sync (pull + recompute + MLflow) linked to it.
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("judgebias-annotation-test")
+    with mlflow.start_run() as parent:
+        mlflow.log_metric("J.dbg.value", 0.4)
+    for var, value in (("LABEL_STUDIO_URL", ls_server.url), ("LABEL_STUDIO_API_KEY", ls_server.api_key)):
+        monkeypatch.setenv(var, value)
+    result = sync(
+        SyncSettings(
+            table=world["table"],
+            judges=["J"],
+            ledger=ledger.path,
+            tracking_uri=uri,
+            parent_run_id=parent.info.run_id,
+            reps=500,
+        )
+    )
+    assert result.pull.counts.as_dict() == {"new": 0, "updated": 1, "unchanged": 9, "deleted": 0}
+    figures = result.figures["J"]
+    check_scenario_figures(figures)
+    iaa = figures["inter_annotator"]
+    # Hand-computed in test_inter_annotator_by_hand on the same labels: (1+0+1)/3, Fleiss 5/11, Cohen 1/2.
+    assert iaa["percent_agreement"] == pytest.approx(2 / 3)
+    assert iaa["fleiss_kappa"] == pytest.approx(5 / 11) and iaa["cohen_kappa"] == pytest.approx(0.5)
+
+    merged, _ = read_table(result.out_path)
+    humans = merged.drop_duplicates("pair_id").set_index("pair_id")["human"]
+    assert (
+        sorted(humans["s3"]) == ["a", "a"] and humans["s4"] == ["a"] and sorted(humans["s2"]) == ["a", "tie"]
+    )
+
+    client_ml = mlflow.tracking.MlflowClient(uri)
+    run = client_ml.get_run(result.run_id)
+    assert run.info.experiment_id == parent.info.experiment_id
+    assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert run.data.tags["judgebias.parent_run_id"] == parent.info.run_id
+    assert run.data.metrics["J.eo_after.value"] == pytest.approx(0.5)
+    assert run.data.metrics["J.dbg_human_gold.value"] == pytest.approx(0.3)
+
+    # The API token is in no MLflow param, tag, metric name or artifact, no log line and no output file.
+    token = ls_server.api_key
+    artifact_dir = Path(
+        mlflow.artifacts.download_artifacts(run_id=result.run_id, dst_path=str(tmp_path / "art"))
+    )
+    artifact_text = "".join(p.read_text() for p in artifact_dir.rglob("*") if p.is_file())
+    assert "eo_after" in artifact_text
+    out, err = capfd.readouterr()
+    haystacks = {
+        "params": json.dumps(run.data.params),
+        "tags": json.dumps(run.data.tags),
+        "metrics": json.dumps(list(run.data.metrics)),
+        "artifacts": artifact_text,
+        "logs": caplog.text,
+        "stdout": out + err,
+        "merged table": result.out_path.read_text(),
+        "ledger": ledger.path.read_bytes().decode("latin-1"),
+    }
+    leaks = [where for where, text in haystacks.items() if token in text]
+    assert leaks == []
+    assert run.data.params["label_studio_url"] == ls_server.url
+
+
+def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, monkeypatch):
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    client = world["client"]
+    ledger = Ledger(world["root"] / "judgments.labels.sqlite")
+    before = ledger.labels(include_skipped=True)
+    assert len(before) == 10
+
+    ls_server.stop()
+    with pytest.raises(LabelStudioError, match=rf"Label Studio at {ls_server.url} is not reachable"):
+        client.pull(ledger)
+    pd.testing.assert_frame_equal(ledger.labels(include_skipped=True), before)
+    monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
+    res = CliRunner().invoke(
+        app, ["annotate", "pull", str(world["table"]), "--ledger", str(ledger.path), "--no-mlflow"]
+    )
+    assert res.exit_code == 1
+    assert f"Label Studio at {ls_server.url} is not reachable" in res.output and "intact" in res.output
+    assert ls_server.api_key not in res.output
+    pd.testing.assert_frame_equal(ledger.labels(include_skipped=True), before)
+
+    ls_server.start()
+    _annotate(world, ledger, "s6", "u2", "b")
+    res = CliRunner().invoke(
+        app,
+        [
+            "annotate",
+            "pull",
+            str(world["table"]),
+            "--ledger",
+            str(ledger.path),
+            "--no-mlflow",
+            "--judge",
+            "J",
+            "--reps",
+            "200",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["pulled"] == {"new": 1, "updated": 0, "unchanged": 10, "deleted": 0}
+    assert len(ledger.labels()) == 10
+    res = CliRunner().invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
+    assert res.exit_code == 0 and "pushed 6  labelled 6  pending 0" in res.output
