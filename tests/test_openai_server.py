@@ -252,6 +252,9 @@ def test_secrets_stay_out_of_identity_repr_and_pickles(monkeypatch):
     assert ident == b.identity()  # concurrency, retries and timeouts change nothing the model says
     clone = pickle.loads(pickle.dumps(b))
     assert clone.identity() == b.identity() and clone.usage_log == []
+    given = OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1", api_key="sk-given-456")
+    assert "sk-given-456" not in pickle.dumps(given).decode("latin-1") + repr(given)
+    assert given.client().api_key == "sk-given-456"
     monkeypatch.delenv("JB_TEST_KEY")
     with pytest.raises(ValueError, match=r"set the environment variable JB_TEST_KEY"):
         OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1", api_key_env="JB_TEST_KEY")

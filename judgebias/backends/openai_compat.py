@@ -8,8 +8,10 @@ off so the policy is one place and tested), a ``ServiceUnavailable`` naming the 
 stays down, and a usage log (tokens in/out, wall time, tries, cost from an optional price table).
 
 The API key is read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``)
-when the client is made; it is never stored on the backend, pickled, logged or part of
-``identity()``. Local endpoints (127.0.0.1, localhost) get a dummy key when the variable is unset.
+when the client is made; it is never pickled, logged or part of ``identity()``. A caller that has
+already read the key may pass ``api_key=``: it is kept in memory only, and a copy unpickled in
+another process (a Dask worker) reads ``api_key_env`` there. Local endpoints (127.0.0.1, localhost)
+get a dummy key when there is none.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 # Per-process state, rebuilt after unpickling (the client holds the API key).
-_RUNTIME_STATE = frozenset({"_client", "_lock", "_rng", "usage_log", "_logprobs_rejected",
+_RUNTIME_STATE = frozenset({"_client", "_explicit_key", "_lock", "_rng", "usage_log", "_logprobs_rejected",
                             "_echo_unsupported"})
 
 
@@ -84,8 +86,9 @@ class OpenAICompatBackend:
 
     kind = "openai-compat"
 
-    def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL, *, name: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", model_revision: str | None = None,
+    def __init__(self, model: str, base_url: str | None = DEFAULT_BASE_URL, *, name: str | None = None,
+                 api_key_env: str | None = "OPENAI_API_KEY", api_key: str | None = None,
+                 model_revision: str | None = None,
                  timeout_s: float = 60.0, max_concurrency: int = 4, max_tries: int = 5,
                  backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  use_logprobs: bool = True, top_logprobs: int = 20, score_max_tokens: int = 8,
@@ -97,9 +100,9 @@ class OpenAICompatBackend:
         if prefix_mode not in op.PREFIX_MODES:
             raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {op.PREFIX_MODES}")
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.name = name or model
-        self.api_key_env = api_key_env
+        self.api_key_env = api_key_env or "OPENAI_API_KEY"
         self.model_revision = model_revision
         self.timeout_s, self.max_concurrency, self.max_tries = timeout_s, max_concurrency, max_tries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
@@ -107,10 +110,12 @@ class OpenAICompatBackend:
         self.score_max_tokens, self.prefix_mode = score_max_tokens, prefix_mode
         self.answer_after, self.max_tokens_field = answer_after, max_tokens_field
         self.prices = {m: p if isinstance(p, Price) else Price(*p) for m, p in (prices or {}).items()}
-        self._api_key()  # fail now, naming the variable, rather than on the first call
         self._init_runtime()
+        self._explicit_key = api_key
+        self._api_key()  # fail now, naming the variable, rather than on the first call
 
     def _init_runtime(self) -> None:
+        self._explicit_key: str | None = None
         self._client: Any = None
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -154,7 +159,7 @@ class OpenAICompatBackend:
     # ------------------------------------------------------------------ plumbing
 
     def _api_key(self) -> str:
-        key = os.environ.get(self.api_key_env)
+        key = self._explicit_key or os.environ.get(self.api_key_env)
         if key:
             return key
         if _is_local(self.base_url):
