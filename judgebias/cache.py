@@ -132,17 +132,21 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
             assert self.path is not None
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
-                                   isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, op TEXT NOT NULL, "
-                "backend TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
-            )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
+                                       isolation_level=None)
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, op TEXT NOT NULL, "
+                    "backend TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise OSError(f"cannot open the model-call cache at {self.path}: {exc} (set {ENV_CACHE_DIR} "
+                              "to a writable folder, or disable the cache with --no-cache)") from exc
             self._conn = conn
         return self._conn
 

@@ -273,3 +273,11 @@ def test_several_processes_write_one_cache(tmp_path):
         p.join(60)
         assert p.exitcode == 0
     assert len(ResponseCache(path)) == 2 * 5 * 4
+
+
+def test_unusable_cache_location_is_named(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    expected = r"cannot open the model-call cache at .*file/calls.sqlite.*JUDGEBIAS_CACHE_DIR"
+    with pytest.raises(OSError, match=expected):
+        CachedBackend(CountingBackend(), ResponseCache(blocker)).score_options(prompts(1), ["A", "B"])
