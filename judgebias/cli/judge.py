@@ -1,0 +1,145 @@
+"""``judgebias judge``: fill a judgment table's p_a / verdict / perplexity columns with one judge."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _progress(label: str):
+    start = time.perf_counter()
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - last[0] > 2:
+            last[0] = now
+            rate = done / max(now - start, 1e-9)
+            print(f"\r{label}: {done}/{total} ({rate:.1f}/s)", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+    return report
+
+
+def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
+                 device: str | None, batch_size: int, token_budget: int | None):
+    if backend == "local":
+        from judgebias.backends.local import LocalBackend
+
+        return LocalBackend(judge, name=name, gguf_file=gguf_file, device=device, max_batch=batch_size,
+                            token_budget=token_budget)
+    if backend == "openai":
+        try:
+            from judgebias.backends.openai_compat import OpenAICompatBackend
+        except ModuleNotFoundError as exc:
+            raise typer.BadParameter(f"the OpenAI-compatible backend is not available ({exc})") from None
+        kwargs = {"model": judge}
+        if base_url:
+            kwargs["base_url"] = base_url
+        if name:
+            kwargs["name"] = name
+        return OpenAICompatBackend(**kwargs)
+    raise typer.BadParameter(f"unknown backend {backend!r}; use local or openai")
+
+
+def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity: bool = False,
+                ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
+                progress: bool = True):
+    """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``."""
+    import pandas as pd
+
+    from judgebias.backends.protocol import GenerationParams
+    from judgebias.judging import judge_pairs, pairs_from_table
+    from judgebias.perplexity import fill_perplexity
+    from judgebias.prompts import judge_template
+    from judgebias.table import CANONICAL
+
+    template = judge_template(template_name)
+    pairs = pairs_from_table(df)
+    result = judge_pairs(pairs, backend, template, judge=judge_name,
+                         params=GenerationParams(max_new_tokens=max_new_tokens),
+                         progress=_progress(f"judging {len(pairs)} pairs x 2 orders") if progress else None)
+    out = result.table()
+    # Pair-level extra columns of the input (categories, sources) travel with the pair.
+    extras = [c for c in df.columns if c not in CANONICAL and c not in out.columns]
+    if extras:
+        first = df.drop_duplicates("pair_id").set_index("pair_id")[extras]
+        out = out.join(first, on="pair_id")
+    if perplexity:
+        n = len(out)
+        report = _progress(f"perplexity of {2 * n} responses") if progress else None
+        done = [0]
+
+        def tick(k: int) -> None:
+            done[0] += k
+            if report:
+                report(done[0], 2 * n)
+        out = fill_perplexity(out, backend, context=ppl_context, progress=tick)
+    if keep_other_judges:
+        others = df[df["judge"].fillna("") != judge_name]
+        out = pd.concat([others, out], ignore_index=True)
+    return out, result.exclusions
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("judge")
+    def judge_cmd(
+        table: Annotated[Path, typer.Argument(
+            help="Judgment table (.jsonl/.parquet/.csv) whose pairs to judge.", exists=True, dir_okay=False)],
+        judge: Annotated[str, typer.Option(
+            "--judge", help="Model: alias (smollm2-135m-instruct, gemma-3-270m), local folder, .gguf file, "
+            "hub id; or the API model name.")],
+        out: Annotated[Path, typer.Option("--out", help="Output table (.jsonl or .parquet).")],
+        template: Annotated[str, typer.Option(help="dbg-ab | dbg-truthful (answer A or B) or mtbench-pair "
+                                              "(explain, then [[A]]/[[B]]/[[C]]).")] = "dbg-ab",
+        backend: Annotated[str, typer.Option(help="local (transformers) or openai (OpenAI-compatible API).")
+                           ] = "local",
+        base_url: Annotated[str | None, typer.Option(help="API base URL for --backend openai.")] = None,
+        name: Annotated[str | None, typer.Option(help="Judge name in the table (default: the model's).")
+                        ] = None,
+        gguf_file: Annotated[str | None, typer.Option(help="GGUF file name inside the --judge folder.")
+                             ] = None,
+        device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")
+                          ] = None,
+        batch_size: Annotated[int, typer.Option(help="Most prompts per forward pass.")] = 64,
+        token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
+                                                         "(default 4096 on CPU, 65536 on GPU).")] = None,
+        max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
+        perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
+        ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
+                                                 "template:dbg-generate.")] = "auto",
+        keep_other_judges: Annotated[bool, typer.Option(help="Also copy the input's rows of other judges.")
+                                     ] = False,
+        no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the call cache.")
+                            ] = False,
+        cache_dir: Annotated[Path | None, typer.Option(help="Call cache folder (default $JUDGEBIAS_CACHE_DIR "
+                                                       "or ~/.cache/judgebias/calls).")] = None,
+    ) -> None:
+        """Judge every pair of TABLE in both presentation orders and write a table for `judgebias analyze`.
+
+        p_a is P(response A better) averaged over both orders; p_a_ab / p_a_ba are the per-order
+        values; off-format answers are excluded with their reason in judge_error, never scored 0.5.
+        Model calls are cached by content, so a rerun only computes what is missing.
+        """
+        from judgebias.cache import CachedBackend, ResponseCache
+        from judgebias.io import read_table, write_table
+
+        df, _ = read_table(table)
+        inner = make_backend(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
+                             batch_size=batch_size, token_budget=token_budget)
+        cache = ResponseCache(None) if no_cache else (ResponseCache(cache_dir) if cache_dir
+                                                      else ResponseCache.from_env())
+        runner = CachedBackend(inner, cache)
+        judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
+                                         perplexity=perplexity, ppl_context=ppl_context,
+                                         max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges)
+        path = write_table(judged, out)
+        scored = int(sum(1 for p in judged["p_a"] if isinstance(p, float) and not math.isnan(p)))
+        typer.echo(f"wrote {path}: {len(judged)} rows, {scored} with p_a; judge {inner.name!r}, "
+                   f"template {template}; cache hits {runner.hits}, computed {runner.calls}")
+        if exclusions.total:
+            typer.echo(f"excluded judgments (per order): {exclusions}")

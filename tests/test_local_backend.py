@@ -1,0 +1,188 @@
+"""The local transformers backend on a tiny random-weights Llama with SmolLM2's real tokenizer.
+
+The fast paths (length-sorted batches, right padding, last-token-only output layer) must give
+what a plain one-prompt forward pass gives.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from judgebias import models
+from judgebias.backends.local import LocalBackend, option_variants, token_batches
+from judgebias.backends.protocol import Backend, GenerationParams, Prompt
+from judgebias.prompts import DBG_AB
+
+ALIAS = "smollm2-135m-instruct"
+
+QUERIES = [
+    ("What is 2+2?", "4", "5"),
+    ("Name a color.", "Blue is a color that is often associated with the sky and the sea.", "dog"),
+    ("Why is the sky blue?", "Because of Rayleigh scattering " * 8, "no idea"),
+    ("Say hi.", "hi", "Hello there! How can I help you today?"),
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return models.load_tokenizer(ALIAS)
+
+
+@pytest.fixture(scope="module")
+def tiny(tokenizer):
+    # initializer_range 0.2: peaked enough that greedy choices are not near-ties.
+    lm = models.random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu", initializer_range=0.2)
+    return LocalBackend(lm, token_budget=512, max_batch=3)
+
+
+def _prompts():
+    return ([DBG_AB.build(*q) for q in QUERIES] + [DBG_AB.build(q, b, a, chat=False) for q, a, b in QUERIES])
+
+
+def test_is_a_backend(tiny):
+    assert isinstance(tiny, Backend)
+    ident = tiny.identity()
+    assert ident["backend"] == "local" and ident["kind"] == "random" and len(ident["config_sha256"]) == 64
+
+
+def test_random_model_is_seeded(tokenizer):
+    a = models.random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
+    b = models.random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
+    c = models.random_model("tiny-llama", tokenizer=tokenizer, seed=4, device="cpu")
+    wa, wb, wc = (m.model.get_input_embeddings().weight for m in (a, b, c))
+    assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+
+
+def test_option_variants_are_the_letter_alone(tokenizer):
+    v = option_variants(tokenizer, ("A", "B"))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in ("A", "ĠA", "B", "ĠB", "An", "About")}
+    assert {ids["A"], ids["ĠA"]} <= set(v["A"]) and {ids["B"], ids["ĠB"]} <= set(v["B"])
+    assert ids["An"] not in v["A"] and ids["About"] not in v["A"]
+    assert not set(v["A"]) & set(v["B"])
+    for i in v["A"]:
+        s = tokenizer.decode([i]).lstrip()
+        assert s.startswith("A") and (len(s) == 1 or not s[1].isalnum())
+
+
+def test_scores_sum_probability_over_variants_like_a_plain_forward_pass(tiny):
+    variants = tiny.variants(("A", "B"))
+    for prompt in _prompts()[:3]:
+        ids = torch.tensor([tiny.encode(prompt)])
+        with torch.inference_mode():
+            probs = torch.softmax(tiny.model(ids).logits[0, -1].double(), -1)
+        pa, pb = (float(probs[variants[o]].sum()) for o in ("A", "B"))
+        s = tiny.score_options([prompt], ["A", "B"])[0]
+        assert s.error is None
+        assert s.mass == pytest.approx(pa + pb, rel=1e-4)
+        assert s.probs["A"] == pytest.approx(pa / (pa + pb), abs=1e-5)
+        assert s.probs["A"] + s.probs["B"] == pytest.approx(1.0)
+
+
+def test_batched_scoring_equals_one_at_a_time(tiny):
+    prompts = _prompts()
+    lengths = [len(tiny.encode(p)) for p in prompts]
+    assert len(set(lengths)) > 3 and len(token_batches(lengths, tiny.token_budget, tiny.max_batch)) > 1
+    batched = tiny.score_options(prompts, ["A", "B"])
+    for p, b in zip(prompts, batched, strict=True):
+        single = tiny.score_options([p], ["A", "B"])[0]
+        assert abs(single.probs["A"] - b.probs["A"]) < 1e-4
+        assert abs(single.mass - b.mass) <= 1e-4 * single.mass
+
+
+def test_duplicate_prompts_give_identical_scores_in_input_order(tiny):
+    prompts = _prompts()
+    mixed = [prompts[2], prompts[0], prompts[2], prompts[5]]
+    out = tiny.score_options(mixed, ["A", "B"])
+    assert out[0] == out[2]
+    assert abs(out[1].probs["A"] - tiny.score_options([prompts[0]], ["A", "B"])[0].probs["A"]) < 1e-4
+
+
+def test_too_long_prompt_is_an_error_not_a_crash(tokenizer):
+    lm = models.random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu",
+                             max_position_embeddings=64)
+    be = LocalBackend(lm)
+    long_p, short_p = DBG_AB.build("q " * 100, "a", "b"), Prompt.raw("Answer: ")
+    out = be.score_options([long_p, short_p], ["A", "B"])
+    assert "exceeds the model's context of 64" in out[0].error and math.isnan(out[0].probs["A"])
+    assert out[1].error is None
+
+
+def test_chat_prompt_on_a_model_without_chat_template_is_refused(tokenizer):
+    base_tok = models.load_tokenizer(ALIAS)
+    base_tok.chat_template = None
+    lm = models.random_model("tiny-llama", tokenizer=base_tok, seed=0, device="cpu")
+    be = LocalBackend(lm)
+    assert not be.is_chat
+    with pytest.raises(ValueError, match="no chat template"):
+        be.score_options([DBG_AB.build("q", "a", "b")], ["A", "B"])
+
+
+def test_batched_greedy_generation_equals_one_at_a_time(tiny):
+    prompts = _prompts()
+    params = GenerationParams(max_new_tokens=12)
+    batched = tiny.generate(prompts, params)
+    for p, b in zip(prompts, batched, strict=True):
+        assert tiny.generate([p], params)[0].text == b.text
+    assert all(g.completion_tokens > 0 and g.prompt_tokens > 0 for g in batched)
+    assert len({g.text for g in batched}) > 1
+
+
+def test_stop_strings_cut_each_row(tiny):
+    prompts = _prompts()[:4]
+    full = tiny.generate(prompts, GenerationParams(max_new_tokens=12))
+    word = full[0].text.split()[2]
+    cut = tiny.generate(prompts, GenerationParams(max_new_tokens=12, stop=(word,)))
+    assert cut[0].text == full[0].text[: full[0].text.index(word)]
+    for f, c in zip(full[1:], cut[1:], strict=True):
+        assert c.text == (f.text[: f.text.index(word)] if word in f.text else f.text)
+
+
+def test_continuation_logprobs_batched_equal_manual(tiny):
+    contexts = [Prompt.chat(("user", "What is 2+2?")), Prompt.chat(("user", "What is 2+2?")),
+                Prompt.raw("Q: hi\nA:")]
+    conts = ["2+2 equals 4.", "The answer is 5, obviously, and more words here.", " hello"]
+    batched = tiny.continuation_logprobs(contexts, conts)
+    for c, t, b in zip(contexts, conts, batched, strict=True):
+        ctx = tiny.encode(c)
+        cont = tiny.tokenizer(t, add_special_tokens=False).input_ids
+        with torch.inference_mode():
+            logp = torch.log_softmax(tiny.model(torch.tensor([ctx + cont])).logits[0].double(), -1)
+        manual = [float(logp[len(ctx) - 1 + k, tok]) for k, tok in enumerate(cont)]
+        assert b.n_tokens == len(cont)
+        assert b.logprobs == pytest.approx(manual, abs=1e-4)
+        assert math.isfinite(b.perplexity) and b.perplexity > 1
+    empty = tiny.continuation_logprobs([contexts[0]], [""])[0]
+    assert empty.error == "empty continuation" and math.isnan(empty.perplexity)
+
+
+def test_token_batches_respect_budget_and_cover_everything():
+    lengths = [5, 50, 7, 300, 20, 20, 1]
+    batches = token_batches(lengths, token_budget=100, max_batch=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) <= 3
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 100
+    assert batches[0] == [3]  # longest first, alone when over budget
+
+
+def test_resolve_rejects_unknown_specs(tmp_path):
+    with pytest.raises(models.ModelNotFound, match="unknown model"):
+        models.resolve("no-such-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(models.ModelNotFound, match=r"without config\.json"):
+        models.resolve(tmp_path / "empty")
+    with pytest.raises(models.ModelNotFound, match="does not exist"):
+        models.resolve(tmp_path / "x.gguf")
+    assert models.resolve("org/name").kind == "hf"  # a hub id is resolved, never fetched here
+
+
+def test_file_sha256_is_remembered(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGEBIAS_MODEL_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "w.gguf"
+    f.write_bytes(b"weights")
+    import hashlib
+    assert models.file_sha256(f) == hashlib.sha256(b"weights").hexdigest()
+    assert (tmp_path / "cache" / "fingerprints.json").exists()
