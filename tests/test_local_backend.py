@@ -186,3 +186,31 @@ def test_file_sha256_is_remembered(tmp_path, monkeypatch):
     import hashlib
     assert models.file_sha256(f) == hashlib.sha256(b"weights").hexdigest()
     assert (tmp_path / "cache" / "fingerprints.json").exists()
+
+
+def test_attention_summary_matches_eager_output_attentions(tiny):
+    from judgebias import attention
+    from judgebias.records import Pair
+
+    pair = Pair(pair_id="p", prompt="Name a color.", response_a="Blue, like the sky.", response_b="dog")
+    (ab,) = attention.summarize(tiny, [pair], DBG_AB, order="ab")
+    (ba,) = attention.summarize(tiny, [pair], DBG_AB, order="ba")
+    assert len(ab.per_layer["a"]) == len(ab.per_layer["b"]) == 2
+    assert all(0 < x < 1 for x in ab.per_layer["a"] + ab.per_layer["b"])
+    assert ab.per_layer != ba.per_layer  # position matters to the judge
+    # Reference: full eager attentions of a fresh model load, final row, head mean, span mean.
+    prompt = DBG_AB.build(pair.prompt, pair.response_a, pair.response_b)
+    rendered = tiny.render(prompt)
+    enc = tiny.tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
+    tiny.model.set_attn_implementation("eager")
+    try:
+        with torch.inference_mode():
+            att = tiny.model(torch.tensor([enc["input_ids"]]), output_attentions=True).attentions
+    finally:
+        tiny.model.set_attn_implementation("sdpa")
+    span_a, _ = attention.char_spans(rendered, DBG_AB.markers, pair.response_a, pair.response_b)
+    idx = attention.token_indices(enc["offset_mapping"], span_a)
+    assert tiny.tokenizer.decode([enc["input_ids"][i] for i in idx]).strip() == pair.response_a
+    expected = [float(layer[0, :, -1, idx].mean()) for layer in att]
+    assert ab.per_layer["a"] == pytest.approx(expected, rel=1e-4)
+    assert tiny.model.config._attn_implementation == "sdpa"
