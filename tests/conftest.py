@@ -39,3 +39,22 @@ def free_port() -> int:
 def _isolated_call_cache(tmp_path, monkeypatch):
     # Each test starts with an empty model-call cache unless it sets its own.
     monkeypatch.setenv("JUDGEBIAS_CACHE_DIR", str(tmp_path / "call-cache"))
+
+
+@pytest.fixture(scope="session")
+def labelstudio_server():
+    """One real Label Studio server per test session (first start migrates a database: 25-90 s).
+
+    Free port, temp data dir, random admin credentials with a legacy API token (``.settings`` gives
+    url + api_key). A test may stop it; ``.start()`` brings it back on the same port and data.
+    Skips when label-studio is not installed (scripts/labelstudio_install.sh)."""
+    import shutil
+
+    from annotation.server import find_label_studio, start_temporary
+
+    if find_label_studio() is None:
+        pytest.skip("label-studio not installed (scripts/labelstudio_install.sh or LABEL_STUDIO_VENV)")
+    server = start_temporary()
+    yield server
+    server.stop()
+    shutil.rmtree(server.data_dir, ignore_errors=True)

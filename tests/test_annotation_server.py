@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +17,7 @@ from test_annotation_selection import check_scenario_figures, scenario_table
 
 from annotation.labelstudio import LabelStudioClient, LabelStudioError
 from annotation.selection import select_pairs
-from annotation.server import find_label_studio, start_temporary
+from annotation.server import find_label_studio
 from annotation.store import Ledger
 from annotation.sync import SyncSettings, sync
 from judgebias.io import read_table, write_table
@@ -35,12 +34,9 @@ TITLE = "judgebias server test"
 SHOWN = {"a": ("left", "right"), "b": ("right", "left"), "tie": ("tie", "tie")}  # (not swapped, swapped)
 
 
-@pytest.fixture(scope="session")
-def ls_server():
-    server = start_temporary()
-    yield server
-    server.stop()
-    shutil.rmtree(server.data_dir, ignore_errors=True)
+@pytest.fixture(scope="module")
+def ls_server(labelstudio_server):
+    return labelstudio_server.start()  # a no-op when it is already running
 
 
 @pytest.fixture(scope="module")

@@ -74,15 +74,11 @@ def push_cmd(
 
     try:
         df, _ = read_table(table)
-        store = Ledger(_ledger_for(table, ledger))
-        sel = select_pairs(
-            df,
-            budget,
-            judges=judge or None,
-            gold_judges=gold or None,
-            self_map=_self_map(self_),
-            exclude_keys=store.pushed_keys(),
-        )
+        ledger_path = _ledger_for(table, ledger)
+        # A dry run, or a run that fails before pushing, leaves no ledger file behind.
+        pushed = Ledger(ledger_path).pushed_keys() if ledger_path.exists() else set()
+        sel = select_pairs(df, budget, judges=judge or None, gold_judges=gold or None,
+                           self_map=_self_map(self_), exclude_keys=pushed)
     except (TableError, ValueError) as exc:
         _fail(str(exc))
     for r in sel.chosen.itertuples():
@@ -92,6 +88,7 @@ def push_cmd(
     )
     if dry_run or sel.chosen.empty:
         return
+    store = Ledger(ledger_path)
     try:
         client = LabelStudioClient(ServerSettings.from_env())
         result = client.push(sel.chosen, store, project_title=project_title, seed=seed)

@@ -1,0 +1,101 @@
+"""``judgebias annotate`` without a server: ranking, helpful errors, offline recompute from a ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
+from typer.testing import CliRunner
+
+from annotation.keys import pair_key
+from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+from annotation.selection import select_pairs
+from annotation.store import Label, Ledger, PushedTask
+from judgebias.cli import app
+from judgebias.io import read_table, write_table
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    return write_table(scenario_table(), tmp_path / "judgments.jsonl")
+
+
+def test_push_dry_run_ranks_without_a_server(table_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    args = ["annotate", "push", str(table_path), "--judge", "J", "--budget", "2", "--dry-run"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    # s1: gold .3 -> 0.6 + |0.9-0.3| 0.6 + 2 = 3.2; s2: gold .6 -> 0.8 + 0.4 + 2 = 3.2 (tie broken by key)
+    assert lines[0].split()[1] in {"s1", "s2"} and "score 3.200" in lines[0]
+    assert "2 of 6 candidate pairs chosen" in res.output
+    assert not (table_path.parent / "judgments.labels.sqlite").exists()  # a dry run records nothing
+
+
+def test_push_without_credentials_says_which_variable(table_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    res = runner.invoke(app, ["annotate", "push", str(table_path), "--budget", "1"])
+    assert res.exit_code == 1
+    assert "LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY not set" in res.output
+    assert "labelstudio.env" in res.output
+
+
+def test_bad_self_mapping_and_missing_ledger(table_path):
+    res = runner.invoke(app, ["annotate", "push", str(table_path), "--self", "J", "--dry-run"])
+    assert res.exit_code != 0 and "JUDGE=GENERATOR" in res.output
+    res = runner.invoke(app, ["annotate", "status", str(table_path)])
+    assert res.exit_code == 1 and "nothing pushed yet" in res.output
+
+
+def test_unreachable_server_names_url_and_keeps_ledger(tmp_path):
+    from annotation.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.record_tasks([PushedTask("pk-1", "s1", 1, 5, False, url)])
+    client = LabelStudioClient(ServerSettings(url, "not-a-real-token"), timeout=2, max_retries=0)
+    with pytest.raises(LabelStudioError, match=rf"Label Studio at {url} is not reachable") as err:
+        client.pull(ledger)
+    assert "not-a-real-token" not in str(err.value)
+    assert len(ledger.tasks()) == 1
+
+
+def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
+    """The ledger as a real pull leaves it (swapped tasks, a skip, an edited annotation) -> figures."""
+    table, _ = read_table(table_path)
+    sel = select_pairs(table, 10, judges=["J"])
+    ledger = Ledger(tmp_path / "judgments.labels.sqlite")
+    url = "http://ls.example"
+    ledger.record_tasks(PushedTask(r.pair_key, r.pair_id, 1, 100 + i, i % 2 == 0, url)
+                        for i, r in enumerate(sel.chosen.itertuples()))
+    labels, aid = [], 0
+    for pid, by in SCENARIO_LABELS.items():
+        key = pair_key(pid, f"prompt {pid}", f"A of {pid}", f"B of {pid}")
+        for who, lab in by.items():
+            aid += 1
+            labels.append(Label(aid, url, 0, key, pid, who, lab, False, None, "2026-01-02T00:00:00+00:00"))
+    s4 = pair_key("s4", "prompt s4", "A of s4", "B of s4")
+    labels.append(Label(99, url, 0, s4, "s4", "u1", None, True, None, "2026-01-01T00:00:00+00:00"))
+    ledger.upsert_labels(labels)
+    out = tmp_path / "merged.jsonl"
+    res = runner.invoke(app, ["annotate", "pull", str(table_path), "--offline", "--judge", "J",
+                              "--ledger", str(ledger.path), "--out", str(out), "--reps", "200"])
+    assert res.exit_code == 0, res.output
+    check_scenario_figures(json.loads(res.output)["figures"]["J"])
+    merged, _ = read_table(out)
+    assert merged.drop_duplicates("pair_id").set_index("pair_id").loc["s1", "human"] == ["b", "b"]
+    res = runner.invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
+    assert "pushed 6  labelled 6  pending 0  labels 9  skipped 1" in res.output
+    assert "ls-user" not in res.output and "u1" in res.output
+
+
+def test_self_map_accepts_a_plain_generator_name():
+    table = scenario_table()
+    renamed = table.assign(generator_a=table["generator_a"].replace("J", "J-base"),
+                           generator_b=table["generator_b"].replace("J", "J-base"))
+    sel = select_pairs(renamed, 10, judges=["J"], self_map={"J": "J-base"})
+    assert set(sel.chosen.loc[sel.chosen["self"] > 0, "pair_id"]) == {"s1", "s2", "s3", "s4", "s5"}
