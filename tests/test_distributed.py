@@ -1,0 +1,188 @@
+"""Chunked judging: sharding/merging (pure), the chunk store, per-worker model reuse, and a real run
+on a local Dask cluster of 2 worker processes that must equal the single-process result."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from judgebias import distributed as dist
+from judgebias.distributed import ChunkStore, JudgeSpec, merge, shard
+from judgebias.records import Pair
+
+
+def _pairs(n: int) -> list[Pair]:
+    return [Pair(pair_id=f"p{i}", prompt=f"Question {i}: what is {i} plus {i}?",
+                 response_a=f"It is {2 * i}." + " Indeed." * (i % 3), response_b=f"{i}+{i} = {2 * i + i % 2}",
+                 generator_a="gen-x", generator_b="gen-y") for i in range(n)]
+
+
+# --- shard / merge --------------------------------------------------------------------------------------
+
+
+def test_shard_keeps_order_and_sizes():
+    pairs = _pairs(7)
+    chunks = shard(pairs, 3, "judge-1")
+    assert [c.index for c in chunks] == [0, 1, 2]
+    assert [c.pair_ids for c in chunks] == [("p0", "p1", "p2"), ("p3", "p4", "p5"), ("p6",)]
+    assert len({c.chunk_id for c in chunks}) == 3
+
+
+def test_chunk_ids_are_stable_and_depend_on_task_and_content():
+    pairs = _pairs(4)
+    ids = [c.chunk_id for c in shard(pairs, 2, "judge-1")]
+    assert ids == [c.chunk_id for c in shard(_pairs(4), 2, "judge-1")]  # same work, same ids
+    assert ids[0] != shard(pairs, 2, "judge-2")[0].chunk_id  # another judge: other work
+    edited = [pairs[0].model_copy(update={"response_b": "changed"}), *pairs[1:]]
+    new_ids = [c.chunk_id for c in shard(edited, 2, "judge-1")]
+    assert new_ids[0] != ids[0] and new_ids[1] == ids[1]  # only the chunk whose text changed
+
+
+def test_shard_rejects_bad_input():
+    with pytest.raises(ValueError, match="chunk_size must be >= 1"):
+        shard(_pairs(2), 0)
+    with pytest.raises(ValueError, match=r"repeated pair_id.*'p1'"):
+        shard([*_pairs(2), _pairs(2)[1]], 2)
+    assert shard([], 4) == []
+
+
+def test_merge_restores_the_original_order_within_and_across_chunks():
+    chunks = shard(_pairs(5), 2, "t")
+    # Results arrive in any chunk order and any row order within a chunk.
+    results = {c.chunk_id: [{"pair_id": pid, "k": pid.upper()} for pid in reversed(c.pair_ids)]
+               for c in reversed(chunks)}
+    merged = merge(chunks, results)
+    assert [r["pair_id"] for r in merged] == ["p0", "p1", "p2", "p3", "p4"]
+    assert merged[3]["k"] == "P3"
+
+
+def test_merge_names_incomplete_chunks():
+    chunks = shard(_pairs(4), 2, "t")
+    ok = {c.chunk_id: [{"pair_id": pid} for pid in c.pair_ids] for c in chunks}
+    with pytest.raises(ValueError, match=r"chunk 1 .*: no result"):
+        merge(chunks, {chunks[0].chunk_id: ok[chunks[0].chunk_id]})
+    with pytest.raises(ValueError, match=r"chunk 0 .*missing pair\(s\) \['p1'\]"):
+        merge(chunks, {**ok, chunks[0].chunk_id: [{"pair_id": "p0"}]})
+    with pytest.raises(ValueError, match=r"unexpected pair\(s\) \['zz'\]"):
+        merge(chunks, {**ok, chunks[0].chunk_id: [{"pair_id": "p0"}, {"pair_id": "p1"}, {"pair_id": "zz"}]})
+    with pytest.raises(ValueError, match="returned twice"):
+        merge(chunks, {**ok, chunks[1].chunk_id: [{"pair_id": "p2"}, {"pair_id": "p2"}, {"pair_id": "p3"}]})
+
+
+def test_chunk_store_round_trip_keeps_nan_and_leaves_no_temp_files(tmp_path):
+    store = ChunkStore(tmp_path / "chunks")
+    assert store.get("abc") is None and "abc" not in store
+    rows = [{"pair_id": "p0", "p_a": math.nan, "human": ["a"], "verdict": None}]
+    store.put("abc", rows, meta={"calls": 2})
+    back = store.get("abc")
+    assert "abc" in store and back[0]["human"] == ["a"] and back[0]["verdict"] is None
+    assert math.isnan(back[0]["p_a"])
+    assert [p.name for p in (tmp_path / "chunks").iterdir()] == ["abc.json"]
+    assert json.loads((tmp_path / "chunks" / "abc.json").read_text())["meta"] == {"calls": 2}
+
+
+# --- per-worker backends --------------------------------------------------------------------------------
+
+
+def test_worker_backend_loads_once_per_model_and_evicts_beyond_capacity(monkeypatch):
+    built: list[str] = []
+    monkeypatch.setattr(dist, "_build_backend", lambda spec: built.append(spec.model) or object())
+    dist.release_worker_backends()
+    a, b = JudgeSpec(name="a", model="m-a"), JudgeSpec(name="b", model="m-b")
+    first, loaded = dist.worker_backend(a)
+    assert loaded and dist.worker_backend(a) == (first, False)
+    # Another template or batch size is the same loaded model.
+    same_model = JudgeSpec(name="a", model="m-a", template="mtbench-pair", batch_size=2)
+    assert dist.worker_backend(same_model)[1] is False
+    dist.worker_backend(b)  # capacity 1 (default): a is released
+    assert dist.worker_backend(a)[1] is True
+    assert built == ["m-a", "m-b", "m-a"]
+    monkeypatch.setenv(dist.ENV_WORKER_MODELS, "2")
+    dist.worker_backend(b)
+    assert dist.worker_backend(a)[1] is False and dist.worker_backend(b)[1] is False
+    assert dist.worker_stats()["loads"][a.model_key()] == 2
+    dist.release_worker_backends()
+
+
+def test_task_runner_choices():
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask import DaskTaskRunner
+
+    assert isinstance(dist.make_task_runner("thread", 3), ThreadPoolTaskRunner)
+    local = dist.make_task_runner("dask", 2)
+    assert isinstance(local, DaskTaskRunner)
+    assert local.cluster_kwargs == {"n_workers": 2, "processes": True, "threads_per_worker": 1}
+    assert dist.make_task_runner("dask", address="tcp://127.0.0.1:8786").address == "tcp://127.0.0.1:8786"
+    with pytest.raises(ValueError, match="only applies to the 'dask'"):
+        dist.make_task_runner("thread", 1, "tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match="unknown task runner 'ray'"):
+        dist.make_task_runner("ray")
+
+
+# --- a real run on 2 Dask worker processes -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_judge_folder(tmp_path_factory):
+    """A tiny random Llama + the SmolLM2 tokenizer saved as a local folder, loadable by path in
+    any worker process."""
+    from judgebias import models
+
+    folder = tmp_path_factory.mktemp("tiny-judge")
+    tok = models.load_tokenizer("smollm2-135m-instruct")
+    lm = models.random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)
+    lm.model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.slow
+def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, tmp_path):
+    import pandas as pd
+
+    from flows.distributed_judging import distributed_judging
+    from judgebias.backends.local import LocalBackend
+    from judgebias.io import read_table, write_table
+    from judgebias.judging import judge_pairs
+    from judgebias.prompts import judge_template
+
+    pairs = _pairs(12)
+    table = tmp_path / "pairs.jsonl"
+    write_table(pd.DataFrame([{**p.model_dump(), "human": list(p.human)} for p in pairs]), table)
+
+    # Reference: one process, no cache, all pairs in one call.
+    reference = judge_pairs(pairs, LocalBackend(str(tiny_judge_folder), name="tiny"),
+                            judge_template("dbg-ab"), judge="tiny").rows
+
+    cache_dir = str(tmp_path / "call-cache")
+    common = dict(model=str(tiny_judge_folder), judge="tiny", runner="dask", workers=2, batch_size=2,
+                  cache_dir=cache_dir)
+    out = tmp_path / "judged.jsonl"
+    first = distributed_judging(str(table), str(out), chunk_size=3, **common)
+    assert first["chunks"] == 4 and first["pairs"] == 12 and first["chunks_from_store"] == 0
+    assert first["calls"] == 24 and first["hits"] == 0  # 12 pairs x 2 orders
+    assert os.getpid() not in first["worker_pids"] and 1 <= len(first["worker_pids"]) <= 2
+    assert first["model_loads"] == len(first["worker_pids"])  # one load per worker process
+
+    judged, _ = read_table(out)
+    assert judged["pair_id"].tolist() == [p.pair_id for p in pairs]
+    for row, ref in zip(judged.to_dict(orient="records"), reference, strict=True):
+        assert row["pair_id"] == ref["pair_id"] and row["judge"] == "tiny"
+        for col in ("p_a", "p_a_ab", "p_a_ba"):
+            assert abs(row[col] - ref[col]) <= 1e-6, (row["pair_id"], col, row[col], ref[col])
+        assert row["verdict"] == ref["verdict"]
+    assert not judged["p_a"].isna().any()
+
+    # Rerun: every chunk is finished, so no model is even loaded.
+    again = distributed_judging(str(table), str(out), chunk_size=3, **common)
+    assert (again["chunks_from_store"], again["calls"], again["model_loads"]) == (4, 0, 0)
+
+    # Other chunking (new chunk ids, new store), in this process: the cache the two worker
+    # processes wrote answers every call.
+    regrouped = distributed_judging(str(table), str(tmp_path / "judged-5.jsonl"), chunk_size=5,
+                                    **{**common, "runner": "thread", "workers": 1})
+    assert regrouped["chunks"] == 3 and regrouped["calls"] == 0 and regrouped["hits"] == 24
+    assert read_table(tmp_path / "judged-5.jsonl")[0]["p_a"].tolist() == judged["p_a"].tolist()
