@@ -175,8 +175,12 @@ def select_pairs(
         .set_index("pair_id")[["prompt", "response_a", "response_b", "generator_a", "generator_b"]]
         .copy()
     )
-    pairs["pair_key"] = [pair_key(pid, r.prompt, r.response_a, r.response_b) for pid, r in pairs.iterrows()]
-    has_human = rows.groupby("pair_id", sort=False)["human"].agg(lambda s: any(len(x) > 0 for x in s))
+    pairs["pair_key"] = [
+        pair_key(pid, p, a, b)
+        for pid, p, a, b in zip(pairs.index.tolist(), pairs["prompt"].tolist(), pairs["response_a"].tolist(),
+                                pairs["response_b"].tolist(), strict=True)
+    ]
+    has_human = rows.assign(_h=rows["human"].map(len) > 0).groupby("pair_id", sort=False)["_h"].any()
     pairs["labelled"] = has_human.reindex(pairs.index).fillna(False).astype(bool)
 
     gold_rows = rows[rows["judge"].isin(gold_panel)]
@@ -196,16 +200,8 @@ def select_pairs(
     pairs["disagree"] = grouped["_dis"].mean().reindex(pairs.index).fillna(0.0)
     pairs["flip"] = grouped["_flip"].mean().reindex(pairs.index).fillna(0.0)
     own = meas[meas["_self"].notna()]
-    self_who = (
-        own.groupby("pair_id").apply(
-            lambda g: sorted(f"{j} wrote {s}" for j, s in zip(g["judge"], g["_self"], strict=True)),
-            include_groups=False,
-        )
-        if len(own)
-        else pd.Series(dtype=object)
-    )
-    pairs["self_who"] = self_who.reindex(pairs.index)
-    pairs["self"] = pairs["self_who"].notna().astype(float)
+    own_pairs = set(own["pair_id"].tolist())
+    pairs["self"] = [1.0 if pid in own_pairs else 0.0 for pid in pairs.index.tolist()]
 
     pairs["score"] = (
         weights.uncertain * pairs["uncertain"]
@@ -227,6 +223,12 @@ def select_pairs(
     )
     chosen = cand.head(budget).copy()
     exclusions.add("over_budget", len(cand) - len(chosen))
+    # "who wrote what" is only spelled out for the chosen pairs (a per-group step, kept off the full table).
+    mine = own[own["pair_id"].isin(chosen["pair_id"])]
+    who: dict[str, list[str]] = {}
+    for pid, judge, side in zip(mine["pair_id"], mine["judge"], mine["_self"], strict=True):
+        who.setdefault(pid, []).append(f"{judge} wrote {side}")
+    chosen["self_who"] = chosen["pair_id"].map(lambda pid: sorted(who[pid]) if pid in who else None)
     chosen["reasons"] = [_reasons(r) for r in chosen.itertuples()]
     chosen["rank"] = np.arange(1, len(chosen) + 1)
     cols = [
