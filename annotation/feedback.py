@@ -145,7 +145,7 @@ def with_human_gold(table: pd.DataFrame, panel: Sequence[str]) -> pd.DataFrame:
     drop = table["judge"].isin(list(panel)) & table["pair_id"].isin(labelled)
     base = table[~drop]
     first = table.drop_duplicates("pair_id").set_index("pair_id")
-    rows = first.loc[sorted(labelled, key=list(first.index).index)].reset_index()
+    rows = first.loc[[pid for pid in first.index if pid in labelled]].reset_index()
     rows = rows.assign(
         judge=HUMAN_GOLD_JUDGE,
         p_a=rows["pair_id"].map(share).astype(float),

@@ -58,6 +58,8 @@ def push_cmd(
     ),
     ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite next to TABLE)."),
     seed: int = typer.Option(0, help="Seed of the per-pair left/right swap shown to annotators."),
+    include_labelled: bool = typer.Option(False, "--include-labelled", help="Also consider pairs that "
+                                          "already carry human labels in the table (e.g. to re-label them)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the ranking; push nothing."),
 ) -> None:
     """Push the BUDGET most informative pairs not pushed yet.
@@ -78,7 +80,7 @@ def push_cmd(
         # A dry run, or a run that fails before pushing, leaves no ledger file behind.
         pushed = Ledger(ledger_path).pushed_keys() if ledger_path.exists() else set()
         sel = select_pairs(df, budget, judges=judge or None, gold_judges=gold or None,
-                           self_map=_self_map(self_), exclude_keys=pushed)
+                           self_map=_self_map(self_), exclude_keys=pushed, include_labelled=include_labelled)
     except (TableError, ValueError) as exc:
         _fail(str(exc))
     for r in sel.chosen.itertuples():
