@@ -1,0 +1,181 @@
+"""``analyze``: every bias figure the table's columns allow, per judge, as one JSON-ready dict.
+
+Shape (documented in docs/metrics.md)::
+
+    {"schema": 1, "settings": {...}, "dataset": {...}, "humans": {...}, "win_rates": [...],
+     "judges": {<judge>: {<metric>: {"value", "ci_low", "ci_high", "n", "exclusions", ...},
+                          "skipped": {<metric>: <reason>}}}}
+
+A metric the data cannot support is absent and its reason is under ``skipped``: never a fake 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics.agreement import agreement, cohen_kappa
+from judgebias.metrics.dbg import DEFAULT_REPS, dbg_score, gold_panel, pairwise_win_rates
+from judgebias.metrics.perplexity import (
+    perplexity_excess,
+    perplexity_familiarity,
+    perplexity_own_other,
+    perplexity_preference,
+)
+from judgebias.metrics.position import position_bias, position_flip_rate
+from judgebias.metrics.regression import choice_regression
+from judgebias.metrics.self_preference import self_preference_dp, self_preference_eo, self_preference_score
+from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
+from judgebias.stats import Estimate, InsufficientData, jsonable
+from judgebias.table import Exclusions
+
+SCHEMA_VERSION = 1
+# What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
+# and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
+_LEAN = ("judge", "generator_a", "generator_b", "p_a", "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba",
+         "ppl_a", "ppl_b", *F.DERIVED)
+_CATEGORICAL = ("judge", "generator_a", "generator_b", "verdict_ab", "verdict_ba")
+
+
+def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
+    lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy()
+    for c in _CATEGORICAL:
+        if c in lean.columns:
+            lean[c] = lean[c].astype(object).astype("category")
+    return lean
+
+
+def parse_self_map(items: Iterable[str]) -> dict[str, set[str]]:
+    """``["pandalm-7b=llama-7b", "j=g1,g2"]`` -> {"pandalm-7b": {"llama-7b"}, "j": {"g1", "g2"}}."""
+    out: dict[str, set[str]] = {}
+    for item in items:
+        judge, sep, gens = item.partition("=")
+        names = [g.strip() for g in gens.split(",") if g.strip()]
+        if not sep or not judge.strip() or not names:
+            raise ValueError(f"--self expects JUDGE=GENERATOR[,GENERATOR...], got {item!r}")
+        out.setdefault(judge.strip(), set()).update(names)
+    return out
+
+
+def _has(df: pd.DataFrame, column: str) -> bool:
+    return F.has_values(df, column)
+
+
+def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = None,
+            gold: Sequence[str] | None = None, human_as_gold: bool = False,
+            exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0) -> dict[str, Any]:
+    """Compute every metric the columns allow for every judge of a validated judgment table."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
+    F.require(df, ["pair_id", "judge"], "analyze")
+    if len(df) == 0:
+        raise ValueError("analyze: the judgment table has no rows")
+    self_map = {k: set([v] if isinstance(v, str) else v) for k, v in (self_map or {}).items()}
+    gold = list(gold) if gold else None
+    prepared = F.prepare(df)
+    lean = _lean(prepared)
+    judges = F.judges(lean)
+    if gold:
+        gold_panel(lean, None, gold)  # fail early on unknown gold judges
+
+    has_human = bool((lean[F.HUMAN_N].to_numpy() > 0).any())
+    has_gen = _has(lean, "generator_a") and _has(lean, "generator_b")
+    has_ppl = _has(lean, "ppl_a") and _has(lean, "ppl_b")
+    has_p = _has(lean, "p_a")
+    has_orders = (_has(lean, "p_a_ab") and _has(lean, "p_a_ba")) or \
+        (_has(lean, "verdict_ab") and _has(lean, "verdict_ba"))
+
+    result: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
+                     "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed},
+        "dataset": _dataset(prepared, lean, judges, exclusions),
+        "humans": {}, "win_rates": [], "judges": {},
+    }
+    if has_human:
+        try:
+            result["humans"]["verbosity"] = human_verbosity(prepared).to_dict()
+        except InsufficientData as exc:
+            result["humans"]["skipped"] = {"verbosity": str(exc)}
+    else:
+        result["humans"]["skipped"] = {"verbosity": "no human labels"}
+    if has_gen:
+        wr = pairwise_win_rates(lean)
+        result["win_rates"] = jsonable(wr.to_dict(orient="records"))
+
+    positions = lean.groupby("judge", sort=True, observed=True).indices
+    flags = {"human": (has_human, "no human labels"), "gen": (has_gen, "no generator names"),
+             "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
+             "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
+    for judge in judges:
+        rows = lean.take(positions[judge])
+        result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, gold, human_as_gold,
+                                                 reps, seed)
+    return jsonable(result)
+
+
+def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: dict, self_map, gold,
+                   human_as_gold: bool, reps: int, seed: int) -> dict[str, Any]:
+    """Every metric of one judge; ``rows`` are its rows, ``lean`` the whole table (gold panels)."""
+    out: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    has_gold = (bool(gold_panel(lean, judge, gold)), "no other judge to serve as gold")
+    h, g, ppl = flags["human"], flags["gen"], flags["ppl"]
+    plan: list[tuple[str, list[tuple[bool, str]], Callable[[], Estimate]]] = [
+        ("self_preference_eo", [g, h], partial(self_preference_eo, rows, judge, self_map)),
+        ("self_preference_dp", [g], partial(self_preference_dp, rows, judge, self_map)),
+        ("self_preference_score", [g, flags["p"]], partial(self_preference_score, rows, judge, self_map)),
+        ("dbg", [g, h if human_as_gold else has_gold],
+         partial(dbg_score, lean, judge, self_map, gold, human_as_gold=human_as_gold, reps=reps, seed=seed)),
+        ("verbosity_bias", [h], partial(verbosity_bias, rows, judge)),
+        ("agreement_human", [h], partial(agreement, rows, judge, "human")),
+        ("kappa_human", [h], partial(cohen_kappa, rows, judge, "human")),
+        ("agreement_gold", [has_gold], partial(agreement, lean, judge, "gold", gold=gold)),
+        ("kappa_gold", [has_gold], partial(cohen_kappa, lean, judge, "gold", gold=gold)),
+        ("position_flip_rate", [flags["orders"]], partial(position_flip_rate, rows, judge)),
+        ("position_bias", [flags["orders"]], partial(position_bias, rows, judge)),
+        ("perplexity_preference", [ppl], partial(perplexity_preference, rows, judge)),
+        ("perplexity_excess", [ppl, h], partial(perplexity_excess, rows, judge, reps=reps, seed=seed)),
+        ("perplexity_own_other", [ppl, g], partial(perplexity_own_other, rows, judge, self_map)),
+        ("perplexity_familiarity", [ppl, g], partial(perplexity_familiarity, rows, judge, self_map)),
+        ("regression", [], partial(choice_regression, rows, judge, self_map)),
+    ]
+    for name, needs, fn in plan:
+        missing = [reason for ok, reason in needs if not ok]
+        if missing:
+            skipped[name] = missing[0]
+            continue
+        try:
+            out[name] = fn().to_dict()
+        except InsufficientData as exc:
+            skipped[name] = str(exc)
+    out["skipped"] = skipped
+    return out
+
+
+def _dataset(prepared: pd.DataFrame, lean: pd.DataFrame, judges: list[str],
+             exclusions: Exclusions | None) -> dict[str, Any]:
+    pair = lean[F.PAIR].to_numpy()
+    hn = lean[F.HUMAN_N].to_numpy()
+    labelled = np.unique(pair[hn > 0]).size
+    gens = set()
+    for col in ("generator_a", "generator_b"):
+        if col in lean.columns:
+            gens.update(str(g) for g in lean[col].dropna().unique())
+    present = [c for c in ("p_a", "p_a_ab", "p_a_ba", "verdict", "verdict_ab", "verdict_ba", "ppl_a", "ppl_b",
+                           "generator_a", "generator_b") if _has(lean, c)]
+    if hn.any():
+        present.append("human")
+    return {
+        "rows": len(prepared), "pairs": int(np.unique(pair).size), "judges": judges,
+        "rows_per_judge": {str(k): int(v) for k, v in lean["judge"].value_counts().sort_index().items()},
+        "human_only_rows": int(lean["judge"].isna().sum()),
+        "human_labelled_pairs": int(labelled), "generators": sorted(gens),
+        "columns_with_values": present,
+        "exclusions": exclusions.to_dict() if exclusions is not None else {},
+    }

@@ -1,0 +1,63 @@
+"""Agreement of a judge with humans and with the gold panel: percent agreement (Wilson interval)
+and Cohen's kappa (asymptotic interval, statsmodels) over the 3 labels a / b / tie, on rows where
+both labels are present."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics.dbg import gold_votes
+from judgebias.stats import Estimate, InsufficientData, count_reasons, kappa, wilson
+
+LABELS = ("a", "b", "tie")
+
+
+def _paired_labels(df, judge, reference, gold, self_map, what):
+    F.require(df, ["judge"], what)
+    if reference not in ("human", "gold"):
+        raise ValueError(f"{what}: reference must be 'human' or 'gold', got {reference!r}")
+    prepared = F.prepare(df)
+    rows = F.judge_rows(prepared, judge, what)
+    choice = rows[F.CHOICE].to_numpy()
+    if reference == "human":
+        ref = rows[F.HUMAN].to_numpy()
+        reasons = [("no_human_label", ref == F.MISSING), ("human_no_majority", ref == F.NO_MAJORITY)]
+    else:
+        votes, _, _ = gold_votes(prepared, judge, gold)
+        v = votes[rows[F.PAIR].to_numpy()]
+        ref = np.where(np.isnan(v), F.MISSING, np.where(v > 0.5, F.A, np.where(v < 0.5, F.B, F.TIE)))
+        reasons = [("no_gold", ref == F.MISSING)]
+    keep, excl = count_reasons([*reasons, ("judge_missing", choice == F.MISSING)], len(rows))
+    if not keep.any():
+        raise InsufficientData(f"no row with both a judge choice and a {reference} label; excluded: {excl}")
+    table = np.bincount(choice[keep].astype(np.int64) * 3 + ref[keep].astype(np.int64),
+                        minlength=9).reshape(3, 3)
+    return table, excl
+
+
+def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
+              self_map: F.SelfMap | None = None) -> Estimate:
+    """Share of rows where the judge's choice equals the reference label (human majority or gold)."""
+    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"agreement_{reference}")
+    n = int(table.sum())
+    k = int(np.trace(table))
+    p, lo, hi = wilson(k, n)
+    return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+                    method="percent agreement over a/b/tie; Wilson interval",
+                    details={"table": {"rows_judge_cols_" + reference: table.tolist(),
+                                       "labels": list(LABELS)}})
+
+
+def cohen_kappa(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
+                self_map: F.SelfMap | None = None) -> Estimate:
+    """Cohen's kappa between the judge and the reference over a/b/tie (asymptotic 95% interval)."""
+    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"kappa_{reference}")
+    k = kappa(table)
+    return Estimate(value=k["value"], ci_low=k["ci_low"], ci_high=k["ci_high"], n=int(table.sum()),
+                    exclusions=excl, statistic=k["statistic"], p_value=k["p_value"],
+                    method="Cohen's kappa; asymptotic interval, z-test of 0",
+                    details={"observed_agreement": k["observed"], "expected_agreement": k["expected"]})

@@ -1,0 +1,226 @@
+"""Vectorized per-row features shared by the metrics, computed once per table.
+
+``prepare(df)`` returns a copy of a validated judgment table with integer-coded columns added
+(names start with ``_jb_``): pair codes, human majority, judge choice, vote shares, word counts.
+Every metric calls it; when the columns are already there (``analyze`` prepares once) it is free.
+Codes: 0 = "a", 1 = "b", 2 = "tie", -1 = missing; human majority -2 = labels without a strict
+majority.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from itertools import chain
+
+import numpy as np
+import pandas as pd
+
+A, B, TIE, MISSING, NO_MAJORITY = 0, 1, 2, -1, -2
+
+PAIR = "_jb_pair"
+HUMAN = "_jb_human"          # strict majority of the human labels (code)
+HUMAN_VOTE = "_jb_hvote"     # share of human votes for A, a tie vote counting 1/2 (NaN: no labels)
+HUMAN_N = "_jb_hn"           # number of human labels
+CHOICE = "_jb_choice"        # judge's hard choice (code): from p_a when present, else verdict
+VOTE = "_jb_vote"            # judge's vote for A in [0, 1]: p_a, else verdict as 1 / 0 / 0.5
+WORDS_A = "_jb_words_a"
+WORDS_B = "_jb_words_b"
+DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, CHOICE, VOTE, WORDS_A, WORDS_B)
+
+SelfMap = Mapping[str, Iterable[str]]
+
+# A prepared table may have dropped a raw column once its feature is computed.
+_ALIAS = {"human": HUMAN, "response_a": WORDS_A, "response_b": WORDS_B, "verdict": CHOICE}
+
+
+def require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns and _ALIAS.get(c) not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+_CODE_OF = {"a": A, "b": B, "tie": TIE}
+
+
+def label_codes(values: pd.Series, column: str) -> np.ndarray:
+    """'a'/'b'/'tie'/None -> 0/1/2/-1, by factorizing (hash-based, the few distinct labels are then
+    mapped in Python). Anything else is an error: tables are validated first."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    lut = np.empty(len(uniques) + 1, dtype=np.int8)
+    lut[-1] = MISSING  # factorize's NA sentinel -1 indexes the last slot
+    for i, u in enumerate(uniques):
+        if u not in _CODE_OF:
+            raise ValueError(f"column {column!r}: label {u!r} is not 'a', 'b' or 'tie' "
+                             "(validate the table with judgebias.table.validate first)")
+        lut[i] = _CODE_OF[u]
+    return lut[codes]
+
+
+def choice_codes(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
+    """Hard choice from a probability of A (> 0.5 A, < 0.5 B, = 0.5 tie), else the verdict."""
+    from_p = np.where(p > 0.5, A, np.where(p < 0.5, B, TIE)).astype(np.int8)
+    return np.where(np.isnan(p), verdict_codes, from_p).astype(np.int8)
+
+
+def vote_for_a(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
+    """The judge's vote for A in [0, 1]: its probability when it has one, else 1 / 0 / 0.5 from the
+    verdict (the DBG paper's treatment of judges without probabilities); NaN when neither."""
+    from_verdict = np.select([verdict_codes == A, verdict_codes == B, verdict_codes == TIE],
+                             [1.0, 0.0, 0.5], np.nan)
+    return np.where(np.isnan(p), from_verdict, p)
+
+
+def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(majority code, vote share for A, number of labels) per row of a list-valued column."""
+    values = human.to_numpy(dtype=object)
+    n = values.size
+    for v in values[:1000]:  # cheap guard on the contract; validate() guarantees lists
+        if not isinstance(v, (list, tuple, np.ndarray)):
+            raise ValueError(f"column 'human': expected a list of labels per row, got {v!r} "
+                             "(validate the table with judgebias.table.validate first)")
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+    flat = np.array(list(chain.from_iterable(values)), dtype=object)
+    codes = np.full(flat.shape, -1, dtype=np.int64)
+    codes[flat == "a"] = A
+    codes[flat == "b"] = B
+    codes[flat == "tie"] = TIE
+    if (codes < 0).any():
+        raise ValueError(f"column 'human': label {flat[np.flatnonzero(codes < 0)[0]]!r} is not "
+                         "'a', 'b' or 'tie' (validate the table first)")
+    row = np.repeat(np.arange(n, dtype=np.int64), lens)
+    counts = np.bincount(row * 3 + codes, minlength=3 * n).reshape(n, 3)
+    top = counts.argmax(axis=1).astype(np.int8)
+    has_majority = counts.max(axis=1) * 2 > lens
+    majority = np.where(lens == 0, MISSING, np.where(has_majority, top, NO_MAJORITY)).astype(np.int8)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vote = (counts[:, A] + 0.5 * counts[:, TIE]) / lens
+    return majority, np.where(lens == 0, np.nan, vote), lens
+
+
+def word_counts(texts: pd.Series) -> np.ndarray:
+    """Whitespace-separated word counts (like ``len(s.split())`` for ASCII whitespace), computed on
+    the UTF-8 bytes with numpy: no per-row Python, so a million texts take well under a second.
+    Missing texts count 0 words."""
+    import pyarrow as pa
+
+    n = len(texts)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    try:  # arrow-backed strings (pandas' default "str" dtype) convert without copying to Python
+        arr = pa.array(texts.array) if hasattr(texts.array, "__arrow_array__") else \
+            pa.array(texts.to_numpy(dtype=object, na_value=None), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"word counts need text values: {exc}") from None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.large_string())
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
+    data_buf = arr.buffers()[2]
+    if data_buf is None or offsets[-1] == offsets[0]:
+        return np.zeros(n, dtype=np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]]
+    offsets = offsets - offsets[0]
+    # Whitespace as str.split() knows it in ASCII: 9-13, 28-31 and space. Every byte > 32 (UTF-8
+    # multi-byte sequences included) is a word byte; the rare control bytes < 32 are fixed after.
+    nonspace = data > 32
+    ctrl = np.flatnonzero(data < 32)
+    nonspace[ctrl] = ((data[ctrl] < 9) | (data[ctrl] > 13)) & ((data[ctrl] < 28) | (data[ctrl] > 31))
+    starts = np.empty_like(nonspace)
+    starts[0] = nonspace[0]
+    np.greater(nonspace[1:], nonspace[:-1], out=starts[1:])  # a word byte after a space byte
+    begin = offsets[:-1][np.diff(offsets) > 0]
+    starts[begin] = nonspace[begin]  # a word can start at a string's first byte whatever precedes it
+    positions = np.flatnonzero(starts)
+    # Word starts are sorted, so each string's count is a difference of two binary searches.
+    return np.diff(np.searchsorted(positions, offsets)).astype(np.int64)
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """Add the ``_jb_`` feature columns (only those not already present) to a copy of ``df``."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    if all(c in df.columns for c in DERIVED):
+        return df
+    if len(df) == 0:
+        raise ValueError("the judgment table has no rows")
+    out = df.copy()
+    if PAIR not in out.columns:
+        require(out, ["pair_id"], "judgment table")
+        out[PAIR] = pd.factorize(out["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
+    if HUMAN not in out.columns or HUMAN_VOTE not in out.columns or HUMAN_N not in out.columns:
+        if "human" in out.columns:
+            out[HUMAN], out[HUMAN_VOTE], out[HUMAN_N] = human_features(out["human"])
+        else:
+            out[HUMAN], out[HUMAN_VOTE], out[HUMAN_N] = np.int8(MISSING), np.nan, 0
+    if CHOICE not in out.columns or VOTE not in out.columns:
+        p = _float_col(out, "p_a")
+        verdict = label_codes(out["verdict"], "verdict") if "verdict" in out.columns else \
+            np.full(len(out), MISSING, dtype=np.int8)
+        out[CHOICE] = choice_codes(p, verdict)
+        out[VOTE] = vote_for_a(p, verdict)
+    if WORDS_A not in out.columns or WORDS_B not in out.columns:
+        require(out, ["response_a", "response_b"], "judgment table")
+        # Word counts are a property of the pair: count each pair's texts once.
+        codes = out[PAIR].to_numpy()
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        for col, target in (("response_a", WORDS_A), ("response_b", WORDS_B)):
+            out[target] = word_counts(out[col].iloc[first])[inverse]
+    return out
+
+
+def _float_col(df: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in df.columns:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df[column], errors="raise").to_numpy(dtype=float, na_value=np.nan)
+
+
+def float_col(df: pd.DataFrame, column: str) -> np.ndarray:
+    """A numeric column as float64 (NaN for missing; all-NaN when the column is absent)."""
+    return _float_col(df, column)
+
+
+def has_values(df: pd.DataFrame, column: str) -> bool:
+    return column in df.columns and bool(df[column].notna().any())
+
+
+def self_generators(judge: str, self_map: SelfMap | None) -> frozenset[str]:
+    """The generator names whose responses count as the judge's own: its own name plus any mapped
+    ones (``--self pandalm-7b=llama-7b``: PandaLM-7B is fine-tuned from LLaMA-7B)."""
+    names = {judge}
+    if self_map and judge in self_map:
+        extra = self_map[judge]
+        names.update([extra] if isinstance(extra, str) else extra)
+    return frozenset(names)
+
+
+def judge_rows(df: pd.DataFrame, judge: str, what: str) -> pd.DataFrame:
+    """The prepared rows of one judge; ValueError when the judge is not in the table."""
+    require(df, ["judge"], what)
+    if not isinstance(judge, str) or not judge:
+        raise ValueError(f"{what}: judge must be a non-empty name, got {judge!r}")
+    mask = (df["judge"] == judge).to_numpy(dtype=bool, na_value=False)
+    if not mask.any():
+        judges = sorted(str(j) for j in df["judge"].dropna().unique())[:10]
+        raise ValueError(f"{what}: judge {judge!r} has no rows (judges in the table: {judges})")
+    rows = df if mask.all() else df.loc[mask]
+    return prepare(rows)
+
+
+def own_sides(rows: pd.DataFrame, judge: str, self_map: SelfMap | None) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean arrays: response A / response B was generated by the judge (self-mapping applied)."""
+    mine = list(self_generators(judge, self_map))
+    own_a = rows["generator_a"].isin(mine).to_numpy(dtype=bool) if "generator_a" in rows else \
+        np.zeros(len(rows), dtype=bool)
+    own_b = rows["generator_b"].isin(mine).to_numpy(dtype=bool) if "generator_b" in rows else \
+        np.zeros(len(rows), dtype=bool)
+    return own_a, own_b
+
+
+def judges(df: pd.DataFrame) -> list[str]:
+    """Judge names present in the table (human-only rows have no judge)."""
+    if "judge" not in df.columns:
+        return []
+    return sorted(str(j) for j in df["judge"].dropna().unique() if str(j).strip())

@@ -1,0 +1,69 @@
+"""Position consistency: does the verdict survive swapping the two responses?
+
+Per-order choices come from p_a_ab / p_a_ba (> 0.5 = A; p_a_ba is already mapped back to the
+original A) or, for verdict-only judges, from verdict_ab / verdict_ba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t, wilson
+
+
+def order_choices(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Choice codes (original terms) in the A-first and B-first presentations."""
+    out = []
+    for order in ("ab", "ba"):
+        p = F.float_col(rows, f"p_a_{order}")
+        col = f"verdict_{order}"
+        verdict = F.label_codes(rows[col], col) if col in rows.columns else \
+            np.full(len(rows), F.MISSING, dtype=np.int8)
+        out.append(F.choice_codes(p, verdict))
+    return out[0], out[1]
+
+
+def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
+    """Share of pairs whose choice flips between A and B when the order is swapped (Wilson interval).
+    ``details.inconsistent_rate`` also counts a tie in one order against a choice in the other."""
+    F.require(df, ["judge"], "position_flip_rate")
+    rows = F.judge_rows(df, judge, "position_flip_rate")
+    ab, ba = order_choices(rows)
+    keep, excl = count_reasons([("missing_order", (ab == F.MISSING) | (ba == F.MISSING))], len(rows))
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData("no pair judged in both presentation orders (p_a_ab/p_a_ba or verdict_ab/ba)")
+    a, b = ab[keep], ba[keep]
+    flips = int((((a == F.A) & (b == F.B)) | ((a == F.B) & (b == F.A))).sum())
+    inconsistent = int((a != b).sum())
+    rate, lo, hi = wilson(flips, n)
+    ir = wilson(inconsistent, n)
+    return Estimate(value=rate, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+                    method="share of pairs with A/B flipped by the swap; Wilson interval",
+                    details={"flips": flips, "inconsistent": inconsistent,
+                             "inconsistent_rate": {"value": ir[0], "ci_low": ir[1], "ci_high": ir[2]}})
+
+
+def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
+    """Mean P(the response shown first wins), averaged over both orders; 0.5 = no position bias.
+    From probabilities: (p_a_ab + (1 - p_a_ba)) / 2 per pair; from verdicts: the first-shown
+    response's win (1 / 0, tie 1/2) averaged over the two orders. t interval, t-test of 0.5."""
+    F.require(df, ["judge"], "position_bias")
+    rows = F.judge_rows(df, judge, "position_bias")
+    p_ab, p_ba = F.float_col(rows, "p_a_ab"), F.float_col(rows, "p_a_ba")
+    ab, ba = order_choices(rows)
+    win_ab = np.select([ab == F.A, ab == F.B, ab == F.TIE], [1.0, 0.0, 0.5], np.nan)
+    first_ab = np.where(np.isnan(p_ab), win_ab, p_ab)
+    # In the B-first order the first-shown response is B: P(first wins) = 1 - P(A).
+    win_ba = np.select([ba == F.B, ba == F.A, ba == F.TIE], [1.0, 0.0, 0.5], np.nan)
+    first_ba = np.where(np.isnan(p_ba), win_ba, 1.0 - p_ba)
+    first = (first_ab + first_ba) / 2
+    keep, excl = count_reasons([("missing_order", np.isnan(first))], len(rows))
+    if not keep.any():
+        raise InsufficientData("no pair judged in both presentation orders")
+    d = mean_t(first[keep], null=0.5)
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
+                    method="mean P(first shown wins); t interval, t-test of 0.5")

@@ -1,0 +1,122 @@
+"""What drives a judge's choice? Logistic regression of "judge picks A" (ties excluded) on
+
+* ``human_a``: the human majority prefers A (1) or B (0),
+* ``self_origin``: +1 when A is the judge's own response, -1 when B is, 0 otherwise,
+* ``log_ppl_diff``: log ppl_A - log ppl_B, standardized,
+* ``word_diff``: words(A) - words(B), standardized,
+
+with an intercept (the position preference for A). A term whose column is absent (or constant
+among the usable rows) is skipped and said so; perfect separation gives a note, not a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons, jsonable
+
+MIN_ROWS_PER_TERM = 10
+
+
+def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+    """Fit the model; ``details.terms`` maps each used term to coef, ci_low, ci_high, p_value and
+    the odds ratio; ``value`` is McFadden's pseudo-R2 (no interval)."""
+    import statsmodels.api as sm
+    from statsmodels.tools.sm_exceptions import PerfectSeparationError, PerfectSeparationWarning
+
+    F.require(df, ["judge"], "choice_regression")
+    rows = F.judge_rows(df, judge, "choice_regression")
+    choice = rows[F.CHOICE].to_numpy()
+    human = rows[F.HUMAN].to_numpy()
+    skipped: dict[str, str] = {}
+    reasons = [("judge_missing", choice == F.MISSING), ("judge_tie", choice == F.TIE)]
+    columns: dict[str, np.ndarray] = {}
+
+    if (np.isin(human, (F.A, F.B))).any():
+        reasons += [("no_human_label", human == F.MISSING), ("human_no_majority", human == F.NO_MAJORITY),
+                    ("human_tie", human == F.TIE)]
+        columns["human_a"] = (human == F.A).astype(float)
+    else:
+        skipped["human_a"] = "no human labels"
+    if "generator_a" in rows.columns and "generator_b" in rows.columns:
+        own_a, own_b = F.own_sides(rows, judge, self_map)
+        columns["self_origin"] = own_a.astype(float) - own_b.astype(float)
+    else:
+        skipped["self_origin"] = "no generator columns"
+    la = np.log(F.float_col(rows, "ppl_a"))
+    lb = np.log(F.float_col(rows, "ppl_b"))
+    if np.isfinite(la - lb).any():
+        reasons.append(("no_perplexity", ~np.isfinite(la - lb)))
+        columns["log_ppl_diff"] = la - lb
+    else:
+        skipped["log_ppl_diff"] = "no ppl_a/ppl_b"
+    if F.WORDS_A in rows.columns:
+        columns["word_diff"] = (rows[F.WORDS_A].to_numpy() - rows[F.WORDS_B].to_numpy()).astype(float)
+    else:
+        skipped["word_diff"] = "no response texts"
+
+    keep, excl = count_reasons(reasons, len(rows))
+    y = (choice[keep] == F.A).astype(float)
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData(f"no usable row; excluded: {excl}")
+    used, scale = [], {}
+    for name, col in columns.items():
+        x = col[keep]
+        sd = float(x.std())
+        if sd == 0 or not np.isfinite(sd):
+            skipped[name] = "constant among the usable rows"
+            continue
+        if name in ("log_ppl_diff", "word_diff"):
+            scale[name] = sd
+            x = (x - x.mean()) / sd
+        columns[name] = x
+        used.append(name)
+    if n < MIN_ROWS_PER_TERM * (len(used) + 1):
+        raise InsufficientData(f"{n} usable rows are too few for {len(used) + 1} coefficients")
+    if y.min() == y.max():
+        raise InsufficientData("the judge always picks the same side among the usable rows")
+    X = np.column_stack([np.ones(n)] + [columns[name] for name in used])
+    names = ["intercept", *used]
+    note = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            res = sm.Logit(y, X).fit(disp=0, maxiter=200)
+        except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
+            return _failed(n, excl, used, skipped, f"model not estimable: {exc}")
+    if any(issubclass(w.category, PerfectSeparationWarning) for w in caught) or \
+            not np.all(np.isfinite(res.bse)):
+        note = ("perfect or quasi-perfect separation: some coefficients are unbounded; read signs, not "
+                "sizes, and do not trust their intervals")
+    if not res.mle_retvals.get("converged", True):
+        note = (note + "; " if note else "") + "the optimizer did not converge"
+    ci = res.conf_int(alpha=ALPHA)
+    terms = {}
+    for i, name in enumerate(names):
+        coef = float(res.params[i])
+        terms[name] = {"coef": coef, "ci_low": float(ci[i, 0]), "ci_high": float(ci[i, 1]),
+                       "p_value": float(res.pvalues[i]),
+                       "odds_ratio": math.exp(coef) if abs(coef) < 700 else None}
+    details = {"terms": jsonable(terms), "used": used, "skipped_terms": skipped,
+               "standardization_sd": scale, "positive_class": "judge picks A"}
+    if note:
+        details["note"] = note
+    # McFadden's R2 with the intercept-only log-likelihood in closed form (statsmodels' prsquared
+    # would fit a second model to get it).
+    ybar = float(y.mean())
+    llnull = n * (ybar * math.log(ybar) + (1 - ybar) * math.log(1 - ybar))
+    return Estimate(value=1.0 - float(res.llf) / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
+                    method="Logit of judge picks A; Wald intervals; value = McFadden pseudo-R2",
+                    details=details)
+
+
+def _failed(n, excl, used, skipped, note) -> Estimate:
+    return Estimate(value=None, ci_low=None, ci_high=None, n=n, exclusions=excl,
+                    method="Logit of judge picks A", details={"terms": {}, "used": used,
+                                                              "skipped_terms": skipped, "note": note})

@@ -1,0 +1,152 @@
+"""Self-preference bias (Wataoka et al. 2024).
+
+* Equal Opportunity form (Definition 4.1): over pairs with exactly one response of the judge,
+  with a human majority and a judge choice that are not ties, positive class = "own response is
+  better": Bias = P(judge picks own | human picks own) - P(judge picks other | human picks other)
+  = TPR - TNR of the confusion matrix (paper's Figure 2; GPT-4: 1852/1960 - 118/278 = 0.520).
+* Demographic Parity form (Eq. 4): P(judge picks own) - P(judge picks other), no humans needed.
+* Its mean-score variant: mean over pairs of score(own) - score(other) from the averaged p_a.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from judgebias.metrics import frame as F
+from judgebias.stats import (
+    Estimate,
+    InsufficientData,
+    count_reasons,
+    diff_proportions,
+    mean_t,
+    sign_test,
+    wilson,
+)
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Positive class = the judge's own response is the better one."""
+
+    tp: int  # human own, judge own
+    fn: int  # human own, judge other
+    fp: int  # human other, judge own
+    tn: int  # human other, judge other
+
+    def to_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "fn": self.fn, "fp": self.fp, "tn": self.tn}
+
+
+def eo_from_confusion(conf: Confusion, exclusions: dict[str, int] | None = None) -> Estimate:
+    """Definition 4.1 from a confusion matrix: TPR - TNR with a Newcomb 95% interval and a score
+    test of TPR == TNR (the two rates come from disjoint sets of pairs)."""
+    n_pos, n_neg = conf.tp + conf.fn, conf.fp + conf.tn
+    if min(conf.tp, conf.fn, conf.fp, conf.tn) < 0:
+        raise ValueError(f"confusion counts must be >= 0, got {conf.to_dict()}")
+    if n_pos == 0 or n_neg == 0:
+        raise InsufficientData(
+            f"needs pairs where humans prefer the judge's own response ({n_pos}) and pairs where they "
+            f"prefer the other ({n_neg}); excluded: {exclusions or {}}")
+    d = diff_proportions(conf.tp, n_pos, conf.tn, n_neg)
+    tpr, tpr_lo, tpr_hi = wilson(conf.tp, n_pos)
+    tnr, tnr_lo, tnr_hi = wilson(conf.tn, n_neg)
+    return Estimate(
+        value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n_pos + n_neg,
+        exclusions=exclusions or {}, statistic=d["statistic"], p_value=d["p_value"],
+        method="TPR - TNR; Newcomb interval, score test",
+        details={"confusion": conf.to_dict(),
+                 "tpr": {"value": tpr, "ci_low": tpr_lo, "ci_high": tpr_hi, "n": n_pos},
+                 "tnr": {"value": tnr, "ci_low": tnr_lo, "ci_high": tnr_hi, "n": n_neg}})
+
+
+def _one_own(rows, judge, self_map):
+    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_side = np.where(own_a, F.A, F.B).astype(np.int8)  # meaningful where exactly one is own
+    return own_a, own_b, own_side
+
+
+def self_preference_eo(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+    """Self-preference bias, Equal Opportunity form (Wataoka Def. 4.1), with its confusion matrix."""
+    F.require(df, ["judge", "generator_a", "generator_b", "human"], "self_preference_eo")
+    rows = F.judge_rows(df, judge, "self_preference_eo")
+    own_a, own_b, own_side = _one_own(rows, judge, self_map)
+    human = rows[F.HUMAN].to_numpy()
+    choice = rows[F.CHOICE].to_numpy()
+    keep, excl = count_reasons([
+        ("no_own_response", ~own_a & ~own_b),
+        ("both_own", own_a & own_b),
+        ("no_human_label", human == F.MISSING),
+        ("human_no_majority", human == F.NO_MAJORITY),
+        ("human_tie", human == F.TIE),
+        ("judge_missing", choice == F.MISSING),
+        ("judge_tie", choice == F.TIE),
+    ], len(rows))
+    h_own = human[keep] == own_side[keep]
+    j_own = choice[keep] == own_side[keep]
+    conf = Confusion(tp=int((h_own & j_own).sum()), fn=int((h_own & ~j_own).sum()),
+                     fp=int((~h_own & j_own).sum()), tn=int((~h_own & ~j_own).sum()))
+    return eo_from_confusion(conf, excl)
+
+
+def self_preference_dp(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+    """Self-preference bias, Demographic Parity form (Wataoka Eq. 4): P(picks own) - P(picks other)
+    over pairs with exactly one own response and a non-tie choice; = 2 P(own) - 1, so the Wilson
+    interval of P(own) maps onto it, and the exact binomial test is of P(own) = 1/2.
+    ``details.by_position`` gives Eq. 4 literally (S = own response is B): P(Y'=B | S=B) - P(Y'=B | S=A).
+    """
+    F.require(df, ["judge", "generator_a", "generator_b"], "self_preference_dp")
+    rows = F.judge_rows(df, judge, "self_preference_dp")
+    own_a, own_b, own_side = _one_own(rows, judge, self_map)
+    choice = rows[F.CHOICE].to_numpy()
+    keep, excl = count_reasons([
+        ("no_own_response", ~own_a & ~own_b),
+        ("both_own", own_a & own_b),
+        ("judge_missing", choice == F.MISSING),
+        ("judge_tie", choice == F.TIE),
+    ], len(rows))
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData("no pair with exactly one response of the judge and a non-tie choice")
+    picks_own = choice[keep] == own_side[keep]
+    k = int(picks_own.sum())
+    p, lo, hi = wilson(k, n)
+    side = own_side[keep]
+    in_b, in_a = side == F.B, side == F.A
+    by_position = {
+        "p_own_when_own_is_a": float(picks_own[in_a].mean()) if in_a.any() else None,
+        "n_own_is_a": int(in_a.sum()),
+        "p_own_when_own_is_b": float(picks_own[in_b].mean()) if in_b.any() else None,
+        "n_own_is_b": int(in_b.sum()),
+    }
+    if in_a.any() and in_b.any():
+        # P(Y'=B | S=B) - P(Y'=B | S=A) with Y' binary: P(own | own is B) - (1 - P(own | own is A)).
+        by_position["eq4_literal"] = float(picks_own[in_b].mean() - (1 - picks_own[in_a].mean()))
+    return Estimate(
+        value=2 * p - 1, ci_low=2 * lo - 1, ci_high=2 * hi - 1, n=n, exclusions=excl,
+        statistic=float(k), p_value=sign_test(k, n - k),
+        method="2 P(own) - 1; Wilson interval, exact binomial test of P(own) = 1/2",
+        details={"picked_own": k, "picked_other": n - k, "p_own": p, "by_position": by_position})
+
+
+def self_preference_score(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+    """Mean-score form of the Demographic Parity bias: mean of score(own) - score(other) =
+    2 p(own) - 1 from the position-averaged probability p_a, t interval and t-test against 0."""
+    F.require(df, ["judge", "generator_a", "generator_b", "p_a"], "self_preference_score")
+    rows = F.judge_rows(df, judge, "self_preference_score")
+    own_a, own_b, _ = _one_own(rows, judge, self_map)
+    p = F.float_col(rows, "p_a")
+    keep, excl = count_reasons([
+        ("no_own_response", ~own_a & ~own_b),
+        ("both_own", own_a & own_b),
+        ("no_p_a", np.isnan(p)),
+    ], len(rows))
+    if not keep.any():
+        raise InsufficientData("no pair with exactly one own response and a probability p_a")
+    p_own = np.where(own_a[keep], p[keep], 1.0 - p[keep])
+    d = mean_t(2 * p_own - 1)
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
+                    method="mean(score_own - score_other); t interval, one-sample t-test",
+                    details={"mean_p_own": float(p_own.mean())})

@@ -1,0 +1,229 @@
+"""Statistical building blocks shared by the bias metrics: the result record, interval estimators
+(Wilson, Newcomb difference of proportions, t intervals, a vectorized bootstrap) and tests.
+
+Everything here is vectorized and works on counts or numpy arrays; nothing loops per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ALPHA = 0.05
+
+
+class InsufficientData(ValueError):
+    """The table is well formed but holds no usable rows for this metric (e.g. no pair contains the
+    judge's own response). ``analyze`` records the reason as a skipped metric instead of failing."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One figure with its 95% interval.
+
+    ``n`` is the number of units (pairs or rows) the figure is computed on, ``exclusions`` counts
+    the units left out, by reason. ``statistic``/``p_value`` test the null of no bias (difference
+    = 0, proportion = 0.5, ...), ``method`` names the estimator and interval, ``details`` holds
+    metric-specific parts (confusion matrix, bins, component rates).
+    """
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    exclusions: Mapping[str, int] = field(default_factory=dict)
+    statistic: float | None = None
+    p_value: float | None = None
+    method: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "value": _num(self.value), "ci_low": _num(self.ci_low), "ci_high": _num(self.ci_high),
+            "n": int(self.n), "exclusions": {k: int(v) for k, v in sorted(self.exclusions.items())},
+        }
+        if self.statistic is not None or self.p_value is not None:
+            out["statistic"] = _num(self.statistic)
+            out["p_value"] = _num(self.p_value)
+        if self.method:
+            out["method"] = self.method
+        out.update({k: jsonable(v) for k, v in self.details.items()})
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def jsonable(value: Any) -> Any:
+    """Numpy scalars/arrays, tuples and NaN turned into plain JSON values (NaN/inf -> null)."""
+    if isinstance(value, Estimate):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return _num(value)
+    return value
+
+
+def wilson(count: float, nobs: int) -> tuple[float, float, float]:
+    """Proportion with its Wilson 95% interval; (nan, nan, nan) when ``nobs`` is 0."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    if nobs <= 0:
+        return math.nan, math.nan, math.nan
+    low, high = proportion_confint(count, nobs, alpha=ALPHA, method="wilson")
+    return count / nobs, float(low), float(high)
+
+
+def wilson_arrays(counts: np.ndarray, nobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorized Wilson intervals for many bins at once (NaN where a bin is empty)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    counts = np.asarray(counts, dtype=float)
+    nobs = np.asarray(nobs, dtype=float)
+    safe = np.where(nobs > 0, nobs, 1.0)
+    low, high = proportion_confint(counts, safe, alpha=ALPHA, method="wilson")
+    empty = nobs <= 0
+    rate = np.where(empty, np.nan, counts / safe)
+    return rate, np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def diff_proportions(count1: float, n1: int, count2: float, n2: int) -> dict[str, float]:
+    """p1 - p2 of two independent proportions: Newcomb (Wilson-score) 95% interval and a
+    two-sided score test of p1 == p2 (statsmodels)."""
+    from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
+
+    if n1 <= 0 or n2 <= 0:
+        raise InsufficientData(f"a group is empty (n1={n1}, n2={n2}); the difference is undefined")
+    low, high = confint_proportions_2indep(count1, n1, count2, n2, method="newcomb",
+                                           compare="diff", alpha=ALPHA)
+    test = test_proportions_2indep(count1, n1, count2, n2, method="score", compare="diff")
+    return {"value": count1 / n1 - count2 / n2, "ci_low": float(low), "ci_high": float(high),
+            "statistic": _num(test.statistic), "p_value": _num(test.pvalue)}
+
+
+def mean_t(values: np.ndarray, null: float = 0.0) -> dict[str, float]:
+    """Mean with its t 95% interval and a one-sample t-test against ``null``."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    n = values.size
+    if n == 0:
+        raise InsufficientData("no values")
+    mean = float(values.mean())
+    if n < 2:
+        return {"value": mean, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
+                "p_value": math.nan}
+    sd = float(values.std(ddof=1))
+    se = sd / math.sqrt(n)
+    q = stats.t.ppf(1 - ALPHA / 2, n - 1)
+    if se == 0:
+        return {"value": mean, "ci_low": mean, "ci_high": mean,
+                "statistic": math.nan, "p_value": 1.0 if mean == null else 0.0}
+    t = (mean - null) / se
+    return {"value": mean, "ci_low": mean - q * se, "ci_high": mean + q * se, "statistic": t,
+            "p_value": float(2 * stats.t.sf(abs(t), n - 1))}
+
+
+def welch(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """mean(x) - mean(y) with Welch's 95% interval and t-test (unequal variances)."""
+    from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size < 2 or y.size < 2:
+        raise InsufficientData(f"Welch's test needs at least 2 values per group (got {x.size}, {y.size})")
+    cm = CompareMeans(DescrStatsW(x), DescrStatsW(y))
+    t, p, _df = cm.ttest_ind(usevar="unequal")
+    low, high = cm.tconfint_diff(alpha=ALPHA, usevar="unequal")
+    return {"value": float(x.mean() - y.mean()), "ci_low": float(low), "ci_high": float(high),
+            "statistic": _num(t), "p_value": _num(p)}
+
+
+def sign_test(n_plus: int, n_minus: int) -> float:
+    """Two-sided exact sign test p-value (ties already removed); 1.0 when there is nothing to test."""
+    from scipy.stats import binomtest
+
+    n = int(n_plus + n_minus)
+    if n == 0:
+        return 1.0
+    return float(binomtest(int(n_plus), n, 0.5).pvalue)
+
+
+def bootstrap_mean(values: np.ndarray, *, reps: int = 2000, seed: int = 0,
+                   chunk_elems: int = 20_000_000) -> tuple[float, float, np.ndarray]:
+    """Percentile 95% interval of the mean by resampling units with replacement.
+
+    When the values take few distinct levels (win indicators and their differences), resampling
+    n units is exactly a multinomial draw over the level counts, which costs O(reps x levels)
+    whatever n is. Otherwise indices are drawn in chunks so memory stays bounded.
+    Returns (low, high, the bootstrap means).
+    """
+    values = np.asarray(values, dtype=float)
+    n = values.size
+    if n == 0:
+        raise InsufficientData("nothing to resample")
+    rng = np.random.default_rng(seed)
+    levels, counts = np.unique(values, return_counts=True)
+    if levels.size <= 64:
+        draws = rng.multinomial(n, counts / n, size=reps)
+        means = draws @ levels / n
+    else:
+        per = max(1, chunk_elems // n)
+        parts = []
+        for start in range(0, reps, per):
+            k = min(per, reps - start)
+            parts.append(values[rng.integers(0, n, size=(k, n))].mean(axis=1))
+        means = np.concatenate(parts)
+    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
+    return float(low), float(high), means
+
+
+def kappa(table: np.ndarray) -> dict[str, float]:
+    """Cohen's kappa of a square agreement table with its asymptotic 95% interval and z-test."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    table = np.asarray(table, dtype=float)
+    n = table.sum()
+    if n == 0:
+        raise InsufficientData("no rated units")
+    observed = np.trace(table) / n
+    expected = float((table.sum(0) * table.sum(1)).sum() / n**2)
+    if expected >= 1.0:
+        # Both raters used one single category: kappa is 0/0, undefined rather than 0.
+        return {"value": math.nan, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
+                "p_value": math.nan, "observed": observed, "expected": expected}
+    res = cohens_kappa(table)  # its interval is the 95% one
+    return {"value": float(res["kappa"]), "ci_low": float(res["kappa_low"]),
+            "ci_high": float(res["kappa_upp"]), "statistic": _num(res["z_value"]),
+            "p_value": _num(res["pvalue_two_sided"]), "observed": observed, "expected": expected}
+
+
+def count_reasons(reasons: list[tuple[str, np.ndarray]], size: int) -> tuple[np.ndarray, dict[str, int]]:
+    """Assign each unit the FIRST reason (in order) that excludes it; returns (kept mask, counts)."""
+    keep = np.ones(size, dtype=bool)
+    counts: dict[str, int] = {}
+    for reason, mask in reasons:
+        hit = keep & np.asarray(mask, dtype=bool)
+        k = int(hit.sum())
+        if k:
+            counts[reason] = k
+        keep &= ~hit
+    return keep, counts
