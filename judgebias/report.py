@@ -90,6 +90,23 @@ def _small_models(cfg: ExperimentConfig) -> bool:
     return any(any(s in j.model.lower() for s in small) for j in cfg.judges)
 
 
+def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
+    """Stage seconds summed into main stages, style ablation and fine-tune ablation."""
+    out: dict[str, float] = {}
+    for stage, sec in seconds.items():
+        group = (
+            "style ablation"
+            if stage.startswith("style-")
+            else "fine-tune ablation"
+            if stage.startswith("finetune-")
+            else stage.split("[")[0]
+            if "/" not in stage
+            else "other"
+        )
+        out[group] = out.get(group, 0.0) + sec
+    return out
+
+
 def console_report(
     cfg: ExperimentConfig, store: RunStore, result: dict, *, wall_s: float, peak_rss_gb: float
 ) -> str:
@@ -122,11 +139,11 @@ def console_report(
                 f"  (rewriter {comp['rewriter']!r} left out of the gold panel: "
                 f"{', '.join(comp['excluded_from_gold'])})"
             )
-    stages = store.stage_seconds()
-    if stages:
+    groups = stage_groups(store.stage_seconds())
+    if groups:
         lines.append(
-            "\nstage wall times when computed (s): "
-            + ", ".join(f"{k} {v:.0f}" for k, v in stages.items() if v >= 1)
+            "\ncompute time of the stages when they ran (s): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in groups.items())
         )
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]

@@ -177,7 +177,7 @@ def generate_responses(
 ) -> pd.DataFrame:
     """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter)."""
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.generation import generate
+    from judgebias.prompts import generation_template
 
     name = f"{prefix}responses/{_slug(generator)}.parquet"
     if store.has(name):
@@ -188,19 +188,17 @@ def generate_responses(
         _timed(store, f"{prefix}generate_responses[{generator}]") as info,
         open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
     ):
-        params = GenerationParams(max_new_tokens=g.max_new_tokens)
-        out = generate(
-            backend,
-            instructions["instruction"].tolist(),
-            cfg.prompts.generation,
-            chat=chat,
-            params=params,
-            batch_size=g.batch_size,
-            progress=lambda done, total: progress(f"{generator}: {done}/{total} responses"),
-        )
+        template = generation_template(cfg.prompts.generation)
+        runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
+        params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
+        prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
+        out = []
+        for start in range(0, len(prompts), g.batch_size):
+            out.extend(runner.generate(prompts[start : start + g.batch_size], params))
+            progress(f"{generator}: {len(out)}/{len(prompts)} responses")
         df = instructions[["instruction_id", "instruction"]].copy()
         df["generator"] = generator
-        df["response"] = [o.text for o in out]
+        df["response"] = [o.text.strip() for o in out]
         df["completion_tokens"] = [o.completion_tokens for o in out]
         df["error"] = [o.error or (None if o.text.strip() else "empty response") for o in out]
         info.update(n=len(df), failed=int(df["error"].notna().sum()), calls=backend.calls, hits=backend.hits)
@@ -387,25 +385,108 @@ def perplexity_analysis(
 def attention_analysis(
     cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
 ) -> pd.DataFrame:
-    """Mean attention per layer that the judge pays to each generator's response (DBG Fig. 7)."""
-    from judgebias.attention import attention_by_generator
+    """Mean attention per layer that the judge pays to each response (DBG Fig. 7), averaged over both
+    presentation orders so the response's position does not masquerade as its author; one row per
+    (pair, layer) with the generators, plus a per-generator plot."""
+    from judgebias.attention import summarize
     from judgebias.prompts import judge_template
 
     name = f"attention/{_slug(judge)}.parquet"
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
+    chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
+    plist = _pairs(chosen)
     with (
         _timed(store, f"attention_analysis[{judge}]") as info,
         open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
     ):
-        df = attention_by_generator(
-            backend.inner, _pairs(pairs), judge_template(j.template), chat=_chat(j, backend)
-        ).assign(judge=judge)
-        info.update(rows=len(df))
+        template = judge_template(j.template)
+        chat = _chat(j, backend)
+        by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}
+        rows = []
+        for k, pair in enumerate(plist):
+            a = [
+                (x + y) / 2
+                for x, y in zip(
+                    by_order["ab"][k].per_layer["a"], by_order["ba"][k].per_layer["a"], strict=True
+                )
+            ]
+            b = [
+                (x + y) / 2
+                for x, y in zip(
+                    by_order["ab"][k].per_layer["b"], by_order["ba"][k].per_layer["b"], strict=True
+                )
+            ]
+            rows += [
+                {
+                    "pair_id": pair.pair_id,
+                    "judge": judge,
+                    "layer": layer,
+                    "generator_a": pair.generator_a,
+                    "generator_b": pair.generator_b,
+                    "attn_a": a[layer],
+                    "attn_b": b[layer],
+                }
+                for layer in range(len(a))
+            ]
+        df = pd.DataFrame(rows)
+        info.update(pairs=len(plist))
         store.write_frame(name, df)
-    progress(f"{judge}: attention per layer over {len(pairs)} pairs")
+        if len(df):
+            _plot_attention(df, store.path(f"plots/attention_{_slug(judge)}.png"), judge)
+    progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
     return df
+
+
+def attention_by_generator(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean attention per (layer, generator) of one judge's rows."""
+    long = pd.concat(
+        [
+            df[["layer", "generator_a", "attn_a"]].set_axis(["layer", "generator", "attention"], axis=1),
+            df[["layer", "generator_b", "attn_b"]].set_axis(["layer", "generator", "attention"], axis=1),
+        ],
+        ignore_index=True,
+    )
+    return long.groupby(["layer", "generator"], sort=True)["attention"].mean().unstack("generator")
+
+
+def attention_own_minus_other(df: pd.DataFrame, own: str) -> dict[str, float]:
+    """Mean over layers and pairs of (attention to the judge's own response - to the other one), on
+    pairs holding exactly one own response; per-layer values as ``layer_<k>``."""
+    own_a = (df["generator_a"] == own) & (df["generator_b"] != own)
+    own_b = (df["generator_b"] == own) & (df["generator_a"] != own)
+    part = df[own_a | own_b]
+    if part.empty:
+        return {}
+    diff = part["attn_a"].where(own_a[own_a | own_b], part["attn_b"]) - part["attn_b"].where(
+        own_a[own_a | own_b], part["attn_a"]
+    )
+    per_layer = diff.groupby(part["layer"]).mean()
+    out = {"mean": float(diff.mean()), "pairs": float(part["pair_id"].nunique())}
+    out.update({f"layer_{int(k)}": float(v) for k, v in per_layer.items()})
+    return out
+
+
+def _plot_attention(df: pd.DataFrame, path: Path, judge: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = attention_by_generator(df)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for gen in per.columns:
+        ax.plot(per.index, per[gen], marker="o", ms=3, label=f"responses of {gen}")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("mean attention from the answer position")
+    ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
 
 
 # --- table, gold, metrics -------------------------------------------------------------------------------
@@ -627,7 +708,7 @@ def _dbg(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str]
     if gold is not None and not [g for g in gold if g != judge]:
         return {
             "value": None,
-            "skipped": "no gold judge left (the measured judge and the rewriter are never part of the gold)",
+            "skipped": "no gold judge left once the measured judge and the rewriter are left out",
         }
     try:
         est = dbg_score(

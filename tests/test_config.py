@@ -133,8 +133,8 @@ def test_flatten_drops_secret_env_names_and_keeps_the_rest():
         "api_key_env": "OPENAI_API_KEY",
     }
     flat = flatten(parse_config(data))
-    assert flat["judges[1].base_url"] == "http://h/v1"
-    assert flat["judges[0].batch_size"] == "8"
+    assert flat["judges.1.base_url"] == "http://h/v1"
+    assert flat["judges.0.batch_size"] == "8"
     assert not any("api_key" in k or "OPENAI_API_KEY" in v for k, v in flat.items())
     assert not any(k.endswith("url_env") for k in flat)
 

@@ -148,6 +148,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         summary.update(
             {f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()}
         )
+        summary.update(_attention_metrics(cfg, store))
         mlflow.log_metrics(_mlflow_safe(summary))
         mlflow.log_artifact(str(store.path("table.parquet")), artifact_path="table")
         mlflow.log_artifact(str(store.path("metrics.json")), artifact_path="metrics")
@@ -188,6 +189,19 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
     result = {"run_id": run_id, "experiment_id": experiment.experiment_id, "tracking_uri": uri}
     store.write_json("mlflow.json", result)  # the nightly annotation sync links its runs to this one
     return result
+
+
+def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, float]:
+    """``attention_own_minus_other.<judge>`` (mean over layers and pairs) and its per-layer values."""
+    from judgebias.stages import attention_own_minus_other
+
+    out: dict[str, float] = {}
+    for judge, own in cfg.self_map.items():
+        name = f"attention/{judge}.parquet"
+        if store.has(name):
+            values = attention_own_minus_other(store.read_frame(name), own)
+            out.update({f"attention_own_minus_other.{judge}.{k}": v for k, v in values.items()})
+    return out
 
 
 def _mlflow_safe(metrics: dict[str, float]) -> dict[str, float]:
