@@ -215,7 +215,8 @@ class Recomputed:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
-        """Numeric figures as flat MLflow metric names (None / NaN left out)."""
+        """Numeric figures as flat MLflow metric names (None / NaN left out): ``eo_after``,
+        ``eo_after.ci_low``, ..., ``iaa.fleiss_kappa``, ``gold_vs_human.percent_agreement``."""
         out: dict[str, float] = {}
 
         def put(name: str, value: Any) -> None:
@@ -224,8 +225,9 @@ class Recomputed:
 
         for key in ("eo_before", "eo_after", "dbg_panel", "dbg_human_gold"):
             est = self.figures.get(key) or {}
+            # The project convention (tracking/experiment.py): name, name.ci_low, name.ci_high, name.n.
             for part in ("value", "ci_low", "ci_high", "n", "p_value"):
-                put(f"{key}.{part}", est.get(part))
+                put(key if part == "value" else f"{key}.{part}", est.get(part))
         for part, value in (self.figures.get("inter_annotator") or {}).items():
             put(f"iaa.{part}", value)
         gvh = self.figures.get("gold_vs_human") or {}

@@ -403,7 +403,7 @@ def test_recompute_scenario_by_hand():
     check_scenario_figures(rec.figures)
     assert rec.figures["eo_before"]["value"] is None  # the table came without human labels
     metrics = rec.flat_metrics()
-    assert metrics["eo_after.value"] == pytest.approx(0.5) and "eo_before.value" not in metrics
+    assert metrics["eo_after"] == pytest.approx(0.5) and "eo_before" not in metrics
     assert metrics["iaa.fleiss_kappa"] == pytest.approx(5 / 11)
 
 
