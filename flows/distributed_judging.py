@@ -1,15 +1,19 @@
-"""Chunked judging on a thread pool or a Dask cluster (thin wiring around judgebias.distributed).
+"""Chunked judging and generation on a thread pool or a Dask cluster (wiring around
+judgebias.distributed).
 
     python -m flows.distributed_judging TABLE OUT --model DIR_OR_ALIAS --runner dask --workers 2
 
-or, from another flow, ``judge_in_chunks(pairs, spec, chunk_size=..., task_runner=...)``.
-Finished chunks are kept under ``store_dir`` and every model call is cached by content, so a
-rerun (or a chunk rescheduled after a worker died) repeats no finished work.
+or, from another flow or stage, ``judge_in_chunks(pairs, spec, chunk_size=..., task_runner=...)``
+and ``generate_in_chunks(prompts, spec, params, ...)`` with a runner from
+``judgebias.distributed.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
+under ``store_dir`` and every model call is cached by content, so a rerun (or a chunk rescheduled
+after a worker died) repeats no finished work.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -17,16 +21,22 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.distributed import (
     Chunk,
     ChunkResult,
     ChunkStore,
     JudgeSpec,
+    ModelSpec,
     RunSummary,
+    generate_chunk,
+    generations,
     judge_chunk,
     make_task_runner,
     merge,
+    merge_aligned,
     shard,
+    shard_prompts,
     summarize,
 )
 from judgebias.records import Pair
@@ -37,24 +47,17 @@ def judge_chunk_task(chunk: Chunk, spec: JudgeSpec, store_dir: str | None) -> Ch
     return judge_chunk(chunk, spec, store_dir)
 
 
-def _run_chunks(runner, chunks: list[Chunk], spec: JudgeSpec, store_dir: str | None) -> list[ChunkResult]:
-    # The runner is used directly (not as a subflow's runner): a subflow would send every chunk's
-    # texts to the Prefect API as flow-run parameters.
-    with runner:
-        futures = [runner.submit(judge_chunk_task, {"chunk": c, "spec": spec, "store_dir": store_dir})
-                   for c in chunks]
-        return [f.result() for f in futures]
+@task(name="generate-chunk", retries=1, retry_delay_seconds=2)
+def generate_chunk_task(chunk: Chunk, spec: ModelSpec, params: GenerationParams, template_tag: str,
+                        store_dir: str | None) -> ChunkResult:
+    return generate_chunk(chunk, spec, params, template_tag, store_dir)
 
 
-def judge_in_chunks(pairs: Sequence[Pair], spec: JudgeSpec, *, chunk_size: int = 16,
-                    task_runner=None, store_dir: str | None = None) -> tuple[list[dict], RunSummary]:
-    """Judge ``pairs`` in both orders, ``chunk_size`` pairs per task, on ``task_runner`` (default:
-    one thread). Returns the judgment-table rows in the order of ``pairs`` and the run's totals.
-    Call inside or outside a flow."""
-    chunks = shard(list(pairs), chunk_size, spec.task_key())
+def _run(chunks: list[Chunk], store_dir: str | None, task_runner, task_fn, **kwargs) -> list[ChunkResult]:
+    """Every chunk's result, in chunk order: finished ones from the store, the rest computed."""
     store = ChunkStore(store_dir) if store_dir else None
     done: dict[str, ChunkResult] = {}
-    if store is not None:  # skip shipping finished chunks to workers at all
+    if store is not None:  # finished chunks are not even shipped to a worker
         for c in chunks:
             rows = store.get(c.chunk_id)
             if rows is not None:
@@ -62,11 +65,36 @@ def judge_in_chunks(pairs: Sequence[Pair], spec: JudgeSpec, *, chunk_size: int =
     todo = [c for c in chunks if c.chunk_id not in done]
     if todo:
         runner = task_runner if task_runner is not None else make_task_runner("thread", 1)
-        for r in _run_chunks(runner, todo, spec, store_dir):
-            done[r.chunk_id] = r
-    results = [done[c.chunk_id] for c in chunks]
-    rows = merge(chunks, {r.chunk_id: r.rows for r in results})
-    return rows, summarize(results)
+        # The runner is used directly, not as a subflow's: a subflow would send every chunk's texts
+        # to the Prefect API as flow-run parameters.
+        with runner:
+            futures = [runner.submit(task_fn, {"chunk": c, **kwargs, "store_dir": store_dir}) for c in todo]
+            for f in futures:
+                r = f.result()
+                done[r.chunk_id] = r
+    return [done[c.chunk_id] for c in chunks]
+
+
+def judge_in_chunks(pairs: Sequence[Pair], spec: JudgeSpec, *, chunk_size: int = 16,
+                    task_runner=None, store_dir: str | None = None) -> tuple[list[dict], RunSummary]:
+    """Judge ``pairs`` in both orders, ``chunk_size`` pairs per task, on ``task_runner`` (default:
+    one thread). Returns the judgment-table rows in the order of ``pairs`` and the run's totals."""
+    chunks = shard(list(pairs), chunk_size, spec.task_key())
+    results = _run(chunks, store_dir, task_runner, judge_chunk_task, spec=spec)
+    return merge(chunks, {r.chunk_id: r.rows for r in results}), summarize(results)
+
+
+def generate_in_chunks(prompts: Sequence[Prompt], spec: ModelSpec, params: GenerationParams, *,
+                       template_tag: str = "", chunk_size: int = 32, task_runner=None,
+                       store_dir: str | None = None) -> tuple[list[Generation], RunSummary]:
+    """One ``Generation`` per prompt, in order, ``chunk_size`` prompts per task on ``task_runner``.
+    ``template_tag`` (the generation template's version) joins the call-cache key."""
+    task_key = json.dumps({"model": spec.model_key(), "params": params.key(), "template": template_tag},
+                          sort_keys=True)
+    chunks = shard_prompts(list(prompts), chunk_size, task_key)
+    results = _run(chunks, store_dir, task_runner, generate_chunk_task, spec=spec, params=params,
+                   template_tag=template_tag)
+    return generations(merge_aligned(chunks, {r.chunk_id: r.rows for r in results})), summarize(results)
 
 
 @flow(name="distributed-judging", log_prints=True)
@@ -93,10 +121,11 @@ def distributed_judging(table: str, out: str, model: str, judge: str | None = No
     write_table(pd.DataFrame(rows), out)
     get_run_logger().info(
         "%d pairs in %d chunks (%d already finished): %d model calls, %d cached, %d model loads on "
-        "%d process(es); input exclusions %s, judging exclusions %s", summary.pairs, summary.chunks,
-        summary.chunks_from_store, summary.calls, summary.hits, summary.model_loads,
-        len(summary.worker_pids), exclusions, summary.exclusions or "none")
-    return {"out": out, **asdict(summary), "input_exclusions": exclusions.to_dict()}
+        "%d process(es), %.2f pairs/s; input exclusions %s, judging exclusions %s", summary.items,
+        summary.chunks, summary.chunks_from_store, summary.calls, summary.hits, summary.model_loads,
+        len(summary.worker_pids), summary.items_per_second, exclusions, summary.exclusions or "none")
+    return {"out": out, **asdict(summary), "pairs_per_second": summary.items_per_second,
+            "input_exclusions": exclusions.to_dict()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

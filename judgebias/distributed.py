@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.records import Pair
 from judgebias.table import Exclusions
 
@@ -45,42 +46,88 @@ ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
 
 @dataclass(frozen=True)
 class Chunk:
-    """A slice of the pairs, in their original order. ``chunk_id`` depends only on ``task_key``
-    (what is done to the pairs, e.g. which judge and template) and the pairs' ids and texts, so
-    the same work gets the same id in every run and on every machine."""
+    """A slice of the work items (pairs, or prompts to generate from), in their original order.
+
+    ``keys`` name the items for merging (pair ids; positions for prompts). ``chunk_id`` depends
+    only on ``task_key`` (what is done to the items, e.g. which judge and template) and the items'
+    keys and content, so the same work gets the same id in every run and on every machine.
+    """
 
     index: int
     chunk_id: str
-    pairs: tuple[Pair, ...]
+    items: tuple[Any, ...]
+    keys: tuple[str, ...]
+
+    @property
+    def pairs(self) -> tuple[Pair, ...]:
+        return self.items
 
     @property
     def pair_ids(self) -> tuple[str, ...]:
-        return tuple(p.pair_id for p in self.pairs)
+        return self.keys
 
 
-def chunk_id(task_key: str, pairs: Sequence[Pair]) -> str:
+def _chunk_id(task_key: str, keys: Sequence[str], contents: Sequence[str]) -> str:
     digest = hashlib.sha256(task_key.encode("utf-8") + b"\x1e")
-    for p in pairs:
-        # The pair's id and its texts: a pair whose text changed under the same id is new work.
-        digest.update(f"{p.pair_id}\x1f{Pair.make_id(p.prompt, p.response_a, p.response_b)}\x1e".encode())
+    for key, content in zip(keys, contents, strict=True):
+        digest.update(f"{key}\x1f{content}\x1e".encode())
     return digest.hexdigest()[:20]
 
 
-def shard(pairs: Sequence[Pair], chunk_size: int, task_key: str = "") -> list[Chunk]:
-    """Cut ``pairs`` into consecutive chunks of at most ``chunk_size``.
+def shard_items(items: Sequence[Any], keys: Sequence[str], contents: Sequence[str], chunk_size: int,
+                task_key: str = "") -> list[Chunk]:
+    """Cut ``items`` into consecutive chunks of at most ``chunk_size``; ``contents`` is a digest
+    of each item's content (so an item changed under the same key is new work).
 
-    Raises ValueError for a chunk size below 1 or a repeated pair id (its rows could not be told
+    Raises ValueError for a chunk size below 1 or a repeated key (its results could not be told
     apart when merging).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if not len(items) == len(keys) == len(contents):
+        raise ValueError(f"{len(items)} items, {len(keys)} keys and {len(contents)} content digests")
     seen: set[str] = set()
-    dups = sorted({p.pair_id for p in pairs if p.pair_id in seen or seen.add(p.pair_id)})
+    dups = sorted({k for k in keys if k in seen or seen.add(k)})
     if dups:
-        raise ValueError(f"{len(dups)} repeated pair_id(s), e.g. {dups[:5]}: each pair must appear once")
-    return [Chunk(index=i, chunk_id=chunk_id(task_key, pairs[start:start + chunk_size]),
-                  pairs=tuple(pairs[start:start + chunk_size]))
-            for i, start in enumerate(range(0, len(pairs), chunk_size))]
+        raise ValueError(f"{len(dups)} repeated pair_id(s)/key(s), e.g. {dups[:5]}: "
+                         "each item must appear once")
+    return [Chunk(index=i, chunk_id=_chunk_id(task_key, keys[start:start + chunk_size],
+                                              contents[start:start + chunk_size]),
+                  items=tuple(items[start:start + chunk_size]), keys=tuple(keys[start:start + chunk_size]))
+            for i, start in enumerate(range(0, len(items), chunk_size))]
+
+
+def shard(pairs: Sequence[Pair], chunk_size: int, task_key: str = "") -> list[Chunk]:
+    """Chunks of pairs, keyed by pair id (see ``shard_items``)."""
+    contents = [Pair.make_id(p.prompt, p.response_a, p.response_b) for p in pairs]
+    return shard_items(pairs, [p.pair_id for p in pairs], contents, chunk_size, task_key)
+
+
+def shard_prompts(prompts: Sequence[Prompt], chunk_size: int, task_key: str = "") -> list[Chunk]:
+    """Chunks of prompts, keyed by position (see ``shard_items``)."""
+    contents = [hashlib.sha256(json.dumps(p.key(), sort_keys=True).encode()).hexdigest()[:16]
+                for p in prompts]
+    return shard_items(prompts, [str(i) for i in range(len(prompts))], contents, chunk_size, task_key)
+
+
+def merge_aligned(chunks: Sequence[Chunk], results: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """Per-item results listed in each chunk's item order, concatenated in chunk order.
+
+    Raises ValueError naming the chunk when a result is missing or has the wrong length.
+    """
+    problems, merged = [], []
+    for chunk in chunks:
+        got = results.get(chunk.chunk_id)
+        if got is None:
+            problems.append(f"chunk {chunk.index} ({chunk.chunk_id}): no result")
+        elif len(got) != len(chunk.items):
+            problems.append(f"chunk {chunk.index} ({chunk.chunk_id}): {len(got)} results for "
+                            f"{len(chunk.items)} items")
+        else:
+            merged.extend(got)
+    if problems:
+        raise ValueError(f"cannot merge {len(chunks)} chunk results: " + "; ".join(problems[:20]))
+    return merged
 
 
 def merge(chunks: Sequence[Chunk], results: Mapping[str, Sequence[dict]]) -> list[dict]:
@@ -158,25 +205,22 @@ class ChunkStore:
         return self._path(cid).exists()
 
 
-# --- judges on workers ---------------------------------------------------------------------------------
+# --- models on workers -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class JudgeSpec:
-    """How to build a judge on a worker: small and picklable, unlike a loaded model.
+class ModelSpec:
+    """How to build a model backend on a worker: small and picklable, unlike a loaded model.
 
     ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` or
-    the API's model name for ``"openai"`` (key read on the worker from ``api_key_env``).
-    ``chat=None`` picks the chat prompt when the model has a chat template.
+    the API's model name for ``"openai"`` (its key is read on the worker from ``api_key_env``).
     """
 
     name: str
     model: str
-    template: str = "dbg-ab"
     backend: Literal["local", "openai"] = "local"
     base_url: str | None = None
     api_key_env: str | None = None
-    chat: bool | None = None
     batch_size: int = 8
     cache_dir: str | None = None  # None: $JUDGEBIAS_CACHE_DIR on the worker
 
@@ -185,33 +229,77 @@ class JudgeSpec:
         return json.dumps({"backend": self.backend, "model": self.model, "base_url": self.base_url,
                            "api_key_env": self.api_key_env, "name": self.name}, sort_keys=True)
 
+    @classmethod
+    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any):
+        """From a generator/judge entry of ``judgebias.config`` (name, model, backend, ...)."""
+        return cls(name=ref.name, model=ref.model, backend=ref.backend, base_url=ref.base_url,
+                   api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir, **extra)
+
+
+@dataclass(frozen=True)
+class JudgeSpec(ModelSpec):
+    """A judge: a model plus the template it judges with. ``chat=None`` picks the chat prompt when
+    the model has a chat template."""
+
+    template: str = "dbg-ab"
+    chat: bool | None = None
+
     def task_key(self) -> str:
         """What determines the judgments (for chunk ids): batch size and cache location do not."""
         return json.dumps({"model": self.model_key(), "template": self.template, "chat": self.chat},
                           sort_keys=True)
 
     @classmethod
-    def from_config(cls, judge_cfg: Any, cache_dir: str | None = None) -> JudgeSpec:
+    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
         """From a ``judgebias.config.JudgeConfig`` entry."""
-        chat = None if judge_cfg.prompt_kind == "auto" else judge_cfg.prompt_kind == "chat"
-        return cls(name=judge_cfg.name, model=judge_cfg.model, template=judge_cfg.template,
-                   backend=judge_cfg.backend, base_url=judge_cfg.base_url, api_key_env=judge_cfg.api_key_env,
-                   chat=chat, batch_size=judge_cfg.batch_size, cache_dir=cache_dir)
+        chat = None if ref.prompt_kind == "auto" else ref.prompt_kind == "chat"
+        return super().from_config(ref, cache_dir, template=ref.template, chat=chat, **extra)
 
 
-def _build_backend(spec: JudgeSpec):
+class _Serialized:
+    """A local model shared by the threads of one worker, used by one call at a time: a forward
+    pass already uses every core torch was given, and HF fast tokenizers fail ("Already borrowed")
+    when two threads use one at once. API backends are not wrapped; their calls overlap."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.name = inner.name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "_inner":
+            raise AttributeError(attr)
+        return getattr(self._inner, attr)
+
+    def identity(self) -> dict:
+        return self._inner.identity()
+
+    def score_options(self, prompts, options):
+        with self._lock:
+            return self._inner.score_options(prompts, options)
+
+    def generate(self, prompts, params):
+        with self._lock:
+            return self._inner.generate(prompts, params)
+
+    def continuation_logprobs(self, contexts, continuations):
+        with self._lock:
+            return self._inner.continuation_logprobs(contexts, continuations)
+
+
+def _build_backend(spec: ModelSpec):
     if spec.backend == "openai":
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
         if not spec.base_url:
-            raise ValueError(f"judge {spec.name!r}: backend 'openai' needs base_url")
+            raise ValueError(f"model {spec.name!r}: backend 'openai' needs base_url")
         kwargs: dict[str, Any] = {"name": spec.name}
         if spec.api_key_env:
             kwargs["api_key_env"] = spec.api_key_env
         return OpenAICompatBackend(spec.model, spec.base_url, **kwargs)
     from judgebias.backends.local import LocalBackend
 
-    return LocalBackend(spec.model, name=spec.name)
+    return _Serialized(LocalBackend(spec.model, name=spec.name))
 
 
 _BACKENDS: OrderedDict[str, Any] = OrderedDict()
@@ -227,7 +315,7 @@ def _capacity() -> int:
                          f"{os.environ[ENV_WORKER_MODELS]!r}") from None
 
 
-def worker_backend(spec: JudgeSpec) -> tuple[Any, bool]:
+def worker_backend(spec: ModelSpec) -> tuple[Any, bool]:
     """(the uncached backend for ``spec`` in this process, whether it was loaded just now).
 
     Loaded once per process and kept; beyond ``JUDGEBIAS_WORKER_MODELS`` models the least recently
@@ -263,58 +351,114 @@ def release_worker_backends() -> None:
 @dataclass
 class ChunkResult:
     chunk_id: str
-    rows: list[dict]
+    rows: list[dict]  # judgment-table rows, or Generation fields, one per item
     exclusions: dict[str, int] = field(default_factory=dict)
     calls: int = 0  # model calls made (cache misses)
     hits: int = 0  # answered by the model-call cache
     from_store: bool = False  # the whole chunk was already finished
     loaded_model: bool = False  # this chunk paid for loading the model in its process
-    seconds: float = 0.0
+    started: float = 0.0  # wall-clock (epoch) seconds, for throughput over a run's busy window
+    finished: float = 0.0
     pid: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
+
+
+def _from_store(store: ChunkStore | None, chunk: Chunk) -> ChunkResult | None:
+    rows = store.get(chunk.chunk_id) if store is not None else None
+    if rows is None:
+        return None
+    now = time.time()
+    return ChunkResult(chunk.chunk_id, rows, from_store=True, pid=os.getpid(), started=now, finished=now)
+
+
+def _cached(spec: ModelSpec):
+    from judgebias.cache import CachedBackend, ResponseCache, default_cache_dir
+
+    inner, loaded = worker_backend(spec)
+    return CachedBackend(inner, ResponseCache(spec.cache_dir or default_cache_dir())), loaded
+
+
+def _finish(store: ChunkStore | None, out: ChunkResult, failed: bool) -> ChunkResult:
+    out.finished = time.time()
+    # A chunk with a failed item is not "finished": a rerun retries it (its successful items then
+    # come from the call cache), as a failed call is never cached either.
+    if store is not None and not failed:
+        store.put(out.chunk_id, out.rows, meta={k: v for k, v in asdict(out).items() if k != "rows"})
+    return out
 
 
 def judge_chunk(chunk: Chunk, spec: JudgeSpec, store_dir: str | None = None) -> ChunkResult:
-    """Judge one chunk in both orders on this process (what a task runner runs)."""
-    from judgebias.cache import CachedBackend, ResponseCache, default_cache_dir
+    """Judge one chunk of pairs in both orders in this process (what a task runner runs)."""
     from judgebias.judging import judge_pairs
     from judgebias.prompts import judge_template
 
-    start = time.perf_counter()
+    started = time.time()
     store = ChunkStore(store_dir) if store_dir else None
-    if store is not None:
-        rows = store.get(chunk.chunk_id)
-        if rows is not None:
-            return ChunkResult(chunk.chunk_id, rows, from_store=True, pid=os.getpid(),
-                               seconds=time.perf_counter() - start)
-    inner, loaded = worker_backend(spec)
-    cache = ResponseCache(spec.cache_dir or default_cache_dir())
-    backend = CachedBackend(inner, cache)
+    if (done := _from_store(store, chunk)) is not None:
+        return done
+    backend, loaded = _cached(spec)
     try:
-        result = judge_pairs(list(chunk.pairs), backend, judge_template(spec.template), judge=spec.name,
+        result = judge_pairs(list(chunk.items), backend, judge_template(spec.template), judge=spec.name,
                              chat=spec.chat, chunk_size=spec.batch_size * 4)
     finally:
-        cache.close()
+        backend.cache.close()
     out = ChunkResult(chunk.chunk_id, result.rows, exclusions=result.exclusions.to_dict(),
                       calls=backend.calls, hits=backend.hits, loaded_model=loaded, pid=os.getpid(),
-                      seconds=time.perf_counter() - start)
-    if store is not None:
-        store.put(chunk.chunk_id, out.rows, meta={k: v for k, v in asdict(out).items() if k != "rows"})
-    return out
+                      started=started)
+    return _finish(store, out, failed=any(r.get("judge_error") for r in result.rows))
+
+
+def generate_chunk(chunk: Chunk, spec: ModelSpec, params: GenerationParams, template_tag: str = "",
+                   store_dir: str | None = None) -> ChunkResult:
+    """Generate from one chunk of prompts in this process; rows are ``Generation`` fields."""
+    started = time.time()
+    store = ChunkStore(store_dir) if store_dir else None
+    if (done := _from_store(store, chunk)) is not None:
+        return done
+    backend, loaded = _cached(spec)
+    runner = backend.with_template(template_tag)  # the template version joins the cache key
+    prompts = list(chunk.items)
+    try:
+        gens = []
+        for start in range(0, len(prompts), spec.batch_size):
+            gens.extend(runner.generate(prompts[start:start + spec.batch_size], params))
+    finally:
+        backend.cache.close()
+    excl = Exclusions()
+    for g in gens:
+        if g.error:
+            excl.add(g.error[:100])
+    out = ChunkResult(chunk.chunk_id, [asdict(g) for g in gens], exclusions=excl.to_dict(),
+                      calls=backend.calls, hits=backend.hits, loaded_model=loaded, pid=os.getpid(),
+                      started=started)
+    return _finish(store, out, failed=bool(excl.total))
+
+
+def generations(rows: Sequence[dict]) -> list[Generation]:
+    """``Generation`` values back from ``generate_chunk`` rows."""
+    return [Generation(**r) for r in rows]
 
 
 @dataclass
 class RunSummary:
-    """Totals of a chunked judging run (what the flow logs and returns)."""
+    """Totals of a chunked run (what the flow logs and returns)."""
 
     chunks: int = 0
-    pairs: int = 0
+    items: int = 0
     calls: int = 0
     hits: int = 0
     chunks_from_store: int = 0
     model_loads: int = 0
     worker_pids: list[int] = field(default_factory=list)
     exclusions: dict[str, int] = field(default_factory=dict)
-    chunk_seconds: float = 0.0
+    busy_seconds: float = 0.0  # from the first computed chunk's start to the last one's end
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items / self.busy_seconds if self.busy_seconds > 0 else math.nan
 
 
 def summarize(results: Sequence[ChunkResult]) -> RunSummary:
@@ -322,12 +466,13 @@ def summarize(results: Sequence[ChunkResult]) -> RunSummary:
     for r in results:
         for reason, n in r.exclusions.items():
             excl.add(reason, n)
+    computed = [r for r in results if not r.from_store]
+    busy = (max(r.finished for r in computed) - min(r.started for r in computed)) if computed else 0.0
     return RunSummary(
-        chunks=len(results), pairs=sum(len(r.rows) for r in results), calls=sum(r.calls for r in results),
-        hits=sum(r.hits for r in results), chunks_from_store=sum(r.from_store for r in results),
+        chunks=len(results), items=sum(len(r.rows) for r in results), calls=sum(r.calls for r in results),
+        hits=sum(r.hits for r in results), chunks_from_store=len(results) - len(computed),
         model_loads=sum(r.loaded_model for r in results),
-        worker_pids=sorted({r.pid for r in results}), exclusions=excl.to_dict(),
-        chunk_seconds=math.fsum(r.seconds for r in results))
+        worker_pids=sorted({r.pid for r in computed}), exclusions=excl.to_dict(), busy_seconds=busy)
 
 
 # --- task runners --------------------------------------------------------------------------------------

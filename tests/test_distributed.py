@@ -162,7 +162,7 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
                   cache_dir=cache_dir)
     out = tmp_path / "judged.jsonl"
     first = distributed_judging(str(table), str(out), chunk_size=3, **common)
-    assert first["chunks"] == 4 and first["pairs"] == 12 and first["chunks_from_store"] == 0
+    assert first["chunks"] == 4 and first["items"] == 12 and first["chunks_from_store"] == 0
     assert first["calls"] == 24 and first["hits"] == 0  # 12 pairs x 2 orders
     assert os.getpid() not in first["worker_pids"] and 1 <= len(first["worker_pids"]) <= 2
     assert first["model_loads"] == len(first["worker_pids"])  # one load per worker process
@@ -186,3 +186,36 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
                                     **{**common, "runner": "thread", "workers": 1})
     assert regrouped["chunks"] == 3 and regrouped["calls"] == 0 and regrouped["hits"] == 24
     assert read_table(tmp_path / "judged-5.jsonl")[0]["p_a"].tolist() == judged["p_a"].tolist()
+
+
+@pytest.mark.slow
+def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny_judge_folder, tmp_path):
+    from flows.distributed_judging import generate_in_chunks
+    from judgebias.backends.local import LocalBackend
+    from judgebias.backends.protocol import GenerationParams, Prompt
+
+    prompts = [Prompt.chat(("user", f"Write a word about the number {i}.")) for i in range(6)]
+    params = GenerationParams(max_new_tokens=6)
+    direct = LocalBackend(str(tiny_judge_folder), name="tiny")
+    reference = [g for s in range(0, 6, 2) for g in direct.generate(prompts[s:s + 2], params)]
+
+    spec = dist.ModelSpec(name="tiny", model=str(tiny_judge_folder), batch_size=2,
+                          cache_dir=str(tmp_path / "call-cache"))
+    store = str(tmp_path / "chunks")
+    runner = dist.make_task_runner("thread", 2)  # two chunks at once share one serialized model
+    dist.release_worker_backends()
+    gens, summary = generate_in_chunks(prompts, spec, params, template_tag="t@1", chunk_size=2,
+                                       task_runner=runner, store_dir=store)
+    assert [g.text for g in gens] == [g.text for g in reference]
+    assert [g.completion_tokens for g in gens] == [g.completion_tokens for g in reference]
+    assert (summary.chunks, summary.calls, summary.model_loads) == (3, 6, 1)
+
+    again, summary = generate_in_chunks(prompts, spec, params, template_tag="t@1", chunk_size=2,
+                                        task_runner=runner, store_dir=store)
+    assert [g.text for g in again] == [g.text for g in gens]
+    assert (summary.chunks_from_store, summary.calls) == (3, 0)
+    # Another template version is other work: nothing from the store or the cache.
+    _, other = generate_in_chunks(prompts, spec, params, template_tag="t@2", chunk_size=3,
+                                  task_runner=runner, store_dir=store)
+    assert (other.chunks_from_store, other.calls, other.hits) == (0, 6, 0)
+    dist.release_worker_backends()
