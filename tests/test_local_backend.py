@@ -214,3 +214,37 @@ def test_attention_summary_matches_eager_output_attentions(tiny):
     expected = [float(layer[0, :, -1, idx].mean()) for layer in att]
     assert ab.per_layer["a"] == pytest.approx(expected, rel=1e-4)
     assert tiny.model.config._attn_implementation == "sdpa"
+
+
+def test_shared_prefix_reuse_is_exact(tiny):
+    prompts = _prompts()
+    chat, fewshot = prompts[:4], prompts[4:]
+    for group in (chat, fewshot):
+        encoded = [tiny.encode(p) for p in group]
+        size, _ = tiny._shared_prefix(encoded)
+        assert size >= 16 and all(e[:size] == encoded[0][:size] for e in encoded)
+    plain = LocalBackend(tiny.loaded, token_budget=tiny.token_budget, max_batch=tiny.max_batch,
+                         reuse_prefix=False)
+    assert tiny.reuse_prefix and not plain.reuse_prefix
+    reused, recomputed = tiny.score_options(prompts, ["A", "B"]), plain.score_options(prompts, ["A", "B"])
+    for a, b in zip(reused, recomputed, strict=True):
+        assert abs(a.probs["A"] - b.probs["A"]) < 1e-4 and abs(a.mass - b.mass) <= 1e-4 * b.mass
+
+
+def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
+    from judgebias.cli import bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda: 0.1)
+    report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
+                                 explain_tokens=4, modes=["batched", "unbatched", "explain"], device="cpu",
+                                 token_budget=None, batch_size=8)
+    modes = report["modes"]
+    assert set(modes) == {"batched", "unbatched", "explain"}
+    assert modes["unbatched"]["verdict_agreement_with_batched"] == 1.0
+    assert modes["unbatched"]["max_abs_p_diff"] < 1e-4
+    assert all(m["pairs_per_s"] > 0 and m["tflops"] > 0 for m in modes.values())
+    table = bench.markdown(report)
+    assert "| batched |" in table and "not measured" in table
+    assert bench.gpu_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
+    assert bench.gpu_peak_tflops("NVIDIA H100 PCIe") == 756.0
+    assert bench.gpu_peak_tflops("NVIDIA H200") == 989.0 and bench.gpu_peak_tflops("Some GPU") is None

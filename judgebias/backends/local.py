@@ -23,6 +23,11 @@ from judgebias.backends.protocol import (
 )
 from judgebias.models import LoadedModel, load_model
 
+# Architectures whose plain DynamicCache + explicit position ids reproduce a full forward pass
+# (checked by tests); others (sliding-window or hybrid caches) are scored without prefix reuse.
+PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3"}
+MIN_SHARED_PREFIX = 16
+
 
 def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
     """Token ids that spell each option alone: "A", " A", "A.", "\\nA" but not "About" or "An".
@@ -74,7 +79,7 @@ class LocalBackend:
 
     def __init__(self, model: str | LoadedModel = "smollm2-135m-instruct", *, name: str | None = None,
                  device: str | None = None, dtype=None, gguf_file: str | None = None,
-                 token_budget: int | None = None, max_batch: int = 64):
+                 token_budget: int | None = None, max_batch: int = 64, reuse_prefix: bool = True):
         self.loaded = model if isinstance(model, LoadedModel) else load_model(
             model, gguf_file=gguf_file, device=device, dtype=dtype)
         if self.loaded.tokenizer is None:
@@ -86,6 +91,8 @@ class LocalBackend:
         on_gpu = self.device.type == "cuda"
         self.token_budget = token_budget or (65536 if on_gpu else 4096)
         self.max_batch = max_batch
+        model_type = getattr(self.model.config, "model_type", "")
+        self.reuse_prefix = reuse_prefix and model_type in PREFIX_REUSE_TYPES
         self._variants: dict[tuple[str, ...], dict[str, list[int]]] = {}
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -132,20 +139,53 @@ class LocalBackend:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
 
-    def _hidden(self, rows: list[list[int]]):
-        """Right-padded forward pass of the decoder body: (hidden [n, T, d], lengths)."""
+    def _hidden(self, rows: list[list[int]], prefix: tuple[int, Any] | None = None):
+        """Right-padded forward pass of the decoder body: (hidden [n, T, d], lengths).
+
+        With ``prefix`` = (P, cache of the first P tokens every row shares), only each row's
+        tokens after P are computed, attending to the cached prefix; hidden states and lengths
+        then refer to those suffixes.
+        """
+        import copy
+
         import torch
 
-        lengths = [len(r) for r in rows]
+        start = prefix[0] if prefix else 0
+        lengths = [len(r) - start for r in rows]
         width = max(lengths)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), start + width), dtype=torch.long)
+        mask[:, :start] = 1
         for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, : len(r)] = 1
-        out = self._body()(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                           use_cache=False)
+            ids[i, : lengths[i]] = torch.tensor(r[start:], dtype=torch.long)
+            mask[i, start: start + lengths[i]] = 1
+        kwargs: dict[str, Any] = {"use_cache": False}
+        if prefix:
+            cache = copy.deepcopy(prefix[1])
+            cache.batch_repeat_interleave(len(rows))
+            positions = torch.arange(start, start + width, device=self.device)[None].expand(len(rows), -1)
+            kwargs = {"use_cache": True, "past_key_values": cache, "position_ids": positions}
+        out = self._body()(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
         return out.last_hidden_state, lengths
+
+    def _shared_prefix(self, rows: list[list[int]]) -> tuple[int, Any] | None:
+        """(P, KV cache) of the token prefix all ``rows`` share (a template's instructions, few-shot
+        examples), computed once instead of once per row; None when too short to pay off."""
+        import torch
+
+        if not self.reuse_prefix or len(rows) < 2:
+            return None
+        size = min(len(r) for r in rows) - 1  # every row keeps >= 1 token of its own
+        first = rows[0]
+        for r in rows[1:]:
+            k = 0
+            while k < size and r[k] == first[k]:
+                k += 1
+            size = k
+        if size < MIN_SHARED_PREFIX:
+            return None
+        out = self._body()(input_ids=torch.tensor([first[:size]], device=self.device), use_cache=True)
+        return size, out.past_key_values
 
     def _too_long(self, n_tokens: int) -> str | None:
         if n_tokens > self.max_positions:
@@ -175,9 +215,12 @@ class LocalBackend:
         computed: dict[int, OptionScores] = {}
         index_tensors = {o: torch.tensor(ids, device=self.device) for o, ids in variants.items()}
         with torch.inference_mode():
-            for batch in token_batches([len(encoded[i]) for i in reps], self.token_budget, self.max_batch):
+            prefix = self._shared_prefix([encoded[i] for i in reps])
+            skip = prefix[0] if prefix else 0
+            for batch in token_batches([len(encoded[i]) - skip for i in reps], self.token_budget,
+                                       self.max_batch):
                 rows = [encoded[reps[j]] for j in batch]
-                hidden, lengths = self._hidden(rows)
+                hidden, lengths = self._hidden(rows, prefix)
                 last = hidden[torch.arange(len(rows), device=self.device),
                               torch.tensor(lengths, device=self.device) - 1]
                 probs = torch.softmax(self._logits(last), dim=-1)
