@@ -258,3 +258,64 @@ def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, m
     assert len(ledger.labels()) == 10
     res = CliRunner().invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
     assert res.exit_code == 0 and "pushed 6  labelled 6  pending 0" in res.output
+
+
+def test_start_stop_scripts(ls_server, tmp_path):
+    """scripts/labelstudio_start.sh and _stop.sh as a user runs them. The data dir is an online copy of
+    the session server's migrated database, so this restart takes seconds instead of a first start."""
+    import os
+    import sqlite3
+    import stat
+    import subprocess
+    import urllib.request
+
+    from annotation.server import free_port
+
+    repo = Path(__file__).resolve().parents[1]
+    data = tmp_path / "lsdata"
+    data.mkdir()
+    with (
+        sqlite3.connect(ls_server.data_dir / "label_studio.sqlite3") as src,
+        sqlite3.connect(data / "label_studio.sqlite3") as dst,
+    ):
+        src.backup(dst)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")}
+    env.update(
+        LABEL_STUDIO_DATA_DIR=str(data),
+        LABEL_STUDIO_PORT=str(port),
+        LABEL_STUDIO_USERNAME=ls_server.username,
+        LABEL_STUDIO_PASSWORD=ls_server.password,
+        LABEL_STUDIO_API_KEY=ls_server.api_key,
+        LABEL_STUDIO_VENV=str(Path(find_label_studio()).parents[1]),
+    )
+
+    def run(script):
+        return subprocess.run(
+            ["bash", str(repo / "scripts" / script)], env=env, capture_output=True, text=True, timeout=300
+        )
+
+    started = run("labelstudio_start.sh")
+    try:
+        assert started.returncode == 0, started.stderr
+        assert ls_server.api_key not in started.stdout + started.stderr  # the token is never printed
+        envfile = data / "labelstudio.env"
+        assert stat.S_IMODE(envfile.stat().st_mode) == 0o600
+        saved = dict(line.removeprefix("export ").split("=", 1) for line in envfile.read_text().splitlines())
+        assert saved["LABEL_STUDIO_URL"] == f"http://127.0.0.1:{port}"
+        req = urllib.request.Request(
+            f"{saved['LABEL_STUDIO_URL']}/api/current-user/whoami",
+            headers={"Authorization": f"Token {saved['LABEL_STUDIO_API_KEY']}"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert json.loads(resp.read())["email"] == ls_server.username
+        again = run("labelstudio_start.sh")  # idempotent: the running server is reported, not doubled
+        assert again.returncode == 0 and "already running" in again.stdout
+        pid = int((data / "labelstudio.pid").read_text())
+    finally:
+        stopped = run("labelstudio_stop.sh")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
+    assert not (data / "labelstudio.pid").exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert "nothing to stop" in run("labelstudio_stop.sh").stdout
