@@ -44,9 +44,11 @@ def synthetic_table(n_rows: int = 1_000_000, n_judges: int = 5, seed: int = 0) -
 
     frames = []
     for j, judge in enumerate(judges):
-        own = (ga == j).astype(float) - (gb == j).astype(float)
-        ppl_a = np.exp(rng.normal(2.0 - 0.5 * (ga == j), 0.4, n_pairs))
-        ppl_b = np.exp(rng.normal(2.0 - 0.5 * (gb == j), 0.4, n_pairs))
+        wrote_a = (ga == j) & (j < 3)  # only the first three judges are also generators
+        wrote_b = (gb == j) & (j < 3)
+        own = wrote_a.astype(float) - wrote_b.astype(float)
+        ppl_a = np.exp(rng.normal(2.0 - 0.5 * wrote_a, 0.4, n_pairs))
+        ppl_b = np.exp(rng.normal(2.0 - 0.5 * wrote_b, 0.4, n_pairs))
         logit = (quality + 0.6 * own - 0.8 * (np.log(ppl_a) - np.log(ppl_b))
                  + 0.015 * (words_a - words_b))
         p_ab = 1 / (1 + np.exp(-(logit + 0.4 + rng.normal(0, 0.3, n_pairs))))

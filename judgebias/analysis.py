@@ -37,9 +37,9 @@ from judgebias.table import Exclusions
 SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
 # and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
-_LEAN = ("judge", "generator_a", "generator_b", "p_a", "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba",
-         "ppl_a", "ppl_b", *F.DERIVED)
-_CATEGORICAL = ("judge", "generator_a", "generator_b", "verdict_ab", "verdict_ba")
+_LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
+         "verdict_ba", "ppl_a", "ppl_b", *F.DERIVED)
+_CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 
 def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -112,6 +112,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     flags = {"human": (has_human, "no human labels"), "gen": (has_gen, "no generator names"),
              "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
              "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
+    result["settings"]["self_generators"] = {j: sorted(F.self_set(lean, j, self_map)) for j in judges}
     for judge in judges:
         rows = lean.take(positions[judge])
         result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, gold, human_as_gold,

@@ -112,7 +112,7 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
     if not human_as_gold:
         kept = rows.loc[keep]
         for g in panel:
-            mine = list(F.self_generators(g, self_map))
+            mine = list(F.self_set(prepared, g, self_map))
             leak = (kept["generator_a"].isin(mine) | kept["generator_b"].isin(mine)).to_numpy(dtype=bool)
             if leak.any():
                 warnings.append(f"gold judge {g!r} generated a response in {int(leak.sum())} of {n} pairs "

@@ -1,6 +1,7 @@
 """What drives a judge's choice? Logistic regression of "judge picks A" (ties excluded) on
 
-* ``human_a``: the human majority prefers A (1) or B (0),
+* ``human_a``: +1 when the human majority prefers A, -1 when it prefers B (so the intercept is
+  the judge's pull towards A, i.e. position, at an even human split),
 * ``self_origin``: +1 when A is the judge's own response, -1 when B is, 0 otherwise,
 * ``log_ppl_diff``: log ppl_A - log ppl_B, standardized,
 * ``word_diff``: words(A) - words(B), standardized,
@@ -40,7 +41,7 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     if (np.isin(human, (F.A, F.B))).any():
         reasons += [("no_human_label", human == F.MISSING), ("human_no_majority", human == F.NO_MAJORITY),
                     ("human_tie", human == F.TIE)]
-        columns["human_a"] = (human == F.A).astype(float)
+        columns["human_a"] = np.where(human == F.A, 1.0, -1.0)
     else:
         skipped["human_a"] = "no human labels"
     if "generator_a" in rows.columns and "generator_b" in rows.columns:

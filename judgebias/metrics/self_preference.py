@@ -108,7 +108,8 @@ def self_preference_dp(df, judge: str, self_map: F.SelfMap | None = None) -> Est
     ], len(rows))
     n = int(keep.sum())
     if n == 0:
-        raise InsufficientData("no pair with exactly one response of the judge and a non-tie choice")
+        raise InsufficientData(f"no pair with exactly one response of the judge and a non-tie choice; "
+                               f"excluded: {excl}")
     picks_own = choice[keep] == own_side[keep]
     k = int(picks_own.sum())
     p, lo, hi = wilson(k, n)

@@ -1,0 +1,75 @@
+"""A readable terminal table of an ``analyze`` result (what ``judgebias analyze`` prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# (key, label, how to read it); the order is the papers' order.
+ROWS = (
+    ("self_preference_eo", "self-preference (EO, Wataoka Def 4.1)", "TPR - TNR; 0 = fair"),
+    ("self_preference_dp", "self-preference (DP, Eq 4)", "P(own) - P(other)"),
+    ("self_preference_score", "self-preference (mean score)", "score own - other"),
+    ("dbg", "DBG score", "judge - gold win rate, own"),
+    ("verbosity_bias", "verbosity bias (Saito Eq 6)", "> 0 prefers longer"),
+    ("agreement_human", "agreement with humans", "share"),
+    ("kappa_human", "Cohen's kappa vs humans", ""),
+    ("agreement_gold", "agreement with gold", "share"),
+    ("kappa_gold", "Cohen's kappa vs gold", ""),
+    ("position_flip_rate", "position flip rate", "A<->B on swap"),
+    ("position_bias", "position bias", "P(first wins); .5 = none"),
+    ("perplexity_preference", "picks lower perplexity", "P; .5 = none"),
+    ("perplexity_excess", "  ... minus humans", "> 0 more than humans"),
+    ("perplexity_own_other", "own vs other at equal ppl", "MH odds ratio; 1 = none"),
+    ("perplexity_familiarity", "log-ppl own - other", "< 0 own more familiar"),
+    ("regression", "choice regression", "McFadden R2"),
+)
+
+
+def _fmt(x: Any, signed: bool = True) -> str:
+    if x is None:
+        return "   n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _p(p: Any) -> str:
+    if p is None:
+        return ""
+    return "p<1e-4" if p < 1e-4 else f"p={p:.3g}"
+
+
+def format_estimate(est: Mapping[str, Any]) -> str:
+    ci = f"[{_fmt(est.get('ci_low'))}, {_fmt(est.get('ci_high'))}]" if est.get("ci_low") is not None else ""
+    return f"{_fmt(est.get('value')):>7} {ci:<18} n={est.get('n', 0):<7} {_p(est.get('p_value'))}"
+
+
+def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> str:
+    ds = result.get("dataset") or {}
+    lines = [f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
+             f"{ds.get('human_labelled_pairs', 0)} human-labelled pairs"]
+    if ds.get("exclusions"):
+        lines.append(f"rows excluded by validation: {ds['exclusions']}")
+    hv = (result.get("humans") or {}).get("verbosity")
+    if hv:
+        lines.append(f"humans pick the longer response: {format_estimate(hv)}")
+    for judge, metrics in (result.get("judges") or {}).items():
+        lines += ["", f"== {judge} " + "=" * max(0, 70 - len(judge))]
+        for key, label, how in ROWS:
+            est = metrics.get(key)
+            if not est:
+                continue
+            lines.append(f"  {label:<38} {format_estimate(est)}  {how}")
+            if key == "regression":
+                for term, t in (est.get("terms") or {}).items():
+                    ci = f"[{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}]"
+                    lines.append(f"    {term:<36} {_fmt(t['coef']):>7} {ci}  {_p(t['p_value'])}")
+                if est.get("note"):
+                    lines.append(f"    note: {est['note']}")
+            for w in est.get("warnings") or []:
+                lines.append(f"    warning: {w}")
+        skipped = metrics.get("skipped") or {}
+        if show_skipped and skipped:
+            lines.append("  not computed:")
+            for key, reason in skipped.items():
+                lines.append(f"    {key}: {reason}")
+    return "\n".join(lines)

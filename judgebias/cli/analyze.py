@@ -1,0 +1,91 @@
+"""``judgebias analyze FILE --out metrics.json``: every bias figure the table allows, per judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def analyze_cmd(
+    file: Path = typer.Argument(..., metavar="FILE", help="Judgment table: .jsonl, .parquet or .csv."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the metrics JSON."),
+    self_: list[str] = typer.Option(
+        None, "--self", metavar="JUDGE=GENERATOR",
+        help="Count GENERATOR's responses as JUDGE's own (e.g. pandalm-7b=llama-7b: PandaLM is "
+             "fine-tuned from LLaMA). Repeatable; GENERATOR may be a comma list. A judge's own name "
+             "always counts, and so does the table's judge_generator column."),
+    gold: str = typer.Option(None, "--gold", metavar="J1,J2,...",
+                             help="Gold panel for DBG and agreement_gold (default: all other judges; "
+                                  "the measured judge is never part of its own gold)."),
+    human_as_gold: bool = typer.Option(False, "--human-as-gold",
+                                       help="DBG against the human labels instead of a judge panel."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid",
+                                      help="Exclude invalid rows (counted by reason) instead of failing."),
+    mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
+                                help="Log params, metrics, the JSON, the table and the plots to MLflow "
+                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+    plots_dir: Path = typer.Option(None, "--plots-dir", help="Also write the PNG plots to this folder."),
+    reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
+) -> None:
+    """Compute self-preference (Equal Opportunity and Demographic Parity), DBG, verbosity,
+    perplexity, position and agreement figures with 95% intervals; write them as JSON, print a
+    table, and log everything to MLflow.
+
+    A figure the columns cannot support is listed under "not computed" with its reason; it is
+    never reported as 0. The JSON layout is documented in docs/metrics.md.
+    """
+    from judgebias.analysis import analyze, parse_self_map
+    from judgebias.analysis_report import format_report
+    from judgebias.io import read_table
+    from judgebias.table import TableError
+
+    try:
+        self_map = parse_self_map(self_ or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--self") from None
+    gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
+    try:
+        table, exclusions = read_table(file, skip_invalid=skip_invalid)
+        result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
+                         exclusions=exclusions, reps=reps, seed=seed)
+    except TableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        typer.echo(f"error: {file}: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    typer.echo(format_report(result))
+    typer.echo(f"\nwrote {out}")
+
+    figures = None
+    if plots_dir is not None or mlflow:
+        from judgebias.plots import figures_for, save_figures
+
+        figures = figures_for(result)
+        if plots_dir is not None:
+            paths = save_figures(figures, plots_dir)
+            typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+    if mlflow:
+        from tracking.log_analysis import log_analysis
+        from tracking.mlflow_run import mlflow_run
+        from tracking.settings import TrackingSettings
+
+        settings = TrackingSettings()
+        with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
+                        tags={"judgebias.command": "analyze"}) as run:
+            counts = log_analysis(result, table_path=file, figures=figures)
+        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+                   f"({counts['metrics']} metrics, {counts['figures']} plots)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_cmd)

@@ -1,0 +1,187 @@
+"""Figures of the papers, drawn from ``analyze`` output (pure: data in, matplotlib Figure out).
+
+Figures are built with ``matplotlib.figure.Figure`` directly (Agg rendering, no pyplot global
+state, nothing shown); ``save_figures`` writes PNGs when asked. Every figure is FIGSIZE inches at
+DPI, i.e. 800 x 500 pixels, unless a size is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+FIGSIZE = (8.0, 5.0)
+DPI = 100
+
+
+def _figure(figsize=FIGSIZE) -> tuple[Figure, Any]:
+    fig = Figure(figsize=figsize, dpi=DPI)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def confusion_matrix(confusion: Mapping[str, int], title: str = "") -> Figure:
+    """Wataoka Fig. 2: rows = human (own better / other better), columns = judge, with row rates."""
+    m = np.array([[confusion["tp"], confusion["fn"]], [confusion["fp"], confusion["tn"]]], dtype=float)
+    fig, ax = _figure((5.0, 4.5))
+    rates = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
+    ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
+    for (i, j), v in np.ndenumerate(m):
+        ax.text(j, i, f"{int(v)}\n({rates[i, j]:.0%})", ha="center", va="center",
+                color="white" if rates[i, j] > 0.6 else "black")
+    ax.set_xticks([0, 1], ["judge: own", "judge: other"])
+    ax.set_yticks([0, 1], ["human: own", "human: other"])
+    ax.set_title(title or "Self-preference confusion matrix")
+    fig.tight_layout()
+    return fig
+
+
+def win_rate_heatmap(records: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
+    """DBG paper Fig. 2: rows = raters (judges, then gold and human), columns = generator pairings,
+    cell = win rate of the first-named generator (n in small print)."""
+    if not records:
+        raise ValueError("no win-rate records to plot")
+    pairings = sorted({(r["generator_x"], r["generator_y"]) for r in records})
+    special = [s for s in ("gold", "human") if any(r["rater"] == s for r in records)]
+    raters = sorted({r["rater"] for r in records} - set(special)) + special
+    grid = np.full((len(raters), len(pairings)), np.nan)
+    counts = np.zeros_like(grid)
+    for r in records:
+        i, j = raters.index(r["rater"]), pairings.index((r["generator_x"], r["generator_y"]))
+        grid[i, j], counts[i, j] = r["win_rate_x"], r["n"]
+    width = max(6.0, 1.3 * len(pairings) + 3)
+    fig, ax = _figure((width, max(3.0, 0.6 * len(raters) + 2)))
+    ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=0, vmax=1, aspect="auto")
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.0%}\nn={int(counts[i, j])}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(pairings)), [f"{x}\nvs {y}" for x, y in pairings], fontsize=8)
+    ax.set_yticks(range(len(raters)), raters)
+    if special:
+        ax.axhline(len(raters) - len(special) - 0.5, color="black", linewidth=1.5)
+    ax.set_title(title or "Win rate of the first-named generator, per rater")
+    fig.tight_layout()
+    return fig
+
+
+def _centers(bins: Sequence[Mapping[str, Any]], step: float) -> np.ndarray:
+    out = []
+    for b in bins:
+        lo, hi = b["low"], b["high"]
+        if lo is None:
+            out.append(hi - step / 2)
+        elif hi is None:
+            out.append(lo + step / 2)
+        else:
+            out.append((lo + hi) / 2)
+    return np.array(out, dtype=float)
+
+
+def _curve(ax, bins, step, label, marker="o"):
+    bins = [b for b in bins if b["n"] > 0 and b["rate"] is not None]
+    if not bins:
+        return
+    x = _centers(bins, step)
+    y = np.array([b["rate"] for b in bins], dtype=float)
+    lo = np.array([b["ci_low"] for b in bins], dtype=float)
+    hi = np.array([b["ci_high"] for b in bins], dtype=float)
+    ax.errorbar(x, y, yerr=[np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)], marker=marker, capsize=3,
+                label=label)
+    for xi, yi, b in zip(x, y, bins, strict=True):
+        ax.annotate(f"({b['n']})", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center",
+                    fontsize=7)
+
+
+def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
+    """Saito Fig. 5: agreement with humans by (len_chosen - len_rejected) / len_rejected in %."""
+    fig, ax = _figure()
+    _curve(ax, bins, 20.0, "agreement with humans")
+    ax.set_xlabel("word count difference, chosen vs rejected (%)")
+    ax.set_ylabel("human alignment")
+    ax.set_ylim(0, 1.05)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_title(title or "Verbosity: human alignment by length difference")
+    fig.tight_layout()
+    return fig
+
+
+def perplexity_curves(series: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "",
+                      xlabel: str = "log ppl(A) - log ppl(B)") -> Figure:
+    """Wataoka Figs. 3-4: win rate of A by log-perplexity difference, one curve per series
+    (judge vs human, or own vs other)."""
+    fig, ax = _figure()
+    for (label, bins), marker in zip(series.items(), "osD^v", strict=False):
+        _curve(ax, bins, 0.5, label, marker)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("P(A wins)")
+    ax.set_ylim(0, 1.05)
+    ax.axhline(0.5, color="grey", linewidth=0.8)
+    ax.legend()
+    ax.set_title(title or "Win rate by perplexity difference")
+    fig.tight_layout()
+    return fig
+
+
+def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", ylabel: str = "") -> Figure:
+    """One bar per judge with its 95% interval (DBG scores, or any other estimate)."""
+    items = [(k, e) for k, e in estimates.items() if e and e.get("value") is not None]
+    if not items:
+        raise ValueError("no estimate to plot")
+    names = [k for k, _ in items]
+    v = np.array([e["value"] for _, e in items], dtype=float)
+    lo = np.array([e["ci_low"] if e.get("ci_low") is not None else np.nan for _, e in items], dtype=float)
+    hi = np.array([e["ci_high"] if e.get("ci_high") is not None else np.nan for _, e in items], dtype=float)
+    fig, ax = _figure()
+    ax.bar(range(len(v)), v, yerr=[np.nan_to_num(v - lo), np.nan_to_num(hi - v)], capsize=4,
+           color=["tab:red" if x > 0 else "tab:blue" for x in v])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(v)), names, rotation=20, ha="right")
+    ax.set_ylabel(ylabel or "DBG score")
+    ax.set_title(title or "DBG score (judge - gold win rate on own responses), 95% CI")
+    fig.tight_layout()
+    return fig
+
+
+def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
+    """Every figure an ``analyze`` result supports, keyed by a file-friendly name."""
+    figs: dict[str, Figure] = {}
+    judges = result.get("judges") or {}
+    for judge, m in judges.items():
+        if "self_preference_eo" in m:
+            figs[f"confusion_{judge}"] = confusion_matrix(m["self_preference_eo"]["confusion"],
+                                                          f"{judge}: own response better? (human vs judge)")
+        if "verbosity_bias" in m:
+            figs[f"verbosity_{judge}"] = verbosity_curve(m["verbosity_bias"]["alignment_bins"],
+                                                         f"{judge}: human alignment by length difference")
+        pp = m.get("perplexity_preference")
+        if pp:
+            series = {judge: pp["judge_bins"]}
+            if pp.get("human_bins"):
+                series["human"] = pp["human_bins"]
+            figs[f"perplexity_{judge}"] = perplexity_curves(series, f"{judge} vs humans by perplexity")
+        oo = m.get("perplexity_own_other")
+        if oo:
+            figs[f"perplexity_own_other_{judge}"] = perplexity_curves(
+                {"own response (as A)": oo["own_bins"], "other models' pairs": oo["other_bins"]},
+                f"{judge}: own vs other texts by perplexity")
+    dbg = {j: m["dbg"] for j, m in judges.items() if "dbg" in m}
+    if dbg:
+        figs["dbg"] = estimate_bars(dbg)
+    if result.get("win_rates"):
+        figs["win_rates"] = win_rate_heatmap(result["win_rates"])
+    return figs
+
+
+def save_figures(figures: Mapping[str, Figure], directory: str | Path) -> list[Path]:
+    """Write each figure as ``<directory>/<name>.png``; returns the paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in figures.items():
+        path = directory / f"{name.replace('/', '_').replace(' ', '_')}.png"
+        fig.savefig(path, dpi=DPI)
+        paths.append(path)
+    return paths

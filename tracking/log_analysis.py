@@ -1,0 +1,151 @@
+"""Logging an ``analyze`` result to MLflow, and the general helpers other runs reuse.
+
+Metric names: ``<judge>.<metric>`` for the value, plus ``.ci_low``, ``.ci_high``, ``.n`` and
+``.p_value``; regression terms as ``<judge>.regression.<term>.coef`` (and interval); dataset
+figures as ``dataset.<name>``. Names are sanitized to MLflow's alphabet. NaN/None are left out
+(MLflow would store NaN as a number; a missing metric is the honest record).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
+_SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
+MAX_PARAM_CHARS = 6000
+BATCH = 500
+ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value")
+
+
+def sanitize(name: str) -> str:
+    """An MLflow-acceptable metric/param name (letters, digits, ``_ - . / space``)."""
+    clean = _NAME_BAD.sub("_", str(name)).strip()
+    return clean or "_"
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def estimate_metrics(prefix: str, est: Mapping[str, Any]) -> dict[str, float]:
+    """``prefix`` = value, ``prefix.ci_low`` ... of one estimate dict (finite numbers only)."""
+    out = {}
+    for part in ESTIMATE_PARTS:
+        v = est.get(part)
+        if _finite(v):
+            out[prefix if part == "value" else f"{prefix}.{part}"] = float(v)
+    return out
+
+
+def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names."""
+    out: dict[str, float] = {}
+    for judge, metrics in (result.get("judges") or {}).items():
+        for name, est in metrics.items():
+            if name == "skipped" or not isinstance(est, Mapping):
+                continue
+            out.update(estimate_metrics(f"{judge}.{name}", est))
+            for term, t in (est.get("terms") or {}).items():
+                for part in ("coef", "ci_low", "ci_high", "p_value"):
+                    if _finite(t.get(part)):
+                        out[f"{judge}.{name}.{term}.{part}"] = float(t[part])
+            for sub in ("tpr", "tnr", "judge_win_rate", "gold_win_rate"):
+                if isinstance(est.get(sub), Mapping):
+                    out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
+    humans = (result.get("humans") or {}).get("verbosity")
+    if isinstance(humans, Mapping):
+        out.update(estimate_metrics("humans.verbosity", humans))
+    for key in ("rows", "pairs", "human_labelled_pairs"):
+        v = (result.get("dataset") or {}).get(key)
+        if _finite(v):
+            out[f"dataset.{key}"] = float(v)
+    return {sanitize(k): v for k, v in out.items()}
+
+
+def log_metrics_dict(metrics: Mapping[str, float], *, step: int | None = None) -> int:
+    """Log finite metrics in batches; returns how many were logged."""
+    import mlflow
+
+    items = [(sanitize(k), float(v)) for k, v in metrics.items() if _finite(v)]
+    for i in range(0, len(items), BATCH):
+        mlflow.log_metrics(dict(items[i: i + BATCH]), step=step)
+    return len(items)
+
+
+def safe_params(params: Mapping[str, Any]) -> dict[str, str]:
+    """Params as strings, secret-looking keys dropped, values cut to MLflow's length limit."""
+    out = {}
+    for k, v in params.items():
+        if _SECRET_HINT.search(str(k)):
+            continue
+        text = v if isinstance(v, str) else str(v) if isinstance(v, (int, float, bool)) else repr(v)
+        out[sanitize(k)] = text[:MAX_PARAM_CHARS]
+    return out
+
+
+def log_params_dict(params: Mapping[str, Any]) -> dict[str, str]:
+    import mlflow
+
+    clean = safe_params(params)
+    if clean:
+        mlflow.log_params(clean)
+    return clean
+
+
+def log_figures(figures: Mapping[str, Any], artifact_dir: str = "plots") -> list[str]:
+    """Log matplotlib figures as PNG artifacts ``<artifact_dir>/<name>.png``; returns the paths."""
+    import mlflow
+
+    paths = []
+    for name, fig in figures.items():
+        path = f"{artifact_dir}/{sanitize(name).replace(' ', '_')}.png"
+        mlflow.log_figure(fig, path)
+        paths.append(path)
+    return paths
+
+
+def log_files(paths: Iterable[str | Path], artifact_dir: str | None = None) -> None:
+    import mlflow
+
+    for p in paths:
+        mlflow.log_artifact(str(p), artifact_dir)
+
+
+def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+    settings = result.get("settings") or {}
+    ds = result.get("dataset") or {}
+    params: dict[str, Any] = {
+        "self_map": ";".join(f"{j}={','.join(g)}" for j, g in (settings.get("self_map") or {}).items())
+        or "-",
+        "gold": ",".join(settings.get("gold") or []) or "all other judges",
+        "human_as_gold": settings.get("human_as_gold", False),
+        "bootstrap_reps": settings.get("bootstrap_reps"), "seed": settings.get("seed"),
+        "judges": ",".join(ds.get("judges") or []), "schema": result.get("schema"),
+    }
+    if source:
+        params["table"] = str(source)
+    return params
+
+
+def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = None,
+                 figures: Mapping[str, Any] | None = None, extra_params: Mapping[str, Any] | None = None
+                 ) -> dict[str, int]:
+    """Log one ``analyze`` result into the ACTIVE run: params, every metric, the JSON, the table
+    file and the plots. Returns counts of what was logged."""
+    import mlflow
+
+    if mlflow.active_run() is None:
+        raise RuntimeError("log_analysis needs an active MLflow run (use tracking.mlflow_run.mlflow_run)")
+    params = analysis_params(result, str(table_path) if table_path else None)
+    params.update(extra_params or {})
+    log_params_dict(params)
+    n = log_metrics_dict(flatten_metrics(result))
+    mlflow.log_dict(dict(result), "metrics.json")
+    if table_path is not None:
+        mlflow.log_artifact(str(table_path), "table")
+    figs = log_figures(figures) if figures else []
+    return {"metrics": n, "params": len(params), "figures": len(figs)}

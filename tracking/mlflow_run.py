@@ -1,0 +1,32 @@
+"""``mlflow_run``: the one way this project opens an MLflow run.
+
+Outside any run it configures the store (``TrackingSettings``) and starts a top-level run; inside
+an active run it starts a nested child in the parent's experiment, so a flow can wrap several
+analyses in one parent run without knowing who logs what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from tracking.settings import TrackingSettings
+
+
+@contextmanager
+def mlflow_run(run_name: str | None = None, *, settings: TrackingSettings | None = None,
+               tags: Mapping[str, str] | None = None) -> Iterator[Any]:
+    """Start (or nest) a run; yields the active ``mlflow.ActiveRun``. The run ends FAILED when the
+    body raises, FINISHED otherwise (MLflow's context manager)."""
+    import mlflow
+
+    parent = mlflow.active_run()
+    if parent is None:
+        (settings or TrackingSettings()).apply()
+        run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}))
+    else:
+        run = mlflow.start_run(run_name=run_name, nested=True, tags=dict(tags or {}),
+                               experiment_id=parent.info.experiment_id)
+    with run:
+        yield run

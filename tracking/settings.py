@@ -1,0 +1,49 @@
+"""Where MLflow records go, resolved once from the environment.
+
+``MLFLOW_TRACKING_URI`` wins when set (a server such as ``http://127.0.0.1:5000`` or any store
+URI); otherwise an SQLite database ``mlflow.db`` in the working directory (MLflow 3 refuses the
+plain file store without an opt-in). ``MLFLOW_EXPERIMENT_NAME`` names the experiment (default
+``judgebias``). Telemetry is switched off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_EXPERIMENT = "judgebias"
+DB_NAME = "mlflow.db"
+
+
+class TrackingSettings(BaseSettings):
+    """Frozen tracking settings; construct with keywords to override the environment."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    tracking_uri: str | None = Field(default=None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI",
+                                                                                 "tracking_uri"))
+    experiment_name: str = Field(default=DEFAULT_EXPERIMENT,
+                                 validation_alias=AliasChoices("MLFLOW_EXPERIMENT_NAME", "experiment_name"))
+    disable_telemetry: bool = True
+
+    def resolved_uri(self, workdir: str | os.PathLike | None = None) -> str:
+        """The explicit URI, else ``sqlite:///<workdir>/mlflow.db`` (absolute, so a later ``chdir``
+        cannot split one project's runs over two databases)."""
+        if self.tracking_uri and self.tracking_uri.strip():
+            return self.tracking_uri.strip()
+        base = Path(workdir) if workdir is not None else Path.cwd()
+        return f"sqlite:///{(base / DB_NAME).resolve()}"
+
+    def apply(self, workdir: str | os.PathLike | None = None) -> str:
+        """Point the ``mlflow`` module at this store and experiment; returns the URI used."""
+        if self.disable_telemetry:
+            os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+        import mlflow
+
+        uri = self.resolved_uri(workdir)
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_experiment(self.experiment_name)
+        return uri
