@@ -327,6 +327,35 @@ def make_config(config: str | dict | Any, **overrides):
     return AutoConfig.for_model(model_type, **config)
 
 
+def _check_fits(cfg, dtype, device: str) -> None:
+    """Refuse early (with the numbers) a model that cannot fit, instead of an OOM kill mid-way."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        n_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
+    need = n_params * torch.empty((), dtype=dtype).element_size()
+    if str(device).startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info()
+        have, where = free, "free GPU memory"
+    else:
+        have, where = _available_ram(), "available RAM"
+    if have and need > 0.9 * have:
+        raise MemoryError(f"{cfg.model_type} with {n_params / 1e9:.2f} B parameters needs "
+                          f"{need / 2**30:.1f} GiB in {str(dtype).replace('torch.', '')}; only "
+                          f"{have / 2**30:.1f} GiB {where}")
+
+
+def _available_ram() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def random_model(config: str | dict | Any, *, tokenizer=None, seed: int = 0, device: str | None = None,
                  dtype=None, attn_implementation: str = "sdpa", name: str | None = None,
                  **overrides) -> LoadedModel:
@@ -346,6 +375,7 @@ def random_model(config: str | dict | Any, *, tokenizer=None, seed: int = 0, dev
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     cfg._attn_implementation = attn_implementation
+    _check_fits(cfg, dtype, device)
     torch.manual_seed(seed)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
