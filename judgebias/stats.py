@@ -114,7 +114,8 @@ def diff_proportions(count1: float, n1: int, count2: float, n2: int) -> dict[str
         raise InsufficientData(f"a group is empty (n1={n1}, n2={n2}); the difference is undefined")
     low, high = confint_proportions_2indep(count1, n1, count2, n2, method="newcomb",
                                            compare="diff", alpha=ALPHA)
-    test = test_proportions_2indep(count1, n1, count2, n2, method="score", compare="diff")
+    with np.errstate(divide="ignore", invalid="ignore"):  # its side odds ratio divides by 0 at p = 1
+        test = test_proportions_2indep(count1, n1, count2, n2, method="score", compare="diff")
     return {"value": count1 / n1 - count2 / n2, "ci_low": float(low), "ci_high": float(high),
             "statistic": _num(test.statistic), "p_value": _num(test.pvalue)}
 
