@@ -173,6 +173,14 @@ class LabelStudioClient:
             raise ValueError(f"project title {title!r} must have at least 3 characters")
         for project in self._call("listing projects", lambda: list(self._ls.projects.list(title=title))):
             if project.title == title:
+                # A same-titled project made by hand would have its labels silently read as skips.
+                controls = set((project.parsed_label_config or {}).keys())
+                if CHOICE_FIELD not in controls:
+                    raise LabelStudioError(
+                        f"Label Studio at {self.url}: project {project.id} {title!r} exists but has no "
+                        f"{CHOICE_FIELD!r} choice (controls: {sorted(controls)}); it was not made by "
+                        "judgebias: pick another --project-title"
+                    )
                 return int(project.id)
         project = self._call(
             "creating the project",
@@ -227,23 +235,23 @@ class LabelStudioClient:
         task_ids: list[int] = []
         if rows:
             payload = [task_data(r, s) for r, s in zip(rows, swaps, strict=True)]
-            resp = self._call(
-                "importing tasks",
-                self._ls.projects.import_tasks,
-                id=project_id,
-                request=payload,
-                return_task_ids=True,
-            )
-            task_ids = [int(t) for t in (resp.task_ids or [])]
-            if len(task_ids) != len(rows):
+            self._call("importing tasks", self._ls.projects.import_tasks, id=project_id, request=payload)
+            # Task ids are matched by the pair key in each task's data, not by the order of the import
+            # response, which the API does not promise.
+            on_server = {(t.data or {}).get("pair_key"): int(t.id) for t in self._server_tasks(project_id)}
+            missing = [r.pair_key for r in rows if r.pair_key not in on_server]
+            recorded = [
+                PushedTask(r.pair_key, str(r.pair_id), project_id, on_server[r.pair_key], s, self.url)
+                for r, s in zip(rows, swaps, strict=True)
+                if r.pair_key in on_server
+            ]
+            ledger.record_tasks(recorded)
+            task_ids = [t.task_id for t in recorded]
+            if missing:
                 raise LabelStudioError(
-                    f"Label Studio at {self.url} created {len(task_ids)} tasks for "
-                    f"{len(rows)} pairs; run push again to adopt them"
+                    f"Label Studio at {self.url} did not create tasks for {len(missing)} of {len(rows)} "
+                    f"pairs (first: {missing[0]}); the others are recorded, run push again"
                 )
-            ledger.record_tasks(
-                PushedTask(r.pair_key, str(r.pair_id), project_id, tid, s, self.url)
-                for r, s, tid in zip(rows, swaps, task_ids, strict=True)
-            )
         return PushResult(project_id, len(rows), already, len(adopted), task_ids)
 
     # -- pull ---------------------------------------------------------------------------------------

@@ -110,6 +110,11 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
         ledger.tasks()[["pair_key", "task_id", "swapped"]].sort_values("pair_key").reset_index(drop=True),
     )
     assert len(list(sdk.tasks.list(project=first.project_id))) == 6
+    # A same-titled project that judgebias did not make is refused, not misread.
+    sdk.projects.create(title="hand made", label_config='<View><Text name="t" value="$t"/>'
+                        '<Choices name="other" toName="t"><Choice value="x"/></Choices></View>')
+    with pytest.raises(LabelStudioError, match="has no 'preference' choice"):
+        client.ensure_project("hand made")
 
     # Round 1 of annotations: two annotators, a tie, a skip, a disagreement on s3.
     _annotate(world, ledger, "s1", "u1", "b")
