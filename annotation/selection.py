@@ -79,8 +79,11 @@ def self_sides(
     df: pd.DataFrame, judge: str, self_map: Mapping[str, Iterable[str]] | None = None
 ) -> pd.Series:
     """Per row: "a" / "b" when ``judge`` (or a generator mapped to it) wrote exactly that response;
-    None when it wrote neither or both."""
-    own = {judge, *(self_map or {}).get(judge, ())}
+    None when it wrote neither or both. The judge's own generators are those the metrics use
+    (``judgebias.metrics.frame.self_set``: its name, ``self_map`` and the ``judge_generator`` column)."""
+    from judgebias.metrics.frame import self_set
+
+    own = list(self_set(df, judge, self_map))
     is_a = df["generator_a"].isin(own)
     is_b = df["generator_b"].isin(own)
     return pd.Series(

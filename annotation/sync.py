@@ -39,7 +39,7 @@ class SyncSettings:
     api_key_env: str = KEY_ENV
     log_mlflow: bool = True
     tracking_uri: str | None = None
-    experiment: str = "judgebias"
+    experiment: str | None = None  # MLflow experiment; default MLFLOW_EXPERIMENT_NAME or "judgebias"
     parent_run_id: str | None = None
     reps: int = 2000
     seed: int = 0

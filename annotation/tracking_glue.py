@@ -1,8 +1,9 @@
 """Log recomputed figures to MLflow as a NEW run linked to the experiment's run.
 
 The run goes into the parent's MLflow experiment with ``mlflow.parentRunId`` (the UI nests it under
-the experiment run, so before/after sit side by side) and ``judgebias.parent_run_id``. Only figures,
-paths and the server URL are logged: the Label Studio API key never reaches this module.
+the experiment run, so before/after sit side by side) and ``judgebias.parent_run_id``. Store and
+experiment resolution and run opening are the project's (``tracking.settings``, ``tracking.mlflow_run``).
+Only figures, paths and the server URL are logged: the Label Studio API key never reaches this module.
 """
 
 from __future__ import annotations
@@ -15,53 +16,39 @@ from typing import Any
 PARENT_TAG = "judgebias.parent_run_id"
 
 
-def log_feedback_run(
-    metrics: Mapping[str, float],
-    figures: Mapping[str, Any],
-    params: Mapping[str, Any],
-    *,
-    tracking_uri: str | None = None,
-    experiment: str = "judgebias",
-    parent_run_id: str | None = None,
-    run_name: str | None = None,
-) -> str:
-    """Create the run, log metrics / params / ``human_feedback.json``; returns the run id."""
+def log_feedback_run(metrics: Mapping[str, float], figures: Mapping[str, Any], params: Mapping[str, Any], *,
+                     tracking_uri: str | None = None, experiment: str | None = None,
+                     parent_run_id: str | None = None, run_name: str | None = None) -> str:
+    """Create the run, log metrics / params / ``human_feedback.json``; returns the run id.
+
+    ``tracking_uri`` / ``experiment`` default to the environment (``TrackingSettings``); with a
+    ``parent_run_id`` the run lands in that run's experiment whatever ``experiment`` says."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    from tracking.mlflow_run import mlflow_run
+    from tracking.settings import TrackingSettings
+
+    overrides: dict[str, str] = {}
     if tracking_uri:
-        mlflow.set_tracking_uri(tracking_uri)
-    client = MlflowClient()
+        overrides["tracking_uri"] = tracking_uri
+    if experiment:
+        overrides["experiment_name"] = experiment
+    settings = TrackingSettings(**overrides)
     tags = {"judgebias.kind": "human_feedback"}
     if parent_run_id:
+        client = MlflowClient(settings.resolved_uri())
         try:
             parent = client.get_run(parent_run_id)
         except Exception as exc:  # MlflowException for an unknown id: say which id and where
-            raise ValueError(
-                f"MLflow run {parent_run_id!r} not found at {mlflow.get_tracking_uri()}: {exc}"
-            ) from None
-        experiment_id = parent.info.experiment_id
+            raise ValueError(f"MLflow run {parent_run_id!r} not found at {settings.resolved_uri()}: "
+                             f"{exc}") from None
+        parent_experiment = client.get_experiment(parent.info.experiment_id).name
+        settings = TrackingSettings(tracking_uri=settings.resolved_uri(), experiment_name=parent_experiment)
         tags.update({"mlflow.parentRunId": parent_run_id, PARENT_TAG: parent_run_id})
-    else:
-        found = client.get_experiment_by_name(experiment)
-        experiment_id = found.experiment_id if found else client.create_experiment(experiment)
     name = run_name or "human-feedback " + datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    run = client.create_run(experiment_id, tags=tags, run_name=name)
-    run_id = run.info.run_id
-    try:
-        from mlflow.entities import Metric, Param
-
-        now = int(datetime.now(UTC).timestamp() * 1000)
-        client.log_batch(
-            run_id,
-            metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
-            params=[Param(k, str(v)[:500]) for k, v in sorted(params.items())],
-        )
-        client.log_text(
-            run_id, json.dumps(figures, indent=2, sort_keys=True, default=str), "human_feedback.json"
-        )
-        client.set_terminated(run_id, "FINISHED")
-    except Exception:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    return run_id
+    with mlflow_run(name, settings=settings, tags=tags) as run:
+        mlflow.log_metrics({k: float(v) for k, v in sorted(metrics.items())})
+        mlflow.log_params({k: str(v)[:500] for k, v in sorted(params.items())})
+        mlflow.log_text(json.dumps(figures, indent=2, sort_keys=True, default=str), "human_feedback.json")
+        return run.info.run_id

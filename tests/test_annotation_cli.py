@@ -99,3 +99,13 @@ def test_self_map_accepts_a_plain_generator_name():
                            generator_b=table["generator_b"].replace("J", "J-base"))
     sel = select_pairs(renamed, 10, judges=["J"], self_map={"J": "J-base"})
     assert set(sel.chosen.loc[sel.chosen["self"] > 0, "pair_id"]) == {"s1", "s2", "s3", "s4", "s5"}
+
+
+def test_self_set_also_read_from_the_judge_generator_column():
+    # Importers fill judge_generator (``--judge-generator J=J-base``); ranking and metrics agree on it.
+    table = scenario_table()
+    renamed = table.assign(generator_a=table["generator_a"].replace("J", "J-base"),
+                           generator_b=table["generator_b"].replace("J", "J-base"),
+                           judge_generator=table["judge"].map({"J": "J-base"}))
+    sel = select_pairs(renamed, 10, judges=["J"])
+    assert set(sel.chosen.loc[sel.chosen["self"] > 0, "pair_id"]) == {"s1", "s2", "s3", "s4", "s5"}

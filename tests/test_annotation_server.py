@@ -111,8 +111,11 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     )
     assert len(list(sdk.tasks.list(project=first.project_id))) == 6
     # A same-titled project that judgebias did not make is refused, not misread.
-    sdk.projects.create(title="hand made", label_config='<View><Text name="t" value="$t"/>'
-                        '<Choices name="other" toName="t"><Choice value="x"/></Choices></View>')
+    sdk.projects.create(
+        title="hand made",
+        label_config='<View><Text name="t" value="$t"/>'
+        '<Choices name="other" toName="t"><Choice value="x"/></Choices></View>',
+    )
     with pytest.raises(LabelStudioError, match="has no 'preference' choice"):
         client.ensure_project("hand made")
 
@@ -154,10 +157,10 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment("judgebias-annotation-test")
-    with mlflow.start_run() as parent:
-        mlflow.log_metric("J.dbg.value", 0.4)
+    client_ml = mlflow.tracking.MlflowClient(uri)
+    parent = client_ml.create_run(client_ml.create_experiment("judgebias-annotation-test"))
+    client_ml.log_metric(parent.info.run_id, "J.dbg", 0.4)
+    client_ml.set_terminated(parent.info.run_id)
     for var, value in (("LABEL_STUDIO_URL", ls_server.url), ("LABEL_STUDIO_API_KEY", ls_server.api_key)):
         monkeypatch.setenv(var, value)
     result = sync(
@@ -184,7 +187,6 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
         sorted(humans["s3"]) == ["a", "a"] and humans["s4"] == ["a"] and sorted(humans["s2"]) == ["a", "tie"]
     )
 
-    client_ml = mlflow.tracking.MlflowClient(uri)
     run = client_ml.get_run(result.run_id)
     assert run.info.experiment_id == parent.info.experiment_id
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
@@ -195,7 +197,9 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     # The API token is in no MLflow param, tag, metric name or artifact, no log line and no output file.
     token = ls_server.api_key
     artifact_dir = Path(
-        mlflow.artifacts.download_artifacts(run_id=result.run_id, dst_path=str(tmp_path / "art"))
+        mlflow.artifacts.download_artifacts(
+            run_id=result.run_id, dst_path=str(tmp_path / "art"), tracking_uri=uri
+        )
     )
     artifact_text = "".join(p.read_text() for p in artifact_dir.rglob("*") if p.is_file())
     assert "eo_after" in artifact_text
