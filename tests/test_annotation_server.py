@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_annotation_selection import check_scenario_figures, scenario_table
+from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
 
 from annotation.labelstudio import LabelStudioClient, LabelStudioError
 from annotation.selection import select_pairs
@@ -328,3 +328,44 @@ def test_start_stop_scripts(ls_server, tmp_path):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert "nothing to stop" in run("labelstudio_stop.sh").stdout
+
+
+def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch, tmp_path):
+    """The nightly flow's stage (judgebias.stages.sync_annotations) on a run folder: push the next batch
+    from the config's budget, then pull labels, merge and log, through annotation.sync.sync."""
+    from judgebias.config import ExperimentConfig
+    from judgebias.runstore import RunStore
+    from judgebias.stages import sync_annotations
+
+    model = {"model": "smollm2-135m-instruct"}
+    cfg = ExperimentConfig.model_validate(
+        {
+            "name": "annotation-wiring",
+            "generators": [{"name": n, **model} for n in ("J", "X", "Y")],
+            "judges": [{"name": n, **model} for n in ("J", "G1", "G2")],
+            "self_map": {"J": "J"},
+            "annotation": {"budget": 4, "project_title": "judgebias stage wiring"},
+            "tracking": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+        }
+    )
+    store = RunStore(tmp_path / "run")
+    store.write_frame("table.parquet", scenario_table())
+    monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
+
+    first = sync_annotations(cfg, store, push=True)
+    assert first["pushed"] == 4 and first["status"]["pending"] == 4
+    ledger = Ledger(store.path("table.labels.sqlite"))
+    # The four pushed are the self-judged pairs ranked first (s1 and s2 score 3.2, then s5, s3 or s4).
+    assert set(ledger.tasks()["pair_id"]) <= {"s1", "s2", "s3", "s4", "s5"}
+    sdk = LabelStudioClient(ls_server.settings)._ls
+    world = {"sdk": sdk, "users": {"u1": sdk.users.whoami().id}}
+    pushed = set(ledger.tasks()["pair_id"])
+    for pid in pushed:
+        _annotate(world, ledger, pid, "u1", SCENARIO_LABELS[pid].get("u1", "a"))
+    second = sync_annotations(cfg, store, push=False)
+    assert second["pulled"]["new"] == 4 and second["pushed"] == 0
+    merged, _ = read_table(second["out"])
+    labelled = merged.drop_duplicates("pair_id").set_index("pair_id")["human"].map(len)
+    assert set(labelled[labelled > 0].index) == pushed
+    assert second["mlflow_run_id"] and second["figures"]["J"]["labels"]["annotations"] == 4
