@@ -605,18 +605,16 @@ def compute_metrics(
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
         )
-        _plots(table, result, store.path(f"{prefix}plots"))
+        _plots(result, store.path(f"{prefix}plots"))
         store.write_json(name, result)
     progress(f"metrics for {len(result['judges'])} judge(s)")
     return result
 
 
-def _plots(table: pd.DataFrame, result: dict, folder: Path) -> list[Path]:
-    try:
-        from judgebias import plots
-    except ImportError:  # plotting module not installed in this build
-        return []
-    return plots.write_all(table, result, folder)
+def _plots(result: dict, folder: Path) -> list[Path]:
+    from judgebias import plots
+
+    return plots.save_figures(plots.figures_for(result), folder)
 
 
 # --- style-rewrite ablation (DBG Sec. 4.2, App. A.3) ------------------------------------------------------

@@ -199,6 +199,11 @@ def test_ablations_compare_dbg_before_and_after(experiment_run):
 
 def test_plots_are_real_pngs(experiment_run):
     cfg, store = experiment_run["cfg"], experiment_run["store"]
+    assert png_size(store.path("plots/dbg.png")) == (800, 500)  # judgebias.plots: 8 x 5 in at 100 dpi
+    width, height = png_size(store.path("plots/win_rates.png"))  # sized by its number of rows/columns
+    assert width >= 300 and height >= 200
+    if cfg.analyses.attention:
+        assert png_size(store.path("plots/attention_ta.png")) == (640, 400)
     style = f"style-{cfg.ablation_hash('style_rewrite')}/plots/"
     assert png_size(store.path(style + "semantic_shift.png")) == (640, 480)
     assert png_size(store.path(style + "dbg_before_after.png")) == (640, 400)
@@ -218,9 +223,9 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
     assert len(params["data_hash"]) == 16 and params["version.torch"].startswith("2.")
     assert params["git_commit"]
     m = experiment_run["store"].read_json("metrics.json")["judges"]["ta"]["dbg"]
-    assert metrics["dbg.ta"] == pytest.approx(m["value"])
-    assert metrics["dbg.ta.ci_low"] == pytest.approx(m["ci_low"])
-    assert metrics["dbg.ta.ci_high"] == pytest.approx(m["ci_high"])
+    assert metrics["ta.dbg"] == pytest.approx(m["value"])
+    assert metrics["ta.dbg.ci_low"] == pytest.approx(m["ci_low"])
+    assert metrics["ta.dbg.ci_high"] == pytest.approx(m["ci_high"])
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
     )
@@ -230,9 +235,9 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
     assert names["judge:ta"].data.metrics["dbg"] == pytest.approx(m["value"])
     assert set(names["judge:ta"].data.metrics) == set(names["judge:tb"].data.metrics)
     style_metrics = names["ablation:style_rewrite"].data.metrics
-    assert "dbg.ta.before" in style_metrics and "semantic_cosine.attractive.mean" in style_metrics
+    assert "ta.dbg.before" in style_metrics and "semantic_cosine.attractive.mean" in style_metrics
     ft_run = names["ablation:finetune"]
-    assert len(client.get_metric_history(ft_run.info.run_id, "train_loss.ta")) == 2
+    assert len(client.get_metric_history(ft_run.info.run_id, "ta.train_loss")) == 2
     local = Path(
         mlflow.artifacts.download_artifacts(
             run_id=ft_run.info.run_id,
@@ -355,8 +360,8 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
         run = MlflowClient(tracking_uri=uri).get_run(result["run_id"])
         metrics = experiment_run["store"].read_json("metrics.json")["judges"]
         for judge in ("ta", "tb"):
-            assert run.data.metrics[f"dbg.{judge}"] == pytest.approx(metrics[judge]["dbg"]["value"])
-            assert run.data.metrics[f"position_bias.{judge}.ci_high"] == pytest.approx(
+            assert run.data.metrics[f"{judge}.dbg"] == pytest.approx(metrics[judge]["dbg"]["value"])
+            assert run.data.metrics[f"{judge}.position_bias.ci_high"] == pytest.approx(
                 metrics[judge]["position_bias"]["ci_high"]
             )
         arts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(result["run_id"], "table")}
