@@ -20,6 +20,7 @@ import pandas as pd
 
 from annotation.keys import swapped as seeded_swap
 from annotation.store import Label, Ledger, PushedTask, UpsertCounts
+from judgebias.table import Exclusions
 
 CHOICE_FIELD = "preference"
 REASON_FIELD = "reason"
@@ -127,6 +128,7 @@ class PullResult:
     tasks_seen: int
     counts: UpsertCounts
     unknown_tasks: int = 0
+    exclusions: Exclusions = field(default_factory=Exclusions)
 
 
 class LabelStudioClient:
@@ -277,6 +279,7 @@ class LabelStudioClient:
         labels: list[Label] = []
         seen: list[int] = []
         unknown = 0
+        excluded = Exclusions()
         for _, tasks in exported:
             for task in tasks:
                 pushed = index.get(int(task["id"]))
@@ -284,6 +287,13 @@ class LabelStudioClient:
                     unknown += 1  # someone else's task in the same project: not ours to interpret
                     continue
                 seen.append(pushed.task_id)
-                labels.extend(parse_annotation(ann, pushed) for ann in task.get("annotations") or [])
+                for ann in task.get("annotations") or []:
+                    try:
+                        labels.append(parse_annotation(ann, pushed))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        # One odd annotation (a hand-edited config, a choice renamed) must not block
+                        # the sync of all others; it is counted and shown, never stored as a label.
+                        excluded.add("unreadable_annotation", example=f"annotation {ann.get('id')}: {exc}")
         counts = ledger.upsert_labels(labels, seen_tasks=seen, server_url=self.url)
-        return PullResult(projects=projects, tasks_seen=len(seen), counts=counts, unknown_tasks=unknown)
+        return PullResult(projects=projects, tasks_seen=len(seen), counts=counts, unknown_tasks=unknown,
+                          exclusions=excluded)

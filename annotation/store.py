@@ -242,6 +242,8 @@ class Ledger:
             df = pd.read_sql_query(sql + " ORDER BY pair_id, annotator, annotation_id", con)
         for col in ("skipped", "deleted"):
             df[col] = df[col].astype(bool)
+        for col in ("label", "reason"):  # SQL NULL as None, not NaN, like everywhere else in a table
+            df[col] = df[col].astype(object).where(df[col].notna(), None)
         return df
 
     def status(self) -> dict:

@@ -70,8 +70,10 @@ def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
     sel = select_pairs(table, 10, judges=["J"])
     ledger = Ledger(tmp_path / "judgments.labels.sqlite")
     url = "http://ls.example"
-    ledger.record_tasks(PushedTask(r.pair_key, r.pair_id, 1, 100 + i, i % 2 == 0, url)
-                        for i, r in enumerate(sel.chosen.itertuples()))
+    ledger.record_tasks(
+        PushedTask(r.pair_key, r.pair_id, 1, 100 + i, i % 2 == 0, url)
+        for i, r in enumerate(sel.chosen.itertuples())
+    )
     labels, aid = [], 0
     for pid, by in SCENARIO_LABELS.items():
         key = pair_key(pid, f"prompt {pid}", f"A of {pid}", f"B of {pid}")
@@ -82,8 +84,23 @@ def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
     labels.append(Label(99, url, 0, s4, "s4", "u1", None, True, None, "2026-01-01T00:00:00+00:00"))
     ledger.upsert_labels(labels)
     out = tmp_path / "merged.jsonl"
-    res = runner.invoke(app, ["annotate", "pull", str(table_path), "--offline", "--judge", "J",
-                              "--ledger", str(ledger.path), "--out", str(out), "--reps", "200"])
+    res = runner.invoke(
+        app,
+        [
+            "annotate",
+            "pull",
+            str(table_path),
+            "--offline",
+            "--judge",
+            "J",
+            "--ledger",
+            str(ledger.path),
+            "--out",
+            str(out),
+            "--reps",
+            "200",
+        ],
+    )
     assert res.exit_code == 0, res.output
     check_scenario_figures(json.loads(res.output)["figures"]["J"])
     merged, _ = read_table(out)
@@ -95,8 +112,10 @@ def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
 
 def test_self_map_accepts_a_plain_generator_name():
     table = scenario_table()
-    renamed = table.assign(generator_a=table["generator_a"].replace("J", "J-base"),
-                           generator_b=table["generator_b"].replace("J", "J-base"))
+    renamed = table.assign(
+        generator_a=table["generator_a"].replace("J", "J-base"),
+        generator_b=table["generator_b"].replace("J", "J-base"),
+    )
     sel = select_pairs(renamed, 10, judges=["J"], self_map={"J": "J-base"})
     assert set(sel.chosen.loc[sel.chosen["self"] > 0, "pair_id"]) == {"s1", "s2", "s3", "s4", "s5"}
 
@@ -104,8 +123,69 @@ def test_self_map_accepts_a_plain_generator_name():
 def test_self_set_also_read_from_the_judge_generator_column():
     # Importers fill judge_generator (``--judge-generator J=J-base``); ranking and metrics agree on it.
     table = scenario_table()
-    renamed = table.assign(generator_a=table["generator_a"].replace("J", "J-base"),
-                           generator_b=table["generator_b"].replace("J", "J-base"),
-                           judge_generator=table["judge"].map({"J": "J-base"}))
+    renamed = table.assign(
+        generator_a=table["generator_a"].replace("J", "J-base"),
+        generator_b=table["generator_b"].replace("J", "J-base"),
+        judge_generator=table["judge"].map({"J": "J-base"}),
+    )
     sel = select_pairs(renamed, 10, judges=["J"])
     assert set(sel.chosen.loc[sel.chosen["self"] > 0, "pair_id"]) == {"s1", "s2", "s3", "s4", "s5"}
+
+
+class _RecordedExport(LabelStudioClient):
+    """The client with ``export`` answering a recorded Label Studio 1.23 JSON export (no network)."""
+
+    def __init__(self, payload):
+        super().__init__(ServerSettings("http://ls.example", "token-not-used"))
+        self.payload = payload
+
+    def export(self, project_id):
+        return self.payload[project_id]
+
+
+def _ann(aid, choice, who=1, at="2026-11-21T05:08:00.677369Z", cancelled=False):
+    result = (
+        []
+        if choice is None
+        else [
+            {
+                "from_name": "preference",
+                "to_name": "prompt",
+                "type": "choices",
+                "value": {"choices": [choice]},
+            }
+        ]
+    )
+    return {"id": aid, "completed_by": who, "result": result, "was_cancelled": cancelled, "updated_at": at}
+
+
+def test_pull_maps_back_counts_odd_annotations_and_ignores_foreign_tasks(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    url = "http://ls.example"
+    ledger.record_tasks(
+        [PushedTask("pk-1", "s1", 7, 11, True, url), PushedTask("pk-2", "s2", 7, 12, False, url)]
+    )
+    payload = {
+        7: [
+            {
+                "id": 11,
+                "data": {"pair_key": "pk-1"},
+                "annotations": [_ann(1, "left"), _ann(2, "right", who=2)],
+            },
+            {
+                "id": 12,
+                "data": {"pair_key": "pk-2"},
+                "annotations": [_ann(3, "maybe"), _ann(4, None, cancelled=True)],
+            },
+            {"id": 13, "data": {"pair_key": "someone-else"}, "annotations": [_ann(5, "left")]},
+        ]
+    }
+    result = _RecordedExport(payload).pull(ledger)
+    assert result.counts.as_dict() == {"new": 3, "updated": 0, "unchanged": 0, "deleted": 0}
+    assert (result.tasks_seen, result.unknown_tasks) == (2, 1)
+    assert result.exclusions.to_dict() == {"unreadable_annotation": 1}
+    assert "annotation 3" in result.exclusions.examples["unreadable_annotation"][0]
+    labels = ledger.labels(include_skipped=True).set_index("annotation_id")
+    # Task 11 was shown swapped: "left" is the original B, "right" the original A.
+    assert labels.loc[1, "label"] == "b" and labels.loc[2, "label"] == "a"
+    assert labels.loc[4, "skipped"] and labels.loc[4, "label"] is None
