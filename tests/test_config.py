@@ -151,3 +151,17 @@ def test_bundled_demo_config_is_valid_and_matches_configs_folder():
 def test_overrides_are_validated_too():
     with pytest.raises(ConfigError, match=r"dataset\.sample: Input should be greater than or equal to 1"):
         load_config(demo_config_path(), {"dataset": {"sample": 0}})
+
+
+def test_cli_run_reports_config_errors_with_key_paths(tmp_path):
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    bad = tmp_path / "exp.yaml"
+    data = minimal()
+    data["judges"][0]["batch_size"] = 0
+    bad.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(app, ["run", str(bad)])
+    assert result.exit_code == 2
+    assert "judges[0].batch_size: Input should be greater than or equal to 1" in result.output

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import typer
 
-DEMO_TRACKING_URI = "sqlite:///mlflow.db"
-
 
 def _prepare_env() -> None:
     # Must happen before prefect is imported anywhere (it reads PREFECT_HOME at import).
@@ -38,11 +36,10 @@ def _load_or_exit(config_path: Path, overrides: dict | None):
         raise typer.Exit(2) from None
 
 
-def _run(config_path: Path, overrides: dict | None, *, demo: bool) -> None:
+def _run(config_path: Path, overrides: dict | None) -> None:
     cfg = _load_or_exit(config_path, overrides)
     _prepare_env()
-    if demo and not cfg.tracking.tracking_uri and "MLFLOW_TRACKING_URI" not in os.environ:
-        os.environ["MLFLOW_TRACKING_URI"] = DEMO_TRACKING_URI
+    # MLflow: the config's tracking_uri, else MLFLOW_TRACKING_URI, else ./mlflow.db (tracking.settings).
     from flows.experiment import experiment
     from judgebias.report import console_report
     from judgebias.runstore import RunStore
@@ -65,7 +62,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run one experiment: generate, judge both orders, gold, metrics, perplexity/attention,
         ablations; every stage resumable, tracked in MLflow. See docs/pipeline.md."""
-        _run(config, _overrides(sample, no_ablations), demo=False)
+        _run(config, _overrides(sample, no_ablations))
 
     @app.command("demo")
     def demo_cmd(
@@ -81,7 +78,7 @@ def register(app: typer.Typer) -> None:
         About 15 minutes the first time on 2 CPU cores, under 2 minutes again (cached)."""
         from judgebias.config import demo_config_path
 
-        _run(demo_config_path(), _overrides(sample, no_ablations), demo=True)
+        _run(demo_config_path(), _overrides(sample, no_ablations))
 
     @app.command("serve")
     def serve_cmd(
