@@ -46,7 +46,8 @@ def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
     lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy()
     for c in _CATEGORICAL:
         if c in lean.columns:
-            lean[c] = lean[c].astype(object).astype("category")
+            codes, uniques = pd.factorize(lean[c], use_na_sentinel=True)
+            lean[c] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
     return lean
 
 

@@ -344,7 +344,9 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     if missing_cols:
         raise TableError(source, [f"missing required column(s): {', '.join(missing_cols)}"])
 
-    out = df.copy().reset_index(drop=True)
+    # Shallow: with copy-on-write (pandas >= 3) the caller's frame is never modified, and the
+    # texts are not duplicated in memory.
+    out = df.copy(deep=False).reset_index(drop=True)
     row_no = np.arange(1, len(out) + 1)
 
     def flag(i: int, column: str, message: str) -> None:

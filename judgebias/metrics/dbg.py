@@ -63,7 +63,7 @@ def gold_votes(df: pd.DataFrame, judge: str | None = None, gold: Sequence[str] |
         raise InsufficientData(f"no gold judge other than {judge!r} in the table (pass gold judges or "
                                "use human labels as gold)")
     vote = prepared[F.VOTE].to_numpy(dtype=float)
-    use = prepared["judge"].isin(panel).to_numpy(dtype=bool) & ~np.isnan(vote)
+    use = F.isin(prepared["judge"], panel) & ~np.isnan(vote)
     sums = np.bincount(pair[use], weights=vote[use], minlength=n_pairs)
     counts = np.bincount(pair[use], minlength=n_pairs)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -113,7 +113,7 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
         kept = rows.loc[keep]
         for g in panel:
             mine = list(F.self_set(prepared, g, self_map))
-            leak = (kept["generator_a"].isin(mine) | kept["generator_b"].isin(mine)).to_numpy(dtype=bool)
+            leak = F.isin(kept["generator_a"], mine) | F.isin(kept["generator_b"], mine)
             if leak.any():
                 warnings.append(f"gold judge {g!r} generated a response in {int(leak.sum())} of {n} pairs "
                                 "(its own self-preference can leak into the gold)")

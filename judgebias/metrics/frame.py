@@ -10,7 +10,7 @@ majority.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import chain
+from itertools import chain, pairwise
 
 import numpy as np
 import pandas as pd
@@ -81,14 +81,14 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
             raise ValueError(f"column 'human': expected a list of labels per row, got {v!r} "
                              "(validate the table with judgebias.table.validate first)")
     lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
-    flat = np.array(list(chain.from_iterable(values)), dtype=object)
-    codes = np.full(flat.shape, -1, dtype=np.int64)
-    codes[flat == "a"] = A
-    codes[flat == "b"] = B
-    codes[flat == "tie"] = TIE
-    if (codes < 0).any():
-        raise ValueError(f"column 'human': label {flat[np.flatnonzero(codes < 0)[0]]!r} is not "
-                         "'a', 'b' or 'tie' (validate the table first)")
+    total = int(lens.sum())
+    try:  # C-level iteration: a dict lookup per label, no Python frame per row
+        codes = np.fromiter(map(_CODE_OF.__getitem__, chain.from_iterable(values)), dtype=np.int64,
+                            count=total)
+    except (KeyError, TypeError):
+        bad = next(x for x in chain.from_iterable(values) if not isinstance(x, str) or x not in _CODE_OF)
+        raise ValueError(f"column 'human': label {bad!r} is not 'a', 'b' or 'tie' "
+                         "(validate the table first)") from None
     row = np.repeat(np.arange(n, dtype=np.int64), lens)
     counts = np.bincount(row * 3 + codes, minlength=3 * n).reshape(n, 3)
     top = counts.argmax(axis=1).astype(np.int8)
@@ -99,29 +99,69 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return majority, np.where(lens == 0, np.nan, vote), lens
 
 
-def word_counts(texts: pd.Series) -> np.ndarray:
-    """Whitespace-separated word counts (like ``len(s.split())`` for ASCII whitespace), computed on
-    the UTF-8 bytes with numpy: no per-row Python, so a million texts take well under a second.
-    Missing texts count 0 words."""
+def word_counts(texts: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
+    """Whitespace-separated word counts (like ``len(s.split())`` for ASCII whitespace) of
+    ``texts`` (or of ``texts.iloc[rows]``), computed on the UTF-8 bytes with numpy: no per-row
+    Python, so a million texts take about a second. Missing texts count 0 words."""
     import pyarrow as pa
 
-    n = len(texts)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    try:  # arrow-backed strings (pandas' default "str" dtype) convert without copying to Python
-        arr = pa.array(texts.array) if hasattr(texts.array, "__arrow_array__") else \
-            pa.array(texts.to_numpy(dtype=object, na_value=None), from_pandas=True)
+    if rows is None:
+        rows = np.arange(len(texts))
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.zeros(rows.size, dtype=np.int64)
+    if rows.size == 0:
+        return out
+    try:  # arrow-backed strings (pandas' default "str" dtype) are read in place, chunk by chunk
+        if hasattr(texts.array, "__arrow_array__"):
+            chunked = pa.chunked_array(pa.array(texts.array))
+        else:
+            chunked = pa.chunked_array([pa.array(texts.to_numpy(dtype=object, na_value=None)[rows],
+                                                 from_pandas=True)])
+            rows = np.arange(rows.size)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValueError(f"word counts need text values: {exc}") from None
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    start = 0
+    for chunk in chunked.chunks:
+        end = start + len(chunk)
+        lo, hi = np.searchsorted(sorted_rows, [start, end])
+        if hi > lo:
+            # Take within one chunk: taking from the whole column would first concatenate it.
+            part = chunk.take(pa.array(sorted_rows[lo:hi] - start))
+            out[order[lo:hi]] = _array_word_counts(part)
+        start = end
+    return out
+
+
+def _array_word_counts(arr) -> np.ndarray:
+    import pyarrow as pa
+
+    n = len(arr)
     if not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.large_string())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
     data_buf = arr.buffers()[2]
     if data_buf is None or offsets[-1] == offsets[0]:
         return np.zeros(n, dtype=np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]]
+    data = np.frombuffer(data_buf, dtype=np.uint8)
+    # Strings are processed in slices of about CHUNK_BYTES so the temporaries stay small.
+    out = np.empty(n, dtype=np.int64)
+    cuts = np.searchsorted(offsets, np.arange(offsets[0], offsets[-1], _CHUNK_BYTES), side="right") - 1
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    for lo, hi in pairwise(bounds.tolist()):
+        out[lo:hi] = _count_words(data, offsets[lo: hi + 1])
+    return out
+
+
+_CHUNK_BYTES = 16 * 2**20
+
+
+def _count_words(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Word counts of the strings delimited by ``offsets`` (len = strings + 1) in ``data``."""
+    if offsets[-1] == offsets[0]:
+        return np.zeros(offsets.size - 1, dtype=np.int64)
+    data = data[offsets[0]: offsets[-1]]
     offsets = offsets - offsets[0]
     # Whitespace as str.split() knows it in ASCII: 9-13, 28-31 and space. Every byte > 32 (UTF-8
     # multi-byte sequences included) is a word byte; the rare control bytes < 32 are fixed after.
@@ -146,29 +186,32 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         return df
     if len(df) == 0:
         raise ValueError("the judgment table has no rows")
-    out = df.copy()
-    if PAIR not in out.columns:
-        require(out, ["pair_id"], "judgment table")
-        out[PAIR] = pd.factorize(out["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
-    if HUMAN not in out.columns or HUMAN_VOTE not in out.columns or HUMAN_N not in out.columns:
-        if "human" in out.columns:
-            out[HUMAN], out[HUMAN_VOTE], out[HUMAN_N] = human_features(out["human"])
+    new: dict[str, np.ndarray] = {}
+    if PAIR in df.columns:
+        pair = df[PAIR].to_numpy()
+    else:
+        require(df, ["pair_id"], "judgment table")
+        pair = new[PAIR] = pd.factorize(df["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
+    if HUMAN not in df.columns or HUMAN_VOTE not in df.columns or HUMAN_N not in df.columns:
+        if "human" in df.columns:
+            new[HUMAN], new[HUMAN_VOTE], new[HUMAN_N] = human_features(df["human"])
         else:
-            out[HUMAN], out[HUMAN_VOTE], out[HUMAN_N] = np.int8(MISSING), np.nan, 0
-    if CHOICE not in out.columns or VOTE not in out.columns:
-        p = _float_col(out, "p_a")
-        verdict = label_codes(out["verdict"], "verdict") if "verdict" in out.columns else \
-            np.full(len(out), MISSING, dtype=np.int8)
-        out[CHOICE] = choice_codes(p, verdict)
-        out[VOTE] = vote_for_a(p, verdict)
-    if WORDS_A not in out.columns or WORDS_B not in out.columns:
-        require(out, ["response_a", "response_b"], "judgment table")
+            new[HUMAN] = np.full(len(df), MISSING, dtype=np.int8)
+            new[HUMAN_VOTE], new[HUMAN_N] = np.full(len(df), np.nan), np.zeros(len(df), dtype=np.int64)
+    if CHOICE not in df.columns or VOTE not in df.columns:
+        p = _float_col(df, "p_a")
+        verdict = label_codes(df["verdict"], "verdict") if "verdict" in df.columns else \
+            np.full(len(df), MISSING, dtype=np.int8)
+        new[CHOICE] = choice_codes(p, verdict)
+        new[VOTE] = vote_for_a(p, verdict)
+    if WORDS_A not in df.columns or WORDS_B not in df.columns:
+        require(df, ["response_a", "response_b"], "judgment table")
         # Word counts are a property of the pair: count each pair's texts once.
-        codes = out[PAIR].to_numpy()
-        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
         for col, target in (("response_a", WORDS_A), ("response_b", WORDS_B)):
-            out[target] = word_counts(out[col].iloc[first])[inverse]
-    return out
+            new[target] = word_counts(df[col], first)[inverse]
+    # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
+    return df.copy(deep=False).assign(**new)
 
 
 def _float_col(df: pd.DataFrame, column: str) -> np.ndarray:
@@ -220,13 +263,23 @@ def judge_rows(df: pd.DataFrame, judge: str, what: str) -> pd.DataFrame:
     return prepare(rows)
 
 
+def isin(values: pd.Series, names) -> np.ndarray:
+    """``values.isin(names)`` as a bool array; on a categorical only the categories are compared."""
+    names = list(names)
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        hit = values.cat.categories.isin(names)
+        codes = values.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.maximum(codes, 0)], False) if hit.size else \
+            np.zeros(len(values), dtype=bool)
+    return values.isin(names).to_numpy(dtype=bool)
+
+
 def own_sides(rows: pd.DataFrame, judge: str, self_map: SelfMap | None) -> tuple[np.ndarray, np.ndarray]:
     """Boolean arrays: response A / response B was generated by the judge (self-mapping applied)."""
     mine = list(self_set(rows, judge, self_map))
-    own_a = rows["generator_a"].isin(mine).to_numpy(dtype=bool) if "generator_a" in rows else \
-        np.zeros(len(rows), dtype=bool)
-    own_b = rows["generator_b"].isin(mine).to_numpy(dtype=bool) if "generator_b" in rows else \
-        np.zeros(len(rows), dtype=bool)
+    none = np.zeros(len(rows), dtype=bool)
+    own_a = isin(rows["generator_a"], mine) if "generator_a" in rows else none
+    own_b = isin(rows["generator_b"], mine) if "generator_b" in rows else none
     return own_a, own_b
 
 

@@ -88,7 +88,9 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            res = sm.Logit(y, X).fit(disp=0, maxiter=200)
+            # statsmodels gives the inference; a fused numpy Newton start makes its own Newton
+            # (three passes over the data per step) converge in one or two steps.
+            res = sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=_newton_start(X, y))
         except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
             return _failed(n, excl, used, skipped, f"model not estimable: {exc}")
     if any(issubclass(w.category, PerfectSeparationWarning) for w in caught) or \
@@ -115,6 +117,28 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     return Estimate(value=1.0 - float(res.llf) / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
                     method="Logit of judge picks A; Wald intervals; value = McFadden pseudo-R2",
                     details=details)
+
+
+def _newton_start(X: np.ndarray, y: np.ndarray, steps: int = 25) -> np.ndarray:
+    """Logistic MLE by plain Newton-Raphson, one pass over the data per step; stops early on
+    convergence and never returns non-finite values (separation is left to statsmodels)."""
+    beta = np.zeros(X.shape[1])
+    for _ in range(steps):
+        eta = np.clip(X @ beta, -30, 30)
+        p = 1.0 / (1.0 + np.exp(-eta))
+        w = p * (1 - p)
+        grad = X.T @ (y - p)
+        hess = (X * w[:, None]).T @ X
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            break
+        if not np.all(np.isfinite(step)):
+            break
+        beta = beta + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta if np.all(np.isfinite(beta)) else np.zeros(X.shape[1])
 
 
 def _failed(n, excl, used, skipped, note) -> Estimate:
