@@ -40,6 +40,7 @@ class DeploymentSpec:
     entrypoint: str
     name: str
     cron: str | None = None
+    timezone: str = "UTC"
     parameters: dict[str, Any] = field(default_factory=dict)
     description: str | None = None
     tags: tuple[str, ...] = ("judgebias",)
@@ -93,6 +94,7 @@ def deploy_flows(specs: Sequence[DeploymentSpec], pool: str = DEFAULT_POOL, *,
     """Deploy each spec's flow from ``source`` to the process pool ``pool``; returns
     ``{"flow-name/deployment-name": deployment id}``. Re-deploying updates in place."""
     from prefect import flow as prefect_flow
+    from prefect.schedules import Cron
 
     source = Path(source).resolve()
     for spec in specs:
@@ -105,12 +107,47 @@ def deploy_flows(specs: Sequence[DeploymentSpec], pool: str = DEFAULT_POOL, *,
     deployed: dict[str, UUID] = {}
     for spec in specs:
         loaded = prefect_flow.from_source(source=str(source), entrypoint=spec.entrypoint)
+        schedules = [Cron(spec.cron, timezone=spec.timezone)] if spec.cron else None
         deployment_id = loaded.deploy(
-            name=spec.name, work_pool_name=pool, cron=spec.cron, parameters=dict(spec.parameters),
+            name=spec.name, work_pool_name=pool, schedules=schedules, parameters=dict(spec.parameters),
             description=spec.description, tags=list(spec.tags), build=False, push=False,
             print_next_steps=False, ignore_warnings=True)
         deployed[f"{loaded.name}/{spec.name}"] = deployment_id
     return deployed
+
+
+def specs_from_runner_deployments(deployments: Sequence[Any], *, source: str | Path = PROJECT_ROOT,
+                                  cwd: str | Path | None = None) -> list[DeploymentSpec]:
+    """``DeploymentSpec``s for deployments made with ``flow.to_deployment`` (e.g.
+    ``flows.serve.build_deployments``), so the same list can be served or sent to a work pool.
+
+    Entrypoints are made relative to ``source``; cron schedules are kept. Raises ValueError for a
+    flow outside ``source`` or a schedule that is not a cron.
+    """
+    source, cwd = Path(source).resolve(), Path(cwd or Path.cwd())
+    specs = []
+    for d in deployments:
+        path, _, function = d.entrypoint.rpartition(":")
+        try:
+            relative = (cwd / path).resolve().relative_to(source)
+        except ValueError:
+            raise ValueError(f"deployment {d.name!r}: flow file {path} is outside {source}") from None
+        crons = [getattr(s.schedule, "cron", None) for s in (d.schedules or [])]
+        if len(crons) > 1 or None in crons:
+            raise ValueError(f"deployment {d.name!r}: only one cron schedule can go to a work pool here")
+        timezone = getattr(d.schedules[0].schedule, "timezone", None) if crons else None
+        specs.append(DeploymentSpec(f"{relative.as_posix()}:{function}", d.name,
+                                    cron=crons[0] if crons else None, timezone=timezone or "UTC",
+                                    parameters=dict(d.parameters or {}), description=d.description,
+                                    tags=tuple(d.tags or ())))
+    return specs
+
+
+def deploy_runner_deployments(deployments: Sequence[Any], pool: str = DEFAULT_POOL, *,
+                              source: str | Path = PROJECT_ROOT) -> dict[str, UUID]:
+    """Send deployments built for ``prefect.serve`` to the process work pool ``pool`` instead
+    (``judgebias serve --work-pool NAME``); their runs then execute on that pool's workers."""
+    return deploy_flows(specs_from_runner_deployments(deployments, source=source), pool, source=source)
 
 
 def _parse_flow(text: str) -> tuple[str, str | None]:

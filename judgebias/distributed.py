@@ -39,6 +39,7 @@ from judgebias.records import Pair
 from judgebias.table import Exclusions
 
 ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
+ENV_TORCH_THREADS = "JUDGEBIAS_TORCH_THREADS"
 
 
 # --- sharding and merging (pure) ---------------------------------------------------------------------
@@ -299,6 +300,12 @@ def _build_backend(spec: ModelSpec):
         return OpenAICompatBackend(spec.model, spec.base_url, **kwargs)
     from judgebias.backends.local import LocalBackend
 
+    threads = os.environ.get(ENV_TORCH_THREADS)
+    if threads:
+        import torch
+
+        # Set explicitly: OMP_NUM_THREADS in a worker's environment is read too late to count.
+        torch.set_num_threads(int(threads))
     return _Serialized(LocalBackend(spec.model, name=spec.name))
 
 
@@ -479,10 +486,15 @@ def summarize(results: Sequence[ChunkResult]) -> RunSummary:
 
 
 def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | None = None, *,
-                     threads_per_worker: int = 1):
+                     threads_per_worker: int = 1, torch_threads: int | None = None):
     """A Prefect task runner: ``"thread"`` (a pool of ``max_workers`` threads in this process) or
     ``"dask"`` (an existing cluster at ``address``, else a local cluster of ``max_workers``
-    processes with ``threads_per_worker`` threads each; one process per model copy)."""
+    processes with ``threads_per_worker`` task threads each; one process per model copy).
+
+    Dask starts worker processes with one torch thread, which leaves cores idle when there are
+    fewer workers than cores; local workers get ``torch_threads`` intra-op threads (default: this
+    machine's cores divided among the workers).
+    """
     if kind == "thread":
         if address:
             raise ValueError("address only applies to the 'dask' task runner")
@@ -495,8 +507,10 @@ def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | 
 
     if address:
         return ApiAwareDaskTaskRunner(address=address)
-    return ApiAwareDaskTaskRunner(cluster_kwargs={"n_workers": max_workers, "processes": True,
-                                                  "threads_per_worker": threads_per_worker})
+    threads = torch_threads or max(1, (os.cpu_count() or 1) // max_workers)
+    return ApiAwareDaskTaskRunner(cluster_kwargs={
+        "n_workers": max_workers, "processes": True, "threads_per_worker": threads_per_worker,
+        "env": {ENV_TORCH_THREADS: str(threads)}})
 
 
 def task_runner_from_config(cfg: Any):

@@ -112,9 +112,10 @@ def test_task_runner_choices():
     from prefect_dask import DaskTaskRunner
 
     assert isinstance(dist.make_task_runner("thread", 3), ThreadPoolTaskRunner)
-    local = dist.make_task_runner("dask", 2)
+    local = dist.make_task_runner("dask", 2, torch_threads=3)
     assert isinstance(local, DaskTaskRunner)
-    assert local.cluster_kwargs == {"n_workers": 2, "processes": True, "threads_per_worker": 1}
+    assert local.cluster_kwargs == {"n_workers": 2, "processes": True, "threads_per_worker": 1,
+                                    "env": {"JUDGEBIAS_TORCH_THREADS": "3"}}
     assert dist.make_task_runner("dask", address="tcp://127.0.0.1:8786").address == "tcp://127.0.0.1:8786"
     with pytest.raises(ValueError, match="only applies to the 'dask'"):
         dist.make_task_runner("thread", 1, "tcp://127.0.0.1:8786")

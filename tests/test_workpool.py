@@ -20,8 +20,6 @@ from conftest import free_port
 
 from flows.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
-
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 
@@ -79,6 +77,8 @@ def test_deployment_spec_rejects_bad_entrypoints():
         assert (PROJECT_ROOT / spec.entrypoint.partition(":")[0]).is_file(), spec.entrypoint
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
     started = time.monotonic()
     table = tmp_path / "judgments.jsonl"
@@ -128,3 +128,20 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
     assert summary["exclusions"] == {"invalid_p_a": 1}
     assert "Finished in state Completed" in worker_log.read_text()
     print(f"deploy + worker run: {time.monotonic() - started:.1f} s")
+
+
+def test_served_deployments_convert_to_work_pool_specs(tmp_path):
+    """`judgebias serve --work-pool` sends flows.serve's list to a pool: same flows, crons, params."""
+    from flows.serve import Schedule, build_deployments
+    from flows.workpool import specs_from_runner_deployments
+
+    config = tmp_path / "exp.yaml"
+    config.write_text("name: x\n")  # only passed through as a parameter here
+    deployments = build_deployments(str(config), Schedule(sync_cron="5 1 * * *", timezone="Europe/Paris"))
+    specs = specs_from_runner_deployments(deployments, cwd=Path.cwd())
+    assert [s.entrypoint for s in specs] == ["flows/sync.py:sync_annotations",
+                                             "flows/experiment.py:experiment"]
+    assert (specs[0].cron, specs[0].timezone) == ("5 1 * * *", "Europe/Paris")
+    assert all(s.parameters == {"config_path": str(config)} for s in specs)
+    with pytest.raises(ValueError, match="outside"):
+        specs_from_runner_deployments(deployments, source=tmp_path)
