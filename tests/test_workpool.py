@@ -98,6 +98,12 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
         env=prefect_env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert deploy.returncode == 0, deploy.stderr[-3000:]
     assert "deployed stack-check/smoke" in deploy.stdout
+    # What the compose worker runs at start: the default deployments, from this checkout.
+    defaults = subprocess.run([sys.executable, "-m", "flows.workpool", "deploy", "--pool", pool],
+                              env=prefect_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert defaults.returncode == 0, defaults.stderr[-3000:]
+    for spec in DEFAULT_DEPLOYMENTS:
+        assert f"/{spec.name} (" in defaults.stdout, defaults.stdout
 
     from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH, temporary_settings
 
