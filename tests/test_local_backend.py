@@ -121,8 +121,8 @@ def test_chat_prompt_on_a_model_without_chat_template_is_refused(tokenizer):
 
 
 def test_batched_greedy_generation_equals_one_at_a_time(tiny):
-    prompts = _prompts()
-    params = GenerationParams(max_new_tokens=12)
+    prompts = _prompts()[1:3] + _prompts()[5:7]  # chat and few-shot, different lengths
+    params = GenerationParams(max_new_tokens=8)
     batched = tiny.generate(prompts, params)
     for p, b in zip(prompts, batched, strict=True):
         assert tiny.generate([p], params)[0].text == b.text
@@ -131,10 +131,10 @@ def test_batched_greedy_generation_equals_one_at_a_time(tiny):
 
 
 def test_stop_strings_cut_each_row(tiny):
-    prompts = _prompts()[:4]
-    full = tiny.generate(prompts, GenerationParams(max_new_tokens=12))
+    prompts = _prompts()[:3]
+    full = tiny.generate(prompts, GenerationParams(max_new_tokens=8))
     word = full[0].text.split()[2]
-    cut = tiny.generate(prompts, GenerationParams(max_new_tokens=12, stop=(word,)))
+    cut = tiny.generate(prompts, GenerationParams(max_new_tokens=8, stop=(word,)))
     assert cut[0].text == full[0].text[: full[0].text.index(word)]
     for f, c in zip(full[1:], cut[1:], strict=True):
         assert c.text == (f.text[: f.text.index(word)] if word in f.text else f.text)
