@@ -95,12 +95,15 @@ def _curve(ax, bins, step, label, marker="o"):
                     fontsize=7)
 
 
-def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
-    """Saito Fig. 5: agreement with humans by (len_chosen - len_rejected) / len_rejected in %."""
+def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
+                    xlabel: str = "word count difference, chosen vs rejected (%)",
+                    ylabel: str = "human alignment") -> Figure:
+    """Saito Fig. 5: agreement with humans by (len_chosen - len_rejected) / len_rejected in %
+    (or any rate binned by a relative word-count difference, e.g. Fig. 4 for humans)."""
     fig, ax = _figure()
-    _curve(ax, bins, 20.0, "agreement with humans")
-    ax.set_xlabel("word count difference, chosen vs rejected (%)")
-    ax.set_ylabel("human alignment")
+    _curve(ax, bins, 20.0, ylabel)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.05)
     ax.axvline(0, color="grey", linewidth=0.8)
     ax.set_title(title or "Verbosity: human alignment by length difference")
@@ -167,6 +170,11 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
             figs[f"perplexity_own_other_{judge}"] = perplexity_curves(
                 {"own response (as A)": oo["own_bins"], "other models' pairs": oo["other_bins"]},
                 f"{judge}: own vs other texts by perplexity")
+    hv = (result.get("humans") or {}).get("verbosity")
+    if hv and hv.get("a_win_bins"):
+        figs["verbosity_humans"] = verbosity_curve(
+            hv["a_win_bins"], "Humans: P(A preferred) by (len A - len B) / len B (Saito Fig. 4)",
+            xlabel="word count difference, A vs B (%)", ylabel="P(humans prefer A)")
     dbg = {j: m["dbg"] for j, m in judges.items() if "dbg" in m}
     if dbg:
         figs["dbg"] = estimate_bars(dbg)
