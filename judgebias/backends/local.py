@@ -9,6 +9,7 @@ attention weights are requested).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -101,7 +102,12 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- identity and text
     def identity(self) -> dict:
-        return {"backend": "local", **self.loaded.identity}
+        ident = {"backend": "local", **self.loaded.identity}
+        template = getattr(self.tokenizer, "chat_template", None)
+        if template:
+            # The chat template shapes every rendered prompt; a folder's weights hash does not cover it.
+            ident["chat_template_sha256"] = hashlib.sha256(str(template).encode()).hexdigest()[:16]
+        return ident
 
     @property
     def is_chat(self) -> bool:
