@@ -19,11 +19,13 @@ def mlflow_run(run_name: str | None = None, *, settings: TrackingSettings | None
                tags: Mapping[str, str] | None = None) -> Iterator[Any]:
     """Start (or nest) a run; yields the active ``mlflow.ActiveRun``. The run ends FAILED when the
     body raises, FINISHED otherwise (MLflow's context manager)."""
+    settings = settings or TrackingSettings()
+    settings.export_env()
     import mlflow
 
     parent = mlflow.active_run()
     if parent is None:
-        (settings or TrackingSettings()).apply()
+        settings.apply()
         run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}))
     else:
         run = mlflow.start_run(run_name=run_name, nested=True, tags=dict(tags or {}),

@@ -37,10 +37,14 @@ class TrackingSettings(BaseSettings):
         base = Path(workdir) if workdir is not None else Path.cwd()
         return f"sqlite:///{(base / DB_NAME).resolve()}"
 
-    def apply(self, workdir: str | os.PathLike | None = None) -> str:
-        """Point the ``mlflow`` module at this store and experiment; returns the URI used."""
+    def export_env(self) -> None:
+        """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""
         if self.disable_telemetry:
             os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+
+    def apply(self, workdir: str | os.PathLike | None = None) -> str:
+        """Point the ``mlflow`` module at this store and experiment; returns the URI used."""
+        self.export_env()
         import mlflow
 
         uri = self.resolved_uri(workdir)

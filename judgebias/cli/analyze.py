@@ -31,12 +31,11 @@ def analyze_cmd(
     seed: int = typer.Option(0, help="Bootstrap seed."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
 ) -> None:
-    """Compute self-preference (Equal Opportunity and Demographic Parity), DBG, verbosity,
-    perplexity, position and agreement figures with 95% intervals; write them as JSON, print a
-    table, and log everything to MLflow.
+    """Bias figures of every judge in a judgment table, with 95% intervals.
 
-    A figure the columns cannot support is listed under "not computed" with its reason; it is
-    never reported as 0. The JSON layout is documented in docs/metrics.md.
+    Self-preference (EO, DP), DBG, verbosity, perplexity, position and agreement with humans/gold.
+    Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
+    A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
     """
     from judgebias.analysis import analyze, parse_self_map
     from judgebias.analysis_report import format_report
