@@ -102,6 +102,20 @@ def test_self_mapping_and_judge_generator_column():
     assert from_column == mapped["judges"]["j1"]["self_preference_dp"]
 
 
+def test_human_only_rows_label_the_judges_rows():
+    base = {"prompt": "q", "response_a": "a b", "response_b": "c", "generator_a": "j", "generator_b": "o"}
+    df = validate(pd.DataFrame([
+        {**base, "pair_id": "1", "judge": None, "human": ["b", "b", "a"]},  # a human-only row
+        {**base, "pair_id": "1", "judge": "j", "verdict": "a"},
+        {**base, "pair_id": "2", "judge": "j", "verdict": "b", "human": ["b"]},
+    ]))[0]
+    out = analyze(df, reps=200)
+    agr = out["judges"]["j"]["agreement_human"]
+    # pair 1: judge a vs majority b (from the human-only row); pair 2: b vs b -> 1/2
+    assert agr["n"] == 2 and agr["value"] == pytest.approx(0.5)
+    assert out["dataset"]["human_only_rows"] == 1
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="judge"):
         analyze(synthetic(10).drop(columns=["judge"]))

@@ -192,9 +192,15 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     else:
         require(df, ["pair_id"], "judgment table")
         pair = new[PAIR] = pd.factorize(df["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
+        if (pair < 0).any():
+            raise ValueError(f"column 'pair_id': row {int(np.flatnonzero(pair < 0)[0]) + 1} has no pair id")
     if HUMAN not in df.columns or HUMAN_VOTE not in df.columns or HUMAN_N not in df.columns:
         if "human" in df.columns:
-            new[HUMAN], new[HUMAN_VOTE], new[HUMAN_N] = human_features(df["human"])
+            maj, vote, n_labels = human_features(df["human"])
+            # Labels belong to the pair (``table.pairs``): every row of a pair gets the labels of
+            # its row with the most of them, so human-only rows label the judges' rows too.
+            best = _best_row_per_pair(pair, n_labels)
+            new[HUMAN], new[HUMAN_VOTE], new[HUMAN_N] = maj[best], vote[best], n_labels[best]
         else:
             new[HUMAN] = np.full(len(df), MISSING, dtype=np.int8)
             new[HUMAN_VOTE], new[HUMAN_N] = np.full(len(df), np.nan), np.zeros(len(df), dtype=np.int64)
@@ -212,6 +218,18 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             new[target] = word_counts(df[col], first)[inverse]
     # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
     return df.copy(deep=False).assign(**new)
+
+
+def _best_row_per_pair(pair: np.ndarray, n_labels: np.ndarray) -> np.ndarray:
+    """For each row, the index of the row of its pair holding the most human labels."""
+    if pair.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((-n_labels, pair))
+    sorted_pair = pair[order]
+    starts = np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]
+    best_of_pair = np.empty(int(pair.max()) + 1, dtype=np.int64)
+    best_of_pair[sorted_pair[starts]] = order[starts]
+    return best_of_pair[pair]
 
 
 def _float_col(df: pd.DataFrame, column: str) -> np.ndarray:
