@@ -211,7 +211,8 @@ def kappa(table: np.ndarray) -> dict[str, float]:
         # Both raters used one single category: kappa is 0/0, undefined rather than 0.
         return {"value": math.nan, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
                 "p_value": math.nan, "observed": observed, "expected": expected}
-    res = cohens_kappa(table)  # its interval is the 95% one
+    with np.errstate(divide="ignore", invalid="ignore"):  # tiny tables: a zero null variance
+        res = cohens_kappa(table)  # its interval is the 95% one
     return {"value": float(res["kappa"]), "ci_low": float(res["kappa_low"]),
             "ci_high": float(res["kappa_upp"]), "statistic": _num(res["z_value"]),
             "p_value": _num(res["pvalue_two_sided"]), "observed": observed, "expected": expected}
