@@ -224,11 +224,15 @@ class ModelSpec:
     api_key_env: str | None = None
     batch_size: int = 8
     cache_dir: str | None = None  # None: $JUDGEBIAS_CACHE_DIR on the worker
+    # "package.module:function": called with this spec on the worker to build any other Backend
+    # (an in-house client, a wrapped model); importable on every worker.
+    factory: str | None = None
 
     def model_key(self) -> str:
         """What identifies the loaded backend (not the template, batch size or cache)."""
         return json.dumps({"backend": self.backend, "model": self.model, "base_url": self.base_url,
-                           "api_key_env": self.api_key_env, "name": self.name}, sort_keys=True)
+                           "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory},
+                          sort_keys=True)
 
     @classmethod
     def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any):
@@ -289,6 +293,16 @@ class _Serialized:
 
 
 def _build_backend(spec: ModelSpec):
+    if spec.factory:
+        import importlib
+
+        module, _, function = spec.factory.partition(":")
+        try:
+            build = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"model {spec.name!r}: factory {spec.factory!r} cannot be imported "
+                             f"on this worker ({exc})") from None
+        return build(spec)
     if spec.backend == "openai":
         from judgebias.backends.openai_compat import OpenAICompatBackend
 

@@ -140,23 +140,38 @@ def tiny_judge_folder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def reference_rows(tiny_judge_folder):
+    """The single-process result: one process, no cache, all 12 pairs in one call."""
+    from judgebias.backends.local import LocalBackend
+    from judgebias.judging import judge_pairs
+    from judgebias.prompts import judge_template
+
+    return judge_pairs(_pairs(12), LocalBackend(str(tiny_judge_folder), name="tiny"),
+                       judge_template("dbg-ab"), judge="tiny").rows
+
+
+def _assert_same_judgments(rows, reference):
+    assert [r["pair_id"] for r in rows] == [r["pair_id"] for r in reference]
+    for row, ref in zip(rows, reference, strict=True):
+        assert row["judge"] == "tiny"
+        for col in ("p_a", "p_a_ab", "p_a_ba"):
+            assert abs(row[col] - ref[col]) <= 1e-6, (row["pair_id"], col, row[col], ref[col])
+        assert row["verdict"] == ref["verdict"]
+
+
 @pytest.mark.slow
-def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, tmp_path):
+def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, reference_rows,
+                                                                      tmp_path):
     import pandas as pd
 
     from flows.distributed_judging import distributed_judging
-    from judgebias.backends.local import LocalBackend
     from judgebias.io import read_table, write_table
-    from judgebias.judging import judge_pairs
-    from judgebias.prompts import judge_template
 
     pairs = _pairs(12)
     table = tmp_path / "pairs.jsonl"
     write_table(pd.DataFrame([{**p.model_dump(), "human": list(p.human)} for p in pairs]), table)
-
-    # Reference: one process, no cache, all pairs in one call.
-    reference = judge_pairs(pairs, LocalBackend(str(tiny_judge_folder), name="tiny"),
-                            judge_template("dbg-ab"), judge="tiny").rows
+    reference = reference_rows
 
     cache_dir = str(tmp_path / "call-cache")
     common = dict(model=str(tiny_judge_folder), judge="tiny", runner="dask", workers=2, batch_size=2,
@@ -169,12 +184,7 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
     assert first["model_loads"] == len(first["worker_pids"])  # one load per worker process
 
     judged, _ = read_table(out)
-    assert judged["pair_id"].tolist() == [p.pair_id for p in pairs]
-    for row, ref in zip(judged.to_dict(orient="records"), reference, strict=True):
-        assert row["pair_id"] == ref["pair_id"] and row["judge"] == "tiny"
-        for col in ("p_a", "p_a_ab", "p_a_ba"):
-            assert abs(row[col] - ref[col]) <= 1e-6, (row["pair_id"], col, row[col], ref[col])
-        assert row["verdict"] == ref["verdict"]
+    _assert_same_judgments(judged.to_dict(orient="records"), reference)
     assert not judged["p_a"].isna().any()
 
     # Rerun: every chunk is finished, so no model is even loaded.
@@ -220,3 +230,32 @@ def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny
                                   task_runner=runner, store_dir=store)
     assert (other.chunks_from_store, other.calls, other.hits) == (0, 6, 0)
     dist.release_worker_backends()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_folder, reference_rows,
+                                                                  tmp_path, monkeypatch):
+    """One Dask worker process dies (os._exit) after scoring the first of its chunk's two
+    batches. Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
+    not scored again, and the merged result is still the single-process result."""
+    from distributed_crash import MARKER_ENV
+    from prefect import flow
+
+    from flows.distributed_judging import judge_in_chunks
+
+    marker = tmp_path / "crashed"
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    # batch_size 1: judging scores 4 prompts per call, so a chunk of 3 pairs (6 prompts) is 2 calls.
+    spec = JudgeSpec(name="tiny", model=str(tiny_judge_folder), batch_size=1,
+                     cache_dir=str(tmp_path / "call-cache"), factory="distributed_crash:dies_once")
+
+    @flow(name="judge-with-a-crash")
+    def run():
+        return judge_in_chunks(_pairs(12), spec, chunk_size=3, task_runner=dist.make_task_runner("dask", 2),
+                               store_dir=str(tmp_path / "chunks"))
+
+    rows, summary = run()
+    assert marker.exists(), "no worker died: the test did not test anything"
+    _assert_same_judgments(rows, reference_rows)
+    # 24 prompts in all; the dead worker's first batch (4 prompts) was cached before it died.
+    assert (summary.calls, summary.hits) == (20, 4)
