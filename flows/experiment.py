@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from judgebias import stages
 from tasks import experiment as t
+
+# One task at a time unless the config's task_runner says otherwise (``configured``): two local
+# models judging at once would double memory and fight over the same cores.
+SEQUENTIAL = ThreadPoolTaskRunner(max_workers=1)
 
 
 def _load(config_path: str, overrides: dict | None):
@@ -28,21 +33,31 @@ def _store(cfg, run_dir: str | None):
     return RunStore(cfg.run_path(run_dir))
 
 
+def configured(flow_obj, cfg):
+    """``flow_obj`` with the config's task runner (threads or Dask, ``judgebias.distributed``)."""
+    from judgebias.distributed import task_runner_from_config
+
+    return flow_obj.with_options(task_runner=task_runner_from_config(cfg.task_runner))
+
+
+def each(task, names, *args, **kwargs) -> dict[str, Any]:
+    """Submit ``task(*args[:2], name, *args[2:])`` for every name, then wait for all: concurrent on a
+    multi-worker task runner, one after the other on the default one."""
+    head, tail = args[:2], args[2:]
+    futures = {n: task.submit(*head, n, *tail, **kwargs) for n in names}
+    return {n: f.result() for n, f in futures.items()}
+
+
 def main_stages(cfg, store) -> dict[str, Any]:
     """Generate, pair, judge, explain and measure: the experiment without ablations."""
     instructions = t.load_instructions(cfg, store)
-    responses = {g.name: t.generate_responses(cfg, store, g.name, instructions) for g in cfg.generators}
+    responses = each(t.generate_responses, [g.name for g in cfg.generators], cfg, store, instructions)
     pairs = t.build_pairs(cfg, store, responses)
-    judgments = {j.name: t.judge_pairs(cfg, store, j.name, pairs) for j in cfg.judges}
-    perplexity = (
-        {j.name: t.perplexity_analysis(cfg, store, j.name, pairs) for j in cfg.judges if j.backend == "local"}
-        if cfg.analyses.perplexity
-        else {}
-    )
+    judgments = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs)
+    local = [j.name for j in cfg.judges if j.backend == "local"]
+    perplexity = each(t.perplexity_analysis, local, cfg, store, pairs) if cfg.analyses.perplexity else {}
     if cfg.analyses.attention:
-        for j in cfg.judges:
-            if j.backend == "local":
-                t.attention_analysis(cfg, store, j.name, pairs)
+        each(t.attention_analysis, local, cfg, store, pairs)
     table = t.assemble_table(cfg, store, judgments, perplexity)
     t.aggregate_gold(cfg, store, table)
     metrics = t.compute_metrics(cfg, store, table)
@@ -55,7 +70,15 @@ def main_stages(cfg, store) -> dict[str, Any]:
     }
 
 
-@flow(name="style_rewrite_ablation", log_prints=True)
+@flow(name="main_stages", log_prints=True, task_runner=SEQUENTIAL)
+def main_flow(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
+    """The experiment without ablations and tracking (a subflow of ``experiment``)."""
+    cfg = _load(config_path, overrides)
+    out = main_stages(cfg, _store(cfg, run_dir))
+    return {"pairs": len(out["pairs"]), "rows": len(out["table"])}
+
+
+@flow(name="style_rewrite_ablation", log_prints=True, task_runner=SEQUENTIAL)
 def style_rewrite_ablation(
     config_path: str, overrides: dict | None = None, run_dir: str | None = None
 ) -> dict:
@@ -63,7 +86,7 @@ def style_rewrite_ablation(
     (rewriter left out of the gold panel), and check that rewriting kept the meaning (App. A.3)."""
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
-    # Called from ``experiment`` the main stages are read back from the run folder, not recomputed.
+    # After ``main_flow`` the main stages are read back from the run folder, not recomputed.
     state = main_stages(cfg, store)
     rewrites = {
         s: t.rewrite_style(cfg, store, s, state["responses"]) for s in cfg.ablations.style_rewrite.styles
@@ -73,17 +96,17 @@ def style_rewrite_ablation(
     for style, rewritten in rewrites.items():
         prefix = stages.style_prefix(cfg, style)
         pairs = t.build_pairs(cfg, store, rewritten, prefix=prefix)
-        judged = {j.name: t.judge_pairs(cfg, store, j.name, pairs, prefix=prefix) for j in cfg.judges}
+        judged = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs, prefix=prefix)
         after[style] = t.assemble_table(cfg, store, judged, None, prefix=prefix)
     return t.compare_style(cfg, store, state["table"], after)
 
 
-@flow(name="finetune_ablation", log_prints=True)
+@flow(name="finetune_ablation", log_prints=True, task_runner=SEQUENTIAL)
 def finetune_ablation(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
     """DBG Sec. 4.3: LoRA-fine-tune two base models on the same data, regenerate, re-judge, compare."""
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
-    # Called from ``experiment`` the main stages are read back from the run folder, not recomputed.
+    # After ``main_flow`` the main stages are read back from the run folder, not recomputed.
     state = main_stages(cfg, store)
     prefix = stages.finetune_prefix(cfg)
     adapters = {g: t.finetune_generator(cfg, store, g) for g in cfg.finetune_generators}
@@ -110,11 +133,11 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     """Run every configured stage of one experiment and track it in MLflow."""
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
-    main_stages(cfg, store)
+    configured(main_flow, cfg)(config_path, overrides, run_dir)
     if cfg.ablations.style_rewrite.enabled:
-        style_rewrite_ablation(config_path, overrides, run_dir)
+        configured(style_rewrite_ablation, cfg)(config_path, overrides, run_dir)
     if cfg.ablations.finetune.enabled:
-        finetune_ablation(config_path, overrides, run_dir)
+        configured(finetune_ablation, cfg)(config_path, overrides, run_dir)
     tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()))
     t.publish_summary(cfg, store, tracking)
     return {"run_folder": str(store.root), **tracking}

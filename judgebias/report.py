@@ -55,6 +55,19 @@ def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:
     return out
 
 
+def ordered(row: dict) -> list[tuple[str, dict]]:
+    """Conditions of a before/after row, "before" first (JSON files store keys sorted)."""
+    return sorted(row.items(), key=lambda kv: (kv[0] != "before", kv[0]))
+
+
+def comparison_line(row: dict) -> str:
+    items = ordered(row)
+    reasons = {e.get("skipped") for _, e in items if e.get("value") is None}
+    if all(e.get("value") is None for _, e in items) and len(reasons) == 1:
+        return f"n/a ({reasons.pop()})"
+    return ", ".join(f"{cond} {fmt_estimate(e)}" for cond, e in items)
+
+
 def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str, Any]) -> str:
     metrics = store.read_json("metrics.json") if store.has("metrics.json") else {}
     ds = metrics.get("dataset", {})
@@ -80,7 +93,7 @@ def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str,
             "|---|---|---|",
         ]
         for judge, row in comp["judges"].items():
-            lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in row.items()]
+            lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in ordered(row)]
     lines += ["", WEAK_JUDGES_NOTE if _small_models(cfg) else ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -132,8 +145,7 @@ def console_report(
     for title, comp in _comparisons(store, cfg).items():
         lines.append(f"\n{title} ablation, DBG per judge:")
         for judge, row in comp["judges"].items():
-            cells = ", ".join(f"{cond} {fmt_estimate(e)}" for cond, e in row.items())
-            lines.append(f"  {judge}: {cells}")
+            lines.append(f"  {judge}: {comparison_line(row)}")
         if comp.get("excluded_from_gold"):
             lines.append(
                 f"  (rewriter {comp['rewriter']!r} left out of the gold panel: "
