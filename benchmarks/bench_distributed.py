@@ -7,8 +7,10 @@
 Every configuration judges the same real pairs (the PandaLM sample in tests/data) in both orders
 with a fresh, empty call cache, so every call reaches the model. Printed per configuration:
 wall time of the whole run (cluster start and model loads included), the busy window (first
-chunk start to last chunk end), pairs/s over that window, model loads, worker processes, and the
-largest difference in P(A) from the first configuration (results must not depend on placement).
+chunk start to last chunk end), pairs/s and prompt tokens/s over that window, model loads, worker
+processes, the largest difference in P(A) from the first configuration (results must not depend
+on placement) and the machine's load average when it ended (other work on the machine skews
+everything).
 """
 
 from __future__ import annotations
@@ -35,6 +37,29 @@ def _pairs(n: int):
     return pairs[:n]
 
 
+def _prompt_tokens(folder: str, template: str, pairs) -> int:
+    """Tokens of every judging prompt (both orders), as the model reads them."""
+    from transformers import AutoTokenizer
+
+    from judgebias.prompts import judge_template
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    t = judge_template(template)
+    chat = bool(getattr(tok, "chat_template", None))
+    total = 0
+    for p in pairs:
+        for order in ("ab", "ba"):
+            prompt = t.build(p.prompt, *p.shown(order), chat=chat)
+            if prompt.text is not None:
+                text = prompt.text + prompt.assistant_prefix
+            else:
+                messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
+                text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+                text += prompt.assistant_prefix
+            total += len(tok(text, add_special_tokens=prompt.text is not None).input_ids)
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct", help="local judge (alias, folder, .gguf)")
@@ -58,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = _pairs(args.pairs)
     # Dequantize/resolve once up front so no configuration pays for it.
     _, folder = models.local_folder(args.model)
+    tokens = _prompt_tokens(folder, args.template, pairs)
     configs = [(kind, int(n)) for kind, n in (c.split(":") for c in args.configs.split(","))]
 
     @flow(name="bench-distributed")
@@ -69,12 +95,12 @@ def main(argv: list[str] | None = None) -> int:
 
     lines = [
         f"model `{args.model}`, {len(pairs)} pairs x 2 orders, chunk size {args.chunk_size}, "
-        f"batch size {args.batch_size}, {os.cpu_count()} CPU cores, load average at start "
-        f"{os.getloadavg()[0]:.1f}",
+        f"batch size {args.batch_size}, {tokens} prompt tokens in all, {os.cpu_count()} CPU cores, "
+        f"load average at start {os.getloadavg()[0]:.1f}",
         "",
-        "| runner | workers | wall s | busy s | pairs/s (busy) | model loads | processes "
-        "| max abs diff P(A) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| runner | workers | wall s | busy s | pairs/s (busy) | prompt tok/s (busy) | model loads "
+        "| processes | max abs diff P(A) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
     reference = None
@@ -90,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         diff = max((abs(a - b) for a, b in zip(p_a, reference, strict=True)
                     if not (math.isnan(a) or math.isnan(b))), default=math.nan)
         line = (f"| {kind} | {workers} | {wall:.1f} | {summary.busy_seconds:.1f} | "
-                f"{summary.items_per_second:.2f} | {summary.model_loads} | {len(summary.worker_pids)} | "
-                f"{diff:.1e} |")
+                f"{summary.items_per_second:.2f} | {tokens / summary.busy_seconds:.0f} | "
+                f"{summary.model_loads} | {len(summary.worker_pids)} | {diff:.1e} | "
+                f"{os.getloadavg()[0]:.1f} |")
         lines.append(line)
         print(line, flush=True)
     if args.markdown:

@@ -84,6 +84,44 @@ def test_chunk_store_round_trip_keeps_nan_and_leaves_no_temp_files(tmp_path):
     assert json.loads((tmp_path / "chunks" / "abc.json").read_text())["meta"] == {"calls": 2}
 
 
+def test_prompts_shard_by_position_and_merge_back_aligned():
+    from judgebias.backends.protocol import Prompt
+
+    prompts = [Prompt.raw(f"text {i}") for i in range(5)]
+    chunks = dist.shard_prompts(prompts, 2, "gen")
+    assert [c.keys for c in chunks] == [("0", "1"), ("2", "3"), ("4",)]
+    assert dist.shard_prompts([Prompt.raw("other"), *prompts[1:]], 2, "gen")[0].chunk_id != chunks[0].chunk_id
+    results = {c.chunk_id: [p.text for p in c.items] for c in chunks}
+    assert dist.merge_aligned(chunks, results) == [p.text for p in prompts]
+    with pytest.raises(ValueError, match=r"chunk 2 .*: 0 results for 1 items"):
+        dist.merge_aligned(chunks, {**results, chunks[2].chunk_id: []})
+
+
+def test_a_chunk_with_a_failed_item_is_not_stored_and_a_rerun_retries_only_that_item(tmp_path, monkeypatch):
+    from distributed_backends import FlakyEcho
+
+    from judgebias.backends.protocol import GenerationParams, Prompt
+
+    dist.release_worker_backends()
+    FlakyEcho.calls.clear()
+    spec = dist.ModelSpec(name="echo", model="echo-1", factory="distributed_backends:flaky_echo",
+                          batch_size=8, cache_dir=str(tmp_path / "cache"))
+    chunk = dist.shard_prompts([Prompt.raw("a"), Prompt.raw("FAIL b"), Prompt.raw("c")], 3, "t")[0]
+    store = str(tmp_path / "chunks")
+    monkeypatch.setenv("FLAKY_FAIL", "1")
+    first = dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
+    assert [r["error"] for r in first.rows] == [None, "simulated timeout", None]
+    assert first.exclusions == {"simulated timeout": 1} and chunk.chunk_id not in dist.ChunkStore(store)
+    monkeypatch.setenv("FLAKY_FAIL", "0")
+    second = dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
+    assert [r["text"] for r in second.rows] == ["A", "FAIL B", "C"]
+    assert (second.calls, second.hits, second.loaded_model) == (1, 2, False)  # only the failed one
+    assert FlakyEcho.calls == [3, 1]
+    assert dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store).from_store
+    assert FlakyEcho.calls == [3, 1]
+    dist.release_worker_backends()
+
+
 # --- per-worker backends --------------------------------------------------------------------------------
 
 
@@ -238,7 +276,7 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
     """One Dask worker process dies (os._exit) after scoring the first of its chunk's two
     batches. Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
-    from distributed_crash import MARKER_ENV
+    from distributed_backends import MARKER_ENV
     from prefect import flow
 
     from flows.distributed_judging import judge_in_chunks
@@ -247,7 +285,7 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
     monkeypatch.setenv(MARKER_ENV, str(marker))
     # batch_size 1: judging scores 4 prompts per call, so a chunk of 3 pairs (6 prompts) is 2 calls.
     spec = JudgeSpec(name="tiny", model=str(tiny_judge_folder), batch_size=1,
-                     cache_dir=str(tmp_path / "call-cache"), factory="distributed_crash:dies_once")
+                     cache_dir=str(tmp_path / "call-cache"), factory="distributed_backends:dies_once")
 
     @flow(name="judge-with-a-crash")
     def run():

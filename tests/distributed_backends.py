@@ -1,10 +1,14 @@
-"""A backend factory for tests/test_distributed.py: a local model whose worker process dies once,
-in the middle of a chunk (after its first batch was scored and cached)."""
+"""Backend factories for tests/test_distributed.py (importable by name in worker processes):
+a local model whose worker process dies once in the middle of a chunk, and a model-free backend
+whose generations fail for prompts that say so."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
+
+from judgebias.backends.protocol import Generation
 
 MARKER_ENV = "JUDGEBIAS_TEST_CRASH_MARKER"
 
@@ -38,3 +42,23 @@ def dies_once(spec):
     from judgebias.backends.local import LocalBackend
 
     return _DiesOnce(LocalBackend(spec.model, name=spec.name), Path(os.environ[MARKER_ENV]))
+
+
+class FlakyEcho:
+    """Echoes each prompt's text; a prompt containing "FAIL" fails while ``FLAKY_FAIL`` is set."""
+
+    name = "flaky-echo"
+    calls: ClassVar[list[int]] = []  # prompts forwarded per generate() call, across instances
+
+    def identity(self) -> dict:
+        return {"backend": "test-echo", "model": "echo-1"}
+
+    def generate(self, prompts, params):
+        FlakyEcho.calls.append(len(prompts))
+        failing = os.environ.get("FLAKY_FAIL") == "1"
+        return [Generation(text="", error="simulated timeout") if failing and "FAIL" in p.text
+                else Generation(text=p.text.upper(), completion_tokens=1) for p in prompts]
+
+
+def flaky_echo(spec):
+    return FlakyEcho()
