@@ -1,9 +1,10 @@
-"""Judging many pairs on several processes or machines: chunks, per-worker models, merging.
+"""Judging and generating on several processes or machines: chunks, per-worker models, merging.
 
-The work is cut into chunks of pairs with stable, content-derived ids (``shard``). Each chunk is
-judged by ``judge_chunk`` wherever a task runner puts it (a thread, a local Dask worker process, a
-Dask worker on another machine); ``merge`` puts the rows back in the original pair order and
-checks that every chunk came back complete.
+The work is cut into chunks with stable, content-derived ids (``shard`` for pairs,
+``shard_prompts`` for generation prompts). Each chunk is processed by ``judge_chunk`` /
+``generate_chunk`` wherever a task runner puts it (a thread, a local Dask worker process, a Dask
+worker on another machine); ``merge`` / ``merge_aligned`` put the results back in the original
+order and check that every chunk came back complete.
 
 Nothing is computed twice:
 
