@@ -217,18 +217,25 @@ def test_attention_summary_matches_eager_output_attentions(tiny):
 
 
 def test_shared_prefix_reuse_is_exact(tiny):
-    prompts = _prompts()
-    chat, fewshot = prompts[:4], prompts[4:]
+    # Both orders of each pair: they also share the query after the template's shared instructions.
+    prompts = _prompts() + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
+    chat, fewshot = prompts[:4], prompts[4:8]
     for group in (chat, fewshot):
         encoded = [tiny.encode(p) for p in group]
         size, _ = tiny._shared_prefix(encoded)
         assert size >= 16 and all(e[:size] == encoded[0][:size] for e in encoded)
+    chat_both = prompts[:4] + prompts[8:]
+    encoded = [tiny.encode(p) for p in chat_both]
+    start = tiny._shared_prefix(encoded)[0]
+    groups = tiny._pair_groups([encoded[i] for i in (0, 4, 1, 2)], start)
+    assert [(m, s > 0) for m, s in groups] == [([0, 1], True), ([2], False), ([3], False)]
     plain = LocalBackend(tiny.loaded, token_budget=tiny.token_budget, max_batch=tiny.max_batch,
                          reuse_prefix=False)
     assert tiny.reuse_prefix and not plain.reuse_prefix
-    reused, recomputed = tiny.score_options(prompts, ["A", "B"]), plain.score_options(prompts, ["A", "B"])
-    for a, b in zip(reused, recomputed, strict=True):
-        assert abs(a.probs["A"] - b.probs["A"]) < 1e-4 and abs(a.mass - b.mass) <= 1e-4 * b.mass
+    for group in (prompts, chat_both):  # mixed: per-batch groups only; chat: global prefix + pairs
+        reused, recomputed = tiny.score_options(group, ["A", "B"]), plain.score_options(group, ["A", "B"])
+        for a, b in zip(reused, recomputed, strict=True):
+            assert abs(a.probs["A"] - b.probs["A"]) < 1e-4 and abs(a.mass - b.mass) <= 1e-4 * b.mass
 
 
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):

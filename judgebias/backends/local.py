@@ -193,6 +193,90 @@ class LocalBackend:
         out = self._body()(input_ids=torch.tensor([first[:size]], device=self.device), use_cache=True)
         return size, out.past_key_values
 
+    def _pair_groups(self, rows: list[list[int]], start: int) -> list[tuple[list[int], int]] | None:
+        """Rows that share a further prefix after ``start`` (the two orders of a pair share the
+        query): [(row indices, shared length)], covering every row (length 0: no partner)."""
+        buckets: dict[tuple, list[int]] = {}
+        for i, r in enumerate(rows):
+            head = tuple(r[start: start + MIN_SHARED_PREFIX])
+            key = head if len(r) - start > MIN_SHARED_PREFIX else ("alone", i)
+            buckets.setdefault(key, []).append(i)
+        groups = []
+        for members in buckets.values():
+            size = min(len(rows[m]) for m in members) - 1 - start if len(members) > 1 else 0
+            first = rows[members[0]]
+            for m in members[1:]:
+                k = 0
+                while k < size and rows[m][start + k] == first[start + k]:
+                    k += 1
+                size = k
+            groups.append((members, size if size >= MIN_SHARED_PREFIX else 0))
+        return groups if any(size for _, size in groups) else None
+
+    def _last_hidden(self, rows: list[list[int]], prefix: tuple[int, Any] | None):
+        """Hidden state at each row's last token [n, d], reusing shared prefixes when possible."""
+        import torch
+
+        start = prefix[0] if prefix else 0
+        groups = self._pair_groups(rows, start) if self.reuse_prefix else None
+        if groups is None:
+            hidden, lengths = self._hidden(rows, prefix)
+            last = torch.tensor(lengths, device=self.device) - 1
+            return hidden[torch.arange(len(rows), device=self.device), last]
+        return self._grouped_last_hidden(rows, prefix, groups)
+
+    def _grouped_last_hidden(self, rows: list[list[int]], prefix: tuple[int, Any] | None,
+                             groups: list[tuple[list[int], int]]):
+        """Two steps: each group's shared tokens once (after the global prefix), then every row's
+        own tokens attending to [global prefix | its group's tokens | itself]; other groups' and
+        padding positions are masked, and position ids continue each row's own sequence."""
+        import copy
+
+        import torch
+
+        dev = self.device
+        start = prefix[0] if prefix else 0
+        shared = [(members, size) for members, size in groups if size]
+        width_g = max(size for _, size in shared)
+        g_ids = torch.full((len(shared), width_g), self.pad_id, dtype=torch.long)
+        g_mask = torch.zeros((len(shared), start + width_g), dtype=torch.long)
+        g_mask[:, :start] = 1
+        group_of: dict[int, tuple[int, int]] = {}
+        for k, (members, size) in enumerate(shared):
+            g_ids[k, :size] = torch.tensor(rows[members[0]][start: start + size], dtype=torch.long)
+            g_mask[k, start: start + size] = 1
+            for m in members:
+                group_of[m] = (k, size)
+        kwargs: dict[str, Any] = {"use_cache": True}
+        if prefix:
+            cache = copy.deepcopy(prefix[1])
+            cache.batch_repeat_interleave(len(shared))
+            kwargs["past_key_values"] = cache
+        g_pos = torch.arange(start, start + width_g, device=dev)[None].expand(len(shared), -1)
+        step = self._body()(input_ids=g_ids.to(dev), attention_mask=g_mask.to(dev), position_ids=g_pos,
+                            **kwargs)
+        group_cache = step.past_key_values
+
+        n = len(rows)
+        owner = [group_of.get(i, (0, 0)) for i in range(n)]  # no group: any cache row, fully masked
+        lengths = [len(r) - start - owner[i][1] for i, r in enumerate(rows)]
+        width = max(lengths)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, start + width_g + width), dtype=torch.long)
+        mask[:, :start] = 1
+        pos = torch.zeros((n, width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            size = owner[i][1]
+            ids[i, : lengths[i]] = torch.tensor(r[start + size:], dtype=torch.long)
+            mask[i, start: start + size] = 1
+            mask[i, start + width_g: start + width_g + lengths[i]] = 1
+            pos[i] = torch.arange(start + size, start + size + width)
+        cache = copy.deepcopy(group_cache)
+        cache.batch_select_indices(torch.tensor([k for k, _ in owner], device=dev))
+        out = self._body()(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                           past_key_values=cache, use_cache=True)
+        return out.last_hidden_state[torch.arange(n, device=dev), torch.tensor(lengths, device=dev) - 1]
+
     def _too_long(self, n_tokens: int) -> str | None:
         if n_tokens > self.max_positions:
             return f"prompt of {n_tokens} tokens exceeds the model's context of {self.max_positions}"
@@ -226,9 +310,7 @@ class LocalBackend:
             for batch in token_batches([len(encoded[i]) - skip for i in reps], self.token_budget,
                                        self.max_batch):
                 rows = [encoded[reps[j]] for j in batch]
-                hidden, lengths = self._hidden(rows, prefix)
-                last = hidden[torch.arange(len(rows), device=self.device),
-                              torch.tensor(lengths, device=self.device) - 1]
+                last = self._last_hidden(rows, prefix)
                 probs = torch.softmax(self._logits(last), dim=-1)
                 per_option = torch.stack([probs[:, index_tensors[o]].sum(-1) for o in options], dim=-1)
                 top = probs.argmax(-1).tolist()
