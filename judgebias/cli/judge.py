@@ -26,7 +26,7 @@ def _progress(label: str):
 
 
 def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
-                 device: str | None, batch_size: int, token_budget: int | None):
+                 device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none"):
     if backend == "local":
         from judgebias.backends.local import LocalBackend
 
@@ -37,7 +37,7 @@ def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | 
             from judgebias.backends.openai_compat import OpenAICompatBackend
         except ModuleNotFoundError as exc:
             raise typer.BadParameter(f"the OpenAI-compatible backend is not available ({exc})") from None
-        kwargs = {"model": judge}
+        kwargs = {"model": judge, "prefix_mode": prefix_mode}
         if base_url:
             kwargs["base_url"] = base_url
         if name:
@@ -109,6 +109,9 @@ def register(app: typer.Typer) -> None:
         token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
                                                          "(default 4096 on CPU, 65536 on GPU).")] = None,
         max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
+        prefix_mode: Annotated[str, typer.Option(
+            help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
+                 "none, continue or message.")] = "none",
         perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
                                                  "template:dbg-generate.")] = "auto",
@@ -130,7 +133,7 @@ def register(app: typer.Typer) -> None:
 
         df, _ = read_table(table)
         inner = make_backend(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
-                             batch_size=batch_size, token_budget=token_budget)
+                             batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode)
         cache = ResponseCache(None) if no_cache else (ResponseCache(cache_dir) if cache_dir
                                                       else ResponseCache.from_env())
         runner = CachedBackend(inner, cache)
