@@ -13,7 +13,6 @@ import gc
 import itertools
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -68,10 +67,10 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     if ref.backend == "openai":
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
-        api_key = os.environ.get(ref.api_key_env) if ref.api_key_env else None
-        if ref.api_key_env and not api_key:
-            raise ValueError(f"{name}: environment variable {ref.api_key_env} (api_key_env) is not set")
-        inner = OpenAICompatBackend(model=ref.model, base_url=ref.base_url, api_key=api_key, name=name)
+        # The key is read from the named environment variable by the backend; never in the config.
+        inner = OpenAICompatBackend(
+            model=ref.model, base_url=ref.base_url, name=name, api_key_env=ref.api_key_env
+        )
     else:
         from judgebias.backends.local import LocalBackend
 

@@ -372,3 +372,27 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.mark.server
+def test_nightly_sync_flow_pushes_pairs_and_recomputes_metrics(
+    experiment_run, labelstudio_server, monkeypatch
+):
+    from flows.sync import sync_annotations
+
+    settings = labelstudio_server.settings
+    monkeypatch.setenv("LABEL_STUDIO_URL", settings.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", settings.api_key)
+    cwd = os.getcwd()
+    os.chdir(experiment_run["base"])
+    try:
+        out = sync_annotations(str(experiment_run["config_path"]), {"annotation": {"budget": 3}})
+    finally:
+        os.chdir(cwd)
+    assert out["sync"]["pushed"] == 3
+    assert out["judges"] == ["ta", "tb"]
+    merged = Path(out["sync"]["out"])
+    assert merged.exists() and merged.parent == experiment_run["store"].root
+    annotated = list(experiment_run["store"].root.glob("annotated-*/metrics.json"))
+    assert len(annotated) == 1
+    assert json.loads(annotated[0].read_text())["dataset"]["pairs"] == 6

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -46,8 +45,6 @@ THREADS_HELP = (
 def _run(config_path: Path, overrides: dict | None, threads: int | None = None) -> None:
     cfg = _load_or_exit(config_path, overrides)
     _prepare_env()
-    # SIGTERM unwinds like Ctrl-C, so Prefect stops its temporary server instead of orphaning it.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if threads:
         import torch
 
