@@ -165,3 +165,10 @@ def test_cli_run_reports_config_errors_with_key_paths(tmp_path):
     result = CliRunner().invoke(app, ["run", str(bad)])
     assert result.exit_code == 2
     assert "judges[0].batch_size: Input should be greater than or equal to 1" in result.output
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_are_valid(path):
+    cfg = load_config(path)
+    for judge in cfg.self_map:
+        assert cfg.gold_panel(judge), f"{path.name}: judge {judge} has no gold panel"
