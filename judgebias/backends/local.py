@@ -90,7 +90,9 @@ class LocalBackend:
         self.name = name or self.loaded.name
         self.device = next(self.model.parameters()).device
         on_gpu = self.device.type == "cuda"
-        self.token_budget = token_budget or (65536 if on_gpu else 4096)
+        # CPU: measured on 2 cores, 1024-token batches beat 4096 (cache-friendlier, less padding);
+        # the GPU needs large batches to fill it.
+        self.token_budget = token_budget or (65536 if on_gpu else 1024)
         self.max_batch = max_batch
         model_type = getattr(self.model.config, "model_type", "")
         self.reuse_prefix = reuse_prefix and model_type in PREFIX_REUSE_TYPES

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
                           ] = None,
         batch_size: Annotated[int, typer.Option(help="Most prompts per forward pass.")] = 64,
         token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
-                                                         "(default 4096 on CPU, 65536 on GPU).")] = None,
+                                                         "(default 1024 on CPU, 65536 on GPU).")] = None,
         max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
