@@ -347,6 +347,9 @@ def register(app: typer.Typer) -> None:
                             ] = None,
         markdown_out: Annotated[Path | None, typer.Option("--markdown", help="Append the markdown table to "
                                                           "this file (e.g. docs/benchmarks.md).")] = None,
+        threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's choice). "
+                                                    "1 is steadier on a machine shared with other jobs.")
+                           ] = None,
     ) -> None:
         """Benchmark the local judge: batched scoring vs one-at-a-time vs generate-then-parse.
 
@@ -355,6 +358,10 @@ def register(app: typer.Typer) -> None:
         """
         if model and arch:
             raise typer.BadParameter("give --model or --arch, not both")
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
         chosen = [m.strip() for m in modes.split(",") if m.strip()]
         unknown = set(chosen) - {"batched", "unbatched", "explain"}
         if unknown:
