@@ -21,6 +21,9 @@ for key, value in {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "TOKENIZERS_PARALLELISM": "false",
+    # A stopped MLflow server should fail a test in seconds, not after minutes of client retries.
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }.items():
     os.environ.setdefault(key, value)
 
