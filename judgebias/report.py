@@ -22,6 +22,21 @@ WEAK_JUDGES_NOTE = (
 )
 
 
+MUTUAL_GOLD_NOTE = (
+    "Note: with two judges that are each other's gold panel, their DBG scores are equal by "
+    "construction (A's win rate on A's responses minus B's equals B's on B's minus A's, ties "
+    "aside). A third gold judge or human labels (gold.human_as_gold) separate them."
+)
+
+
+def mutual_gold(cfg: ExperimentConfig) -> bool:
+    """Exactly two measured judges, each the other's only gold judge."""
+    measured = list(cfg.self_map)
+    return len(measured) == 2 and all(
+        cfg.gold_panel(j) == [o] for j, o in zip(measured, measured[::-1], strict=True)
+    )
+
+
 def fmt_estimate(e: dict | None) -> str:
     if not e or e.get("value") is None:
         reason = (e or {}).get("skipped")
@@ -94,7 +109,11 @@ def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str,
         ]
         for judge, row in comp["judges"].items():
             lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in ordered(row)]
-    lines += ["", WEAK_JUDGES_NOTE if _small_models(cfg) else ""]
+    lines += [
+        "",
+        MUTUAL_GOLD_NOTE if mutual_gold(cfg) else "",
+        WEAK_JUDGES_NOTE if _small_models(cfg) else "",
+    ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -157,6 +176,8 @@ def console_report(
             "\ncompute time of the stages when they ran (s): "
             + ", ".join(f"{k} {v:.0f}" for k, v in groups.items())
         )
+    if mutual_gold(cfg):
+        lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
     return "\n".join(lines)

@@ -472,12 +472,14 @@ def _plot_attention(df: pd.DataFrame, path: Path, judge: str) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     per = attention_by_generator(df)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for gen in per.columns:
         ax.plot(per.index, per[gen], marker="o", ms=3, label=f"responses of {gen}")
     ax.set_xlabel("layer")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mean attention from the answer position")
     ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
     ax.legend(fontsize=8)
@@ -899,6 +901,9 @@ def _plot_before_after(out: dict, path: Path, title: str) -> Path:
             hi.append(0 if v is None or e.get("ci_high") is None else e["ci_high"] - v)
         x = np.arange(len(judges)) + k * width
         ax.bar(x, vals, width, yerr=[lo, hi], capsize=3, label=cond)
+        for xi, v in zip(x, vals, strict=True):
+            if np.isnan(v):  # not computable (e.g. no gold judge left): say so instead of a blank
+                ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3")
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, judges)
     ax.set_ylabel("DBG score (judge - gold win rate)")
