@@ -206,3 +206,21 @@ def test_real_smollm2_judges_real_pairs(smollm2):
     ppl = fill_perplexity(result.table(), smollm2)
     assert ppl["ppl_a"].map(math.isfinite).all() and (ppl["ppl_a"] > 1).all()
     assert ppl["ppl_error"].isna().all()
+
+
+def test_cli_explain_first_off_format_is_counted_not_scored(tiny_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    out = tmp_path / "mt.jsonl"
+    res = CliRunner().invoke(app, ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out),
+                                   "--template", "mtbench-pair", "--max-new-tokens", "6", "--no-cache",
+                                   "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    table, _ = read_table(out)
+    # A random-weights judge never writes "[[": every pair is excluded with the reason, none is 0.5.
+    assert table["p_a"].isna().all() and table["verdict"].isna().all()
+    assert table["judge_error"].str.contains("off-format: no \\[\\[A\\]\\]/\\[\\[B\\]\\] verdict").all()
+    assert f"{OFF_FORMAT}: 8" in res.output
+    assert set(table["template_version"]) == {"mtbench-pair@pair-v2:chat"}
