@@ -109,11 +109,9 @@ def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str,
         ]
         for judge, row in comp["judges"].items():
             lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in ordered(row)]
-    lines += [
-        "",
-        MUTUAL_GOLD_NOTE if mutual_gold(cfg) else "",
-        WEAK_JUDGES_NOTE if _small_models(cfg) else "",
-    ]
+    for note, applies in ((MUTUAL_GOLD_NOTE, mutual_gold(cfg)), (WEAK_JUDGES_NOTE, _small_models(cfg))):
+        if applies:
+            lines += ["", note]
     return "\n".join(lines).rstrip() + "\n"
 
 

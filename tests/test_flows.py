@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -311,6 +312,7 @@ def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
 def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
     from mlflow.tracking import MlflowClient
 
+    from judgebias.runstore import RunStore
     from tracking.experiment import log_experiment
 
     port = free_port()
@@ -354,9 +356,9 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
         cfg = experiment_run["cfg"].model_copy(
             update={"tracking": experiment_run["cfg"].tracking.model_copy(update={"tracking_uri": uri})}
         )
-        result = log_experiment(
-            cfg, experiment_run["store"], config_source=str(experiment_run["config_path"])
-        )
+        # A copy of the run folder: logging rewrites its mlflow.json, which other tests read.
+        store = RunStore(shutil.copytree(experiment_run["store"].root, tmp_path / "run"))
+        result = log_experiment(cfg, store, config_source=str(experiment_run["config_path"]))
         run = MlflowClient(tracking_uri=uri).get_run(result["run_id"])
         metrics = experiment_run["store"].read_json("metrics.json")["judges"]
         for judge in ("ta", "tb"):
