@@ -140,3 +140,69 @@ def test_build_pairs_excludes_failed_responses_and_counts_them(tmp_path):
     assert store.read_json("pairs_exclusions.json") == {"response_failed": 1}
     # Done once: a second call reads the stored output back.
     assert build_pairs(cfg, store, {}).equals(pairs)
+
+
+def test_api_judge_stage_over_a_local_openai_compatible_endpoint(tmp_path):
+    """The pipeline's judge stage with ``backend: openai``: a verdict-only endpoint (a recorded
+    ``transformers serve`` answer, replayed by a local HTTP server) gives verdicts, never a p_a."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from pathlib import Path
+
+    from judgebias.config import parse_config
+    from judgebias.runstore import RunStore
+    from judgebias.stages import judge_pairs
+
+    body = (
+        Path(__file__).parent / "data" / "openai_payloads" / "transformers_serve_chat_verdict_only.json"
+    ).read_bytes()
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        cfg = parse_config(
+            {
+                "generators": [{"name": "ga", "model": "m"}, {"name": "gb", "model": "m"}],
+                "judges": [
+                    {
+                        "name": "api",
+                        "model": "served-model",
+                        "backend": "openai",
+                        "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                    }
+                ],
+                "cache_dir": str(tmp_path / "calls"),
+            }
+        )
+        pairs = pd.DataFrame(
+            {
+                "pair_id": ["p1", "p2"],
+                "prompt": ["q1", "q2"],
+                "response_a": ["a1", "a2"],
+                "response_b": ["b1", "b2"],
+                "generator_a": ["ga", "ga"],
+                "generator_b": ["gb", "gb"],
+            }
+        )
+        rows = judge_pairs(cfg, RunStore(tmp_path / "run"), "api", pairs)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(seen) == 4 and all(r["model"] == "served-model" for r in seen)  # 2 pairs x 2 orders
+    # The server always answers "A": first shown wins in both orders, so the verdicts flip -> tie.
+    assert rows["verdict_ab"].tolist() == ["a", "a"] and rows["verdict_ba"].tolist() == ["b", "b"]
+    assert rows["verdict"].tolist() == ["tie", "tie"]
+    assert rows["p_a"].isna().all()
