@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -794,6 +795,21 @@ def finetune_generator(
         model = load_model(g.model)
         encode = LocalBackend(model, name=generator).encode
         result: dict = {"base_model": g.model, "base_identity": model.identity}
+        key = _adapter_key(model.identity, data, ft, template.tag(chat))
+        cached = _adapter_cache(cfg, key)
+        if cached is not None and (cached / "result.json").exists():
+            # Same base weights, data, layout and recipe: training is deterministic, reuse it.
+            folder = store.write_dir(
+                f"{prefix}adapters/{_slug(generator)}",
+                lambda tmp: shutil.copytree(cached, tmp, dirs_exist_ok=True),
+            )
+            result.update(
+                json.loads((cached / "result.json").read_text()), adapter_dir=str(folder), from_cache=True
+            )
+            info.update(steps=ft.steps, from_cache=True)
+            store.write_json(name, result)
+            progress(f"{generator}: LoRA adapter {result['adapter_sha256'][:12]} from the adapter cache")
+            return result
 
         def fill(folder: Path) -> None:
             r = lora_finetune(
@@ -821,9 +837,47 @@ def finetune_generator(
         folder = store.write_dir(f"{prefix}adapters/{_slug(generator)}", fill)
         result["adapter_dir"] = str(folder)
         info.update(steps=ft.steps, final_loss=result["losses"][-1] if result["losses"] else None)
+        if cached is not None:
+            _store_adapter(cached, folder, result)
     gc.collect()
     store.write_json(name, result)
     return result
+
+
+def _adapter_key(base_identity: dict, data: Path, ft, layout: str) -> str:
+    """Content key of a LoRA adapter: base weights, training data, prompt layout and recipe."""
+    import hashlib
+
+    doc = {
+        "trainer": "lora_finetune@1",
+        "base": base_identity,
+        "layout": layout,
+        "data_sha256": hashlib.sha256(Path(data).read_bytes()).hexdigest(),
+        "recipe": ft.model_dump(mode="json", exclude={"enabled", "generators", "sample"}),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _adapter_cache(cfg: ExperimentConfig, key: str) -> Path | None:
+    """``<call cache dir>/adapters/<key>``: trained adapters outlive a deleted run folder."""
+    cache = call_cache(cfg)
+    return None if cache.path is None else cache.path.parent / "adapters" / key
+
+
+def _store_adapter(target: Path, folder: Path, result: dict) -> None:
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        shutil.copytree(folder, tmp, dirs_exist_ok=True)
+        (tmp / "result.json").write_text(json.dumps({k: v for k, v in result.items() if k != "adapter_dir"}))
+        if target.exists():  # another process stored the same adapter meanwhile
+            shutil.rmtree(tmp)
+        else:
+            tmp.replace(target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def finetune_instructions(cfg: ExperimentConfig, instructions: pd.DataFrame) -> pd.DataFrame:

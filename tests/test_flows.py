@@ -398,3 +398,21 @@ def test_nightly_sync_flow_pushes_pairs_and_recomputes_metrics(
     annotated = list(experiment_run["store"].root.glob("annotated-*/metrics.json"))
     assert len(annotated) == 1
     assert json.loads(annotated[0].read_text())["dataset"]["pairs"] == 6
+
+
+def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run):
+    from flows.experiment import finetune_ablation
+
+    cfg, store = experiment_run["cfg"], experiment_run["store"]
+    prefix = f"finetune-{cfg.ablation_hash('finetune')}/"
+    before = {g: store.read_json(f"{prefix}adapters/{g}.json") for g in ("ta", "tb")}
+    comparison = store.read_json(f"{prefix}comparison.json")
+    shutil.rmtree(store.path(prefix))  # the ablation's whole folder is gone
+    finetune_ablation(str(experiment_run["config_path"]))
+    stages = store.manifest()["stages"]
+    for g in ("ta", "tb"):
+        after = store.read_json(f"{prefix}adapters/{g}.json")
+        assert after["from_cache"] is True and after["adapter_sha256"] == before[g]["adapter_sha256"]
+        assert stages[f"{prefix}generate_responses[{g}]"]["calls"] == 0
+        assert stages[f"{prefix}judge_pairs[{g}]"]["calls"] == 0
+    assert store.read_json(f"{prefix}comparison.json") == comparison
