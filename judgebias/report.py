@@ -11,9 +11,10 @@ from judgebias.runstore import RunStore
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
-    ("self_preference_score", "self-preference score (P(own) - 0.5)"),
-    ("position_bias", "position bias (P(first shown) - 0.5)"),
-    ("perplexity_own_other", "log-perplexity own - other responses"),
+    ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)"),
+    ("position_bias", "position bias (P(first shown wins); 0.5 = none)"),
+    ("perplexity_familiarity", "mean log-perplexity own - other responses"),
+    ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity"),
 )
 WEAK_JUDGES_NOTE = (
     "Honest caveat: 135M-270M models are weak judges (strongly position-biased, near-chance "

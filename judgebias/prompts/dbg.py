@@ -152,9 +152,11 @@ DBG_TRUTHFUL = JudgeTemplate(
     source=SOURCE + ", Table 8")
 
 DBG_GENERATE = GenerationTemplate(
-    name="dbg-generate", version="1",
+    name="dbg-generate", version="2",
     description="DBG paper Table 4 (AlpacaEval helpfulness generation); few-shot variant with 3 examples.",
     chat_builder=lambda query: Prompt.chat(("user", _GEN_CHAT.format(query=query))),
     raw_builder=_fewshot_generate,
-    raw_stop=("\n# Query", "# Query\n"),
+    # A base model that has finished its answer starts the next few-shot block: any heading of
+    # the prompt's layout ends the answer (v2 added "# Answer", seen running on in gemma-3-270m).
+    raw_stop=("\n# Query", "# Query\n", "\n# Answer", "\n# Instruction"),
     source=SOURCE + ", Table 4")
