@@ -1,0 +1,64 @@
+"""The experiment's stages as plain functions: config + run store in, stage output out.
+
+Each stage first looks for its output in the run folder (``RunStore``) and returns it when present;
+otherwise it computes it (model calls go through the content-addressed ``CachedBackend``), writes
+it atomically and records its wall time. Prefect tasks (``tasks/``) call exactly one of these;
+nothing here knows about Prefect or MLflow.
+
+One module per group of stages; every stage function is importable from here.
+"""
+
+from judgebias.stages._common import call_cache, open_backend
+from judgebias.stages.annotation import annotated_metrics, sync_annotations
+from judgebias.stages.data import (
+    data_hash,
+    dataset_path,
+    finetune_prefix,
+    load_instructions,
+    read_instructions,
+    style_prefix,
+    subset,
+)
+from judgebias.stages.explain import (
+    attention_analysis,
+    attention_by_generator,
+    attention_own_minus_other,
+    perplexity_analysis,
+)
+from judgebias.stages.finetune import compare_finetune, finetune_generator, finetune_instructions
+from judgebias.stages.generation import build_pairs, generate_responses
+from judgebias.stages.judge import judge_pairs
+from judgebias.stages.results import aggregate_gold, assemble_table, compute_metrics, gold_for
+from judgebias.stages.style import compare_style, rewrite_style, rewriter_judges, semantic_preservation
+
+__all__ = [
+    "aggregate_gold",
+    "annotated_metrics",
+    "assemble_table",
+    "attention_analysis",
+    "attention_by_generator",
+    "attention_own_minus_other",
+    "build_pairs",
+    "call_cache",
+    "compare_finetune",
+    "compare_style",
+    "compute_metrics",
+    "data_hash",
+    "dataset_path",
+    "finetune_generator",
+    "finetune_instructions",
+    "finetune_prefix",
+    "generate_responses",
+    "gold_for",
+    "judge_pairs",
+    "load_instructions",
+    "open_backend",
+    "perplexity_analysis",
+    "read_instructions",
+    "rewrite_style",
+    "rewriter_judges",
+    "semantic_preservation",
+    "style_prefix",
+    "subset",
+    "sync_annotations",
+]

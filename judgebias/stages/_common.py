@@ -1,0 +1,85 @@
+"""Helpers shared by the stages: timing, names, and opening (cached) backends."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+
+log = logging.getLogger("judgebias.stages")
+
+Progress = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
+    extra: dict[str, Any] = dict(info)
+    start = time.perf_counter()
+    yield extra
+    store.record_stage(stage, time.perf_counter() - start, **extra)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+
+
+def call_cache(cfg: ExperimentConfig):
+    from judgebias.cache import ResponseCache, default_cache_dir
+
+    return ResponseCache(cfg.cache_dir or default_cache_dir())
+
+
+@contextlib.contextmanager
+def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
+    """A cached backend for a generator/judge/rewriter entry of the config, released on exit
+    (models are reloaded per stage from the dequantized cache in 0.2-2 s; keeping them all resident
+    would not fit the demo's memory budget)."""
+    from judgebias.cache import CachedBackend
+
+    gc.collect()  # the previous stage's model (and a peft wrapper's reference cycles) goes first
+    if ref.backend == "openai":
+        from judgebias.backends.openai_compat import OpenAICompatBackend
+
+        # The key is read from the named environment variable by the backend; never in the config.
+        inner = OpenAICompatBackend(
+            model=ref.model, base_url=ref.base_url, name=name, api_key_env=ref.api_key_env
+        )
+    else:
+        from judgebias.backends.local import LocalBackend
+
+        inner = LocalBackend(loaded if loaded is not None else ref.model, name=name)
+    try:
+        yield CachedBackend(inner, cache)
+    finally:
+        del inner
+        gc.collect()
+
+def _adapted(ref, adapter: dict | None):
+    """A ``LoadedModel`` of ``ref``'s model with a LoRA adapter merged in, or None (plain model)."""
+    if not adapter:
+        return None
+    from judgebias.ablations.finetune import merge_adapter
+    from judgebias.models import LoadedModel, load_model
+
+    base = load_model(ref.model)
+    merged = merge_adapter(base.model, adapter["adapter_dir"])
+    identity = {**base.identity, "model": f"{base.name}+lora", "adapter_sha256": adapter["adapter_sha256"]}
+    return LoadedModel(
+        model=merged,
+        tokenizer=base.tokenizer,
+        name=f"{base.name}+lora",
+        identity=identity,
+        load_seconds=base.load_seconds,
+    )

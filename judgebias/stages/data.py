@@ -1,0 +1,89 @@
+"""Stage inputs: the instruction set, its hash and seeded subsets."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+
+from judgebias.config import BUNDLED_DATASETS, ExperimentConfig, bundled_file
+from judgebias.runstore import RunStore
+from judgebias.stages._common import _timed
+
+
+def dataset_path(source: str) -> Path:
+    if source in BUNDLED_DATASETS:
+        return bundled_file(BUNDLED_DATASETS[source])
+    return Path(source)
+
+
+def read_instructions(path: str | Path) -> pd.DataFrame:
+    """Instructions from JSONL (``instruction`` required; ``id``/``category`` optional); errors name
+    the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: dataset file does not exist")
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            text = obj.get("instruction")
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{path}:{line_no}: field 'instruction' must be a non-empty string")
+            rows.append(
+                {
+                    "instruction_id": str(obj.get("id", f"row-{line_no}")),
+                    "category": str(obj.get("category") or ""),
+                    "instruction": text,
+                }
+            )
+    ids = [r["instruction_id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: duplicate instruction ids")
+    if not rows:
+        raise ValueError(f"{path}: no instructions")
+    return pd.DataFrame(rows)
+
+
+def load_instructions(cfg: ExperimentConfig, store: RunStore) -> pd.DataFrame:
+    name = "instructions.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    with _timed(store, "load_instructions") as info:
+        df = read_instructions(dataset_path(cfg.dataset.source))
+        if cfg.dataset.sample is not None and cfg.dataset.sample < len(df):
+            keep = sorted(random.Random(cfg.dataset.seed).sample(range(len(df)), cfg.dataset.sample))
+            df = df.iloc[keep].reset_index(drop=True)
+        info["n"] = len(df)
+        store.write_frame(name, df)
+    return df
+
+
+def data_hash(df: pd.DataFrame) -> str:
+    import hashlib
+
+    doc = json.dumps(df[["instruction_id", "instruction"]].to_dict(orient="records"), sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def subset(df: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
+    """The first ``n`` instructions of a seeded shuffle (ablations run on a sub-sample)."""
+    if n is None or n >= len(df):
+        return df
+    keep = sorted(random.Random(seed).sample(range(len(df)), n))
+    return df.iloc[keep].reset_index(drop=True)
+
+
+def style_prefix(cfg: ExperimentConfig, style: str) -> str:
+    return f"style-{cfg.ablation_hash('style_rewrite')}/{style}/"
+
+
+def finetune_prefix(cfg: ExperimentConfig) -> str:
+    return f"finetune-{cfg.ablation_hash('finetune')}/"

@@ -1,0 +1,145 @@
+"""Explanation stages: perplexity (Wataoka et al., Sec. 5) and attention per layer (DBG Fig. 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages.data import subset
+from judgebias.stages.generation import _pairs
+from judgebias.stages.judge import _chat
+
+
+def perplexity_analysis(
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+) -> pd.DataFrame:
+    """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
+    from judgebias.perplexity import fill_perplexity
+
+    name = f"perplexity/{_slug(judge)}.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    j = cfg.judge(judge)
+    with (
+        _timed(store, f"perplexity_analysis[{judge}]") as info,
+        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
+    ):
+        filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
+        df = filled[["pair_id", "ppl_a", "ppl_b", "ppl_error"]].assign(judge=judge)
+        info.update(n=len(df), calls=backend.calls, hits=backend.hits)
+        store.write_frame(name, df)
+    progress(f"{judge}: perplexity of {len(df)} pairs' responses")
+    return df
+
+
+def attention_analysis(
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+) -> pd.DataFrame:
+    """Mean attention per layer that the judge pays to each response (DBG Fig. 7), averaged over both
+    presentation orders so the response's position does not masquerade as its author; one row per
+    (pair, layer) with the generators, plus a per-generator plot."""
+    from judgebias.attention import summarize
+    from judgebias.prompts import judge_template
+
+    name = f"attention/{_slug(judge)}.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    j = cfg.judge(judge)
+    chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
+    plist = _pairs(chosen)
+    with (
+        _timed(store, f"attention_analysis[{judge}]") as info,
+        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
+    ):
+        template = judge_template(j.template)
+        chat = _chat(j, backend)
+        by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}
+        rows = []
+        for k, pair in enumerate(plist):
+            a = [
+                (x + y) / 2
+                for x, y in zip(
+                    by_order["ab"][k].per_layer["a"], by_order["ba"][k].per_layer["a"], strict=True
+                )
+            ]
+            b = [
+                (x + y) / 2
+                for x, y in zip(
+                    by_order["ab"][k].per_layer["b"], by_order["ba"][k].per_layer["b"], strict=True
+                )
+            ]
+            rows += [
+                {
+                    "pair_id": pair.pair_id,
+                    "judge": judge,
+                    "layer": layer,
+                    "generator_a": pair.generator_a,
+                    "generator_b": pair.generator_b,
+                    "attn_a": a[layer],
+                    "attn_b": b[layer],
+                }
+                for layer in range(len(a))
+            ]
+        df = pd.DataFrame(rows)
+        info.update(pairs=len(plist))
+        store.write_frame(name, df)
+        if len(df):
+            _plot_attention(df, store.path(f"plots/attention_{_slug(judge)}.png"), judge)
+    progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
+    return df
+
+
+def attention_by_generator(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean attention per (layer, generator) of one judge's rows."""
+    long = pd.concat(
+        [
+            df[["layer", "generator_a", "attn_a"]].set_axis(["layer", "generator", "attention"], axis=1),
+            df[["layer", "generator_b", "attn_b"]].set_axis(["layer", "generator", "attention"], axis=1),
+        ],
+        ignore_index=True,
+    )
+    return long.groupby(["layer", "generator"], sort=True)["attention"].mean().unstack("generator")
+
+
+def attention_own_minus_other(df: pd.DataFrame, own: str) -> dict[str, float]:
+    """Mean over layers and pairs of (attention to the judge's own response - to the other one), on
+    pairs holding exactly one own response; per-layer values as ``layer_<k>``."""
+    own_a = (df["generator_a"] == own) & (df["generator_b"] != own)
+    own_b = (df["generator_b"] == own) & (df["generator_a"] != own)
+    part = df[own_a | own_b]
+    if part.empty:
+        return {}
+    diff = part["attn_a"].where(own_a[own_a | own_b], part["attn_b"]) - part["attn_b"].where(
+        own_a[own_a | own_b], part["attn_a"]
+    )
+    per_layer = diff.groupby(part["layer"]).mean()
+    out = {"mean": float(diff.mean()), "pairs": float(part["pair_id"].nunique())}
+    out.update({f"layer_{int(k)}": float(v) for k, v in per_layer.items()})
+    return out
+
+
+def _plot_attention(df: pd.DataFrame, path: Path, judge: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    per = attention_by_generator(df)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for gen in per.columns:
+        ax.plot(per.index, per[gen], marker="o", ms=3, label=f"responses of {gen}")
+    ax.set_xlabel("layer")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean attention from the answer position")
+    ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path

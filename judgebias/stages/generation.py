@@ -1,0 +1,127 @@
+"""Generation stage: every generator answers every instruction; pairs are built from the answers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.records import Pair
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _adapted, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.table import Exclusions
+
+
+def generate_responses(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    generator: str,
+    instructions: pd.DataFrame,
+    *,
+    prefix: str = "",
+    adapter: dict | None = None,
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter)."""
+    from judgebias.backends.protocol import GenerationParams
+    from judgebias.prompts import generation_template
+
+    name = f"{prefix}responses/{_slug(generator)}.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    g = cfg.generator(generator)
+    chat = g.prompt_kind == "chat"
+    with (
+        _timed(store, f"{prefix}generate_responses[{generator}]") as info,
+        open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
+    ):
+        template = generation_template(cfg.prompts.generation)
+        runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
+        params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
+        prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
+        out = []
+        for start in range(0, len(prompts), g.batch_size):
+            out.extend(runner.generate(prompts[start : start + g.batch_size], params))
+            progress(f"{generator}: {len(out)}/{len(prompts)} responses")
+        df = instructions[["instruction_id", "instruction"]].copy()
+        df["generator"] = generator
+        df["response"] = [o.text.strip() for o in out]
+        df["completion_tokens"] = [o.completion_tokens for o in out]
+        df["error"] = [o.error or (None if o.text.strip() else "empty response") for o in out]
+        info.update(n=len(df), failed=int(df["error"].notna().sum()), calls=backend.calls, hits=backend.hits)
+        store.write_frame(name, df)
+    progress(f"{generator}: {len(df)} responses ({info['calls']} generated, {info['hits']} from cache)")
+    return df
+
+
+def build_pairs(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    responses: dict[str, pd.DataFrame],
+    *,
+    prefix: str = "",
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """One pair per instruction and unordered generator pair (A = earlier generator in the config;
+    both orders are judged). A failed response excludes its pairs, counted by reason."""
+    name = f"{prefix}pairs.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    excluded = Exclusions()
+    rows = []
+    gens = [g for g in (x.name for x in cfg.generators) if g in responses]
+    indexed = {g: responses[g].set_index("instruction_id") for g in gens}
+    for ga, gb in itertools.combinations(gens, 2):
+        a_df, b_df = indexed[ga], indexed[gb]
+        for iid in a_df.index.intersection(b_df.index, sort=False):
+            a, b = a_df.loc[iid], b_df.loc[iid]
+            if isinstance(a.get("error"), str) or isinstance(b.get("error"), str):
+                excluded.add("response_failed", example=str(iid))
+                continue
+            prompt = str(a["instruction"])
+            pid = Pair.make_id(prompt, a["response"], b["response"])
+            rows.append(
+                {
+                    "pair_id": pid,
+                    "instruction_id": iid,
+                    "prompt": prompt,
+                    "response_a": a["response"],
+                    "response_b": b["response"],
+                    "generator_a": ga,
+                    "generator_b": gb,
+                }
+            )
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "pair_id",
+            "instruction_id",
+            "prompt",
+            "response_a",
+            "response_b",
+            "generator_a",
+            "generator_b",
+        ],
+    )
+    dup = df.duplicated("pair_id")
+    excluded.add("duplicate_pair", int(dup.sum()))
+    df = df[~dup].reset_index(drop=True)
+    store.write_json(f"{prefix}pairs_exclusions.json", excluded.to_dict())
+    store.write_frame(name, df)
+    progress(f"{len(df)} pairs ({excluded})")
+    return df
+
+
+def _pairs(df: pd.DataFrame) -> list[Pair]:
+    return [
+        Pair(
+            pair_id=r.pair_id,
+            prompt=r.prompt,
+            response_a=r.response_a,
+            response_b=r.response_b,
+            generator_a=r.generator_a,
+            generator_b=r.generator_b,
+        )
+        for r in df.itertuples(index=False)
+    ]

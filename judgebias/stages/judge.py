@@ -1,0 +1,67 @@
+"""Judging stage: every judge scores every pair in both presentation orders."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _adapted, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages.generation import _pairs
+
+
+def _chat(judge_cfg, backend) -> bool:
+    if judge_cfg.prompt_kind != "auto":
+        return judge_cfg.prompt_kind == "chat"
+    return bool(getattr(backend, "is_chat", True))
+
+
+def judge_pairs(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    judge: str,
+    pairs: pd.DataFrame,
+    *,
+    prefix: str = "",
+    adapter: dict | None = None,
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """Every pair judged in both orders by ``judge``: its judgment-table rows."""
+    from judgebias.judging import judge_pairs as run_judge
+    from judgebias.prompts import judge_template
+
+    name = f"{prefix}judgments/{_slug(judge)}.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    j = cfg.judge(judge)
+    ref = cfg.generator(cfg.self_map[judge]) if adapter else j
+    with (
+        _timed(store, f"{prefix}judge_pairs[{judge}]") as info,
+        open_backend(
+            j if not adapter else j.model_copy(update={"model": ref.model}),
+            name=judge,
+            cache=call_cache(cfg),
+            loaded=_adapted(ref, adapter),
+        ) as backend,
+    ):
+        result = run_judge(
+            _pairs(pairs),
+            backend,
+            judge_template(j.template),
+            judge=judge,
+            chat=_chat(j, backend),
+            chunk_size=j.batch_size * 4,
+            progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
+        )
+        df = result.table()
+        info.update(
+            rows=len(df), exclusions=result.exclusions.to_dict(), calls=backend.calls, hits=backend.hits
+        )
+        store.write_frame(name, df)
+    progress(
+        f"{judge}: {len(df)} pairs judged in both orders ({info['calls']} scored, "
+        f"{info['hits']} cached; "
+        f"{result.exclusions})"
+    )
+    return df
+

@@ -1,0 +1,137 @@
+"""The judgment table, the gold votes and the metrics of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.table import validate
+
+
+def assemble_table(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    judgments: dict[str, pd.DataFrame],
+    perplexity: dict[str, pd.DataFrame] | None = None,
+    *,
+    prefix: str = "",
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """All judges' rows in one validated judgment table (with each judge's perplexities)."""
+    from judgebias.io import read_table, write_table
+
+    name = f"{prefix}table.parquet"
+    if store.has(name):
+        return read_table(store.path(name))[0]
+    frames = []
+    for judge, rows in judgments.items():
+        rows = rows.drop(columns=[c for c in ("ppl_a", "ppl_b") if c in rows.columns])
+        ppl = (perplexity or {}).get(judge)
+        if ppl is not None and len(ppl):
+            rows = rows.merge(ppl[["pair_id", "ppl_a", "ppl_b"]], on="pair_id", how="left")
+        frames.append(rows)
+    table, _ = validate(pd.concat(frames, ignore_index=True), source=f"{store.root / name}")
+    write_table(table, store.path(name))
+    progress(
+        f"judgment table: {len(table)} rows, {table['pair_id'].nunique()} pairs, "
+        f"{table['judge'].nunique()} judges"
+    )
+    return table
+
+
+def gold_for(cfg: ExperimentConfig, table: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str] | None:
+    """The gold panel ``analyze`` gets: None = every other judge; a list when configured or when
+    judges must be left out (the rewriter in the style ablation)."""
+    if cfg.gold.panel == "all-others" and not exclude:
+        return None
+    present = set(table["judge"].dropna())
+    base = [j.name for j in cfg.judges] if cfg.gold.panel == "all-others" else list(cfg.gold.panel)
+    return [n for n in base if n in present and n not in exclude]
+
+
+def aggregate_gold(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    table: pd.DataFrame,
+    *,
+    prefix: str = "",
+    exclude: tuple[str, ...] = (),
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """Gold vote per (pair, measured judge): the panel's mean P(A) without that judge, or the human
+    majority with ``human_as_gold``; what the DBG scores are measured against."""
+    from judgebias.metrics.dbg import gold_votes
+    from judgebias.metrics.frame import PAIR, prepare
+    from judgebias.stats import InsufficientData
+
+    name = f"{prefix}gold.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    prepared = prepare(table)
+    codes = prepared.drop_duplicates(PAIR)[[PAIR, "pair_id"]].set_index(PAIR)["pair_id"]
+    frames = []
+    panel = gold_for(cfg, table, exclude)
+    for judge in sorted(table["judge"].dropna().unique()):
+        try:
+            votes, counts, used = gold_votes(table, judge, panel, human_as_gold=cfg.gold.human_as_gold)
+        except InsufficientData as exc:
+            progress(f"gold for {judge}: none ({exc})")
+            continue
+        frames.append(
+            pd.DataFrame(
+                {
+                    "pair_id": codes.reindex(range(len(votes))).to_numpy(),
+                    "judge": judge,
+                    "gold_p_a": votes,
+                    "gold_votes": counts,
+                    "panel": ",".join(used),
+                }
+            )
+        )
+    df = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["pair_id", "judge", "gold_p_a", "gold_votes", "panel"])
+    )
+    store.write_frame(name, df)
+    progress(f"gold judgments for {df['judge'].nunique()} judge(s)")
+    return df
+
+
+def compute_metrics(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    table: pd.DataFrame,
+    *,
+    prefix: str = "",
+    exclude: tuple[str, ...] = (),
+    progress: Progress = _noop,
+) -> dict:
+    """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
+    from judgebias.analysis import analyze
+
+    name = f"{prefix}metrics.json"
+    if store.has(name):
+        return store.read_json(name)
+    with _timed(store, f"{prefix}compute_metrics"):
+        gold = gold_for(cfg, table, exclude)
+        result = analyze(
+            table,
+            self_map={k: {v} for k, v in cfg.self_map.items()},
+            gold=gold if gold else None,
+            human_as_gold=cfg.gold.human_as_gold,
+        )
+        _plots(result, store.path(f"{prefix}plots"))
+        store.write_json(name, result)
+    progress(f"metrics for {len(result['judges'])} judge(s)")
+    return result
+
+
+def _plots(result: dict, folder: Path) -> list[Path]:
+    from judgebias import plots
+
+    return plots.save_figures(plots.figures_for(result), folder)

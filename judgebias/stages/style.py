@@ -1,0 +1,136 @@
+"""Style-rewrite ablation (DBG paper, Sec. 4.2 and App. A.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages.compare import _dbg, _fmt_compare, _plot_before_after
+from judgebias.stages.data import style_prefix, subset
+from judgebias.stages.results import compute_metrics, gold_for
+
+
+def rewriter_judges(cfg: ExperimentConfig) -> tuple[str, ...]:
+    """Judges that are the rewriter's model: left out of the gold panel in the style ablation."""
+    rw = cfg.ablations.style_rewrite
+    return tuple(j.name for j in cfg.judges if j.model == rw.model and j.backend == rw.backend)
+
+
+def _style_instructions(cfg: ExperimentConfig, responses: dict[str, pd.DataFrame]) -> list[str]:
+    first = next(iter(responses.values()))
+    ids = first[["instruction_id"]].drop_duplicates()
+    return subset(ids, cfg.ablations.style_rewrite.sample, cfg.dataset.seed)["instruction_id"].tolist()
+
+
+def rewrite_style(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    style: str,
+    responses: dict[str, pd.DataFrame],
+    *,
+    progress: Progress = _noop,
+) -> dict[str, pd.DataFrame]:
+    """Both (all) generators' responses rewritten into ``style`` by the rewriter, per generator."""
+    from judgebias.ablations.style import TEMPLATE_VERSION, rewrite_responses
+    from judgebias.backends.protocol import GenerationParams
+
+    prefix = style_prefix(cfg, style)
+    names = {g: f"{prefix}responses/{_slug(g)}.parquet" for g in responses}
+    if all(store.has(n) for n in names.values()):
+        return {g: store.read_frame(n) for g, n in names.items()}
+    rw = cfg.ablations.style_rewrite
+    keep = set(_style_instructions(cfg, responses))
+    out = {}
+    with (
+        _timed(store, f"{prefix}rewrite_style") as info,
+        open_backend(rw, name=f"rewriter:{rw.model}", cache=call_cache(cfg)) as backend,
+    ):
+        runner = backend.with_template(TEMPLATE_VERSION)
+        chat = bool(getattr(backend, "is_chat", True))
+        params = GenerationParams(max_new_tokens=rw.max_new_tokens)
+        for g, df in responses.items():
+            part = df[df["instruction_id"].isin(keep) & df["error"].isna()].reset_index(drop=True)
+            rewritten = rewrite_responses(runner, part, style, params, chat=chat, batch_size=rw.batch_size)
+            rewritten["error"] = rewritten["rewrite_error"]
+            store.write_frame(names[g], rewritten)
+            out[g] = rewritten
+            progress(
+                f"{style}: {len(rewritten)} responses of {g} rewritten "
+                f"({int(rewritten['rewrite_error'].notna().sum())} failed)"
+            )
+        info.update(calls=backend.calls, hits=backend.hits)
+    return out
+
+
+def semantic_preservation(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    rewrites: dict[str, dict[str, pd.DataFrame]],
+    *,
+    progress: Progress = _noop,
+) -> pd.DataFrame:
+    """Cosine similarity of each rewrite to its original and the App. A.3 projection plot."""
+    from judgebias.ablations.style import Embedder, plot_semantic_shift
+    from judgebias.ablations.style import semantic_preservation as measure
+
+    base = f"style-{cfg.ablation_hash('style_rewrite')}/"
+    name = f"{base}semantic.parquet"
+    if store.has(name):
+        return store.read_frame(name)
+    with _timed(store, f"{base}semantic_preservation"):
+        frames = [df for per_gen in rewrites.values() for df in per_gen.values()]
+        both = pd.concat(frames, ignore_index=True)
+        sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
+        if len(sem) >= 1:
+            plot_semantic_shift(sem, store.path(f"{base}plots/semantic_shift.png"))
+        store.write_frame(name, sem)
+    summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
+    progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
+    return sem
+
+
+
+
+def compare_style(
+    cfg: ExperimentConfig,
+    store: RunStore,
+    before: pd.DataFrame,
+    after: dict[str, pd.DataFrame],
+    *,
+    progress: Progress = _noop,
+) -> dict:
+    """DBG per judge before and after each rewrite, on the same instructions and the same gold panel
+    (the rewriter left out), side by side; plus the usual metrics of each rewritten table."""
+    base = f"style-{cfg.ablation_hash('style_rewrite')}/"
+    name = f"{base}comparison.json"
+    if store.has(name):
+        return store.read_json(name)
+    exclude = rewriter_judges(cfg)
+    with _timed(store, f"{base}compare_style"):
+        keep = set(next(iter(after.values()))["prompt"]) if after else set()
+        before_sub = before[before["prompt"].isin(keep)]
+        gold = gold_for(cfg, before, exclude)
+        out: dict[str, Any] = {
+            "rewriter": cfg.ablations.style_rewrite.model,
+            "excluded_from_gold": list(exclude),
+            "pairs_before": int(before_sub["pair_id"].nunique()),
+            "judges": {},
+        }
+        for j in cfg.self_map:
+            row = {"before": _dbg(before_sub, j, cfg, gold)}
+            for style, table in after.items():
+                row[style] = _dbg(table, j, cfg, gold)
+            out["judges"][j] = row
+        for style, table in after.items():
+            out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
+            compute_metrics(cfg, store, table, prefix=style_prefix(cfg, style), exclude=exclude)
+        store.write_json(name, out)
+        _plot_before_after(
+            out, store.path(f"{base}plots/dbg_before_after.png"), "DBG before and after style rewrite"
+        )
+    progress("style ablation DBG: " + _fmt_compare(out))
+    return out
