@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +21,35 @@ def _format(path: Path) -> str:
     return fmt
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    rows, problems = [], []
+def iter_jsonl(path: str | Path, problems: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file.
+
+    A line that is not a JSON object raises ``ValueError`` naming ``file:line``; when a
+    ``problems`` list is given, its message is appended there instead and reading goes on (to
+    report every bad line at once).
+    """
+    path = Path(path)
     with path.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
+                problem = (None if isinstance(obj, dict)
+                           else f"expected a JSON object, got {type(obj).__name__}")
             except json.JSONDecodeError as exc:
-                problems.append(f"row {line_no}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(obj, dict):
-                problems.append(f"row {line_no}: expected a JSON object, got {type(obj).__name__}")
-                continue
-            rows.append(obj)
+                problem = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            if problem is None:
+                yield line_no, obj
+            elif problems is None:
+                raise ValueError(f"{path}:{line_no}: {problem}")
+            else:
+                problems.append(f"row {line_no}: {problem}")
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    problems: list[str] = []
+    rows = [obj for _, obj in iter_jsonl(path, problems)]
     if problems:
         raise TableError(str(path), problems)
     return pd.DataFrame.from_records(rows)

@@ -10,7 +10,6 @@ generates and judges again. Sizes are the config's: a few steps on CPU for the d
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from judgebias.backends.protocol import Prompt
+from judgebias.io import iter_jsonl
 
 IGNORE_INDEX = -100
 
@@ -34,18 +34,11 @@ def load_sft_data(path: str | Path, n: int | None = None, seed: int = 0) -> list
     sample (all rows when ``None``)."""
     path = Path(path)
     rows: list[SFTExample] = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            for key in ("instruction", "response"):
-                if not isinstance(obj.get(key), str) or not obj[key].strip():
-                    raise ValueError(f"{path}:{line_no}: field {key!r} must be a non-empty string")
-            rows.append(SFTExample(obj["instruction"], obj["response"]))
+    for line_no, obj in iter_jsonl(path):
+        for key in ("instruction", "response"):
+            if not isinstance(obj.get(key), str) or not obj[key].strip():
+                raise ValueError(f"{path}:{line_no}: field {key!r} must be a non-empty string")
+        rows.append(SFTExample(obj["instruction"], obj["response"]))
     if not rows:
         raise ValueError(f"{path}: no training examples")
     if n is not None and n < len(rows):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.config import BUNDLED_DATASETS, ExperimentConfig, bundled_file
+from judgebias.io import iter_jsonl
 from judgebias.runstore import RunStore
 from judgebias.stages._common import _timed
 
@@ -26,24 +27,17 @@ def read_instructions(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise ValueError(f"{path}: dataset file does not exist")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            text = obj.get("instruction")
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{path}:{line_no}: field 'instruction' must be a non-empty string")
-            rows.append(
-                {
-                    "instruction_id": str(obj.get("id", f"row-{line_no}")),
-                    "category": str(obj.get("category") or ""),
-                    "instruction": text,
-                }
-            )
+    for line_no, obj in iter_jsonl(path):
+        text = obj.get("instruction")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{path}:{line_no}: field 'instruction' must be a non-empty string")
+        rows.append(
+            {
+                "instruction_id": str(obj.get("id", f"row-{line_no}")),
+                "category": str(obj.get("category") or ""),
+                "instruction": text,
+            }
+        )
     ids = [r["instruction_id"] for r in rows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: duplicate instruction ids")
