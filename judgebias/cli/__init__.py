@@ -41,5 +41,28 @@ def _register_all() -> None:
 _register_all()
 
 
+# Errors that say what is wrong with the user's input or a service, in words: printed as one line
+# (exit code 2) rather than as a traceback. Named by module and class so the CLI's start-up does
+# not import torch, openai or the Label Studio SDK to recognize them.
+_USER_ERRORS = {
+    ("judgebias.table", "TableError"),
+    ("judgebias.config", "ConfigError"),
+    ("judgebias.models", "ModelNotFound"),
+    ("judgebias.backends.openai_compat", "ServiceUnavailable"),
+    ("judgebias.backends.openai_compat", "EndpointError"),
+    ("annotation.labelstudio", "LabelStudioError"),
+}
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    return any((cls.__module__, cls.__name__) in _USER_ERRORS for cls in type(exc).__mro__)
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception as exc:
+        if not _is_user_error(exc):
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None

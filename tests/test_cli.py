@@ -1,0 +1,49 @@
+"""The command line as a user meets it: every subcommand has --help, and bad input or a service
+that is down ends in one readable line (exit code 2), never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import free_port
+
+COMMANDS = [["import"], ["analyze"], ["judge"], ["run"], ["demo"], ["serve"], ["bench"],
+            ["annotate", "push"], ["annotate", "pull"], ["annotate", "status"]]
+
+
+def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "judgebias.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_subcommand_has_help(command):
+    out = _cli(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert "Usage:" in out.stdout and len(out.stdout.split()) > 20
+
+
+def test_malformed_table_is_one_line_naming_the_file(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x"}\n')
+    out = _cli("judge", str(bad), "--judge", "smollm2-135m-instruct", "--out", str(tmp_path / "o.jsonl"))
+    assert out.returncode == 2
+    assert f"error: {bad}: 1 problem(s)" in out.stderr
+    assert "missing required column(s): response_b" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
+    table = tmp_path / "t.jsonl"
+    table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    out = subprocess.run(
+        [sys.executable, "-m", "judgebias.cli", "judge", str(table), "--backend", "openai", "--base-url", url,
+         "--judge", "m", "--out", str(tmp_path / "o.jsonl")],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "OPENAI_API_KEY": "k"})
+    assert out.returncode == 2, out.stderr
+    assert f"OpenAI-compatible endpoint {url} did not answer" in out.stderr
+    assert "Traceback" not in out.stderr
