@@ -8,6 +8,7 @@ plain file store without an opt-in). ``MLFLOW_EXPERIMENT_NAME`` names the experi
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class TrackingSettings(BaseSettings):
         self.export_env()
         import mlflow
 
+        # A new sqlite store logs a dozen schema-migration lines that bury the command's own output.
+        for name in ("mlflow.store.db.utils", "alembic.runtime.migration", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         uri = self.resolved_uri(workdir)
         mlflow.set_tracking_uri(uri)
         mlflow.set_experiment(self.experiment_name)

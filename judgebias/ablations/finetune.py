@@ -13,6 +13,7 @@ import hashlib
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,8 +113,12 @@ def lora_finetune(model, tokenizer, examples: Sequence[SFTExample], build_prompt
     torch.manual_seed(seed)
     encoded = [encode_example(tokenizer, encode(build_prompt(ex.instruction)), ex.response, max_length)
                for ex in examples]
-    peft_model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
-                                                  target_modules=list(target_modules), task_type="CAUSAL_LM"))
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated ``is_gradient_checkpointing``; nothing to act on here.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        peft_model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
+                                                      target_modules=list(target_modules),
+                                                      task_type="CAUSAL_LM"))
     trainable = [p for p in peft_model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.0)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
