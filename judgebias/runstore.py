@@ -35,6 +35,22 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return path
 
 
+def atomic_dir(target: Path, fill: Callable[[Path], Any]) -> Path:
+    """Create folder ``target`` by letting ``fill`` write into a temporary sibling, then moving it
+    into place: a process killed half-way leaves no half-written folder under the final name."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
+    try:
+        fill(tmp)
+        if target.exists():  # an incomplete leftover of an interrupted run
+            shutil.rmtree(target)
+        tmp.replace(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
 def _json_default(obj: Any):
     import numpy as np
 
@@ -94,18 +110,7 @@ class RunStore:
     # --- folders (adapters, plots) ----------------------------------------------------------------
     def write_dir(self, name: str, fill: Callable[[Path], Any]) -> Path:
         """Create folder ``name`` by letting ``fill`` write into a temporary sibling, then move it."""
-        target = self.path(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
-        try:
-            fill(tmp)
-            if target.exists():
-                shutil.rmtree(target)
-            tmp.replace(target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return target
+        return atomic_dir(self.path(name), fill)
 
     # --- manifest ---------------------------------------------------------------------------------
     def manifest(self) -> dict:
