@@ -9,19 +9,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import pytest
 import yaml
 
 from tests.conftest import free_port
+from tests.servers import running
 
 pytestmark = pytest.mark.slow
 
@@ -317,42 +314,12 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
 
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = tmp_path / "mlflow.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mlflow",
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "1",
-                "--backend-store-uri",
-                f"sqlite:///{tmp_path / 'server.db'}",
-                "--artifacts-destination",
-                str(tmp_path / "artifacts"),
-            ],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{uri}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "mlflow server did not start\n" + log.read_text()[-3000:]
-            time.sleep(0.5)
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination", str(tmp_path / "artifacts")]
+    with running(argv, health_url=f"{uri}/health", log=tmp_path / "mlflow.log", what="mlflow server", env=env,
+                 grace=30):
         cfg = experiment_run["cfg"].model_copy(
             update={"tracking": experiment_run["cfg"].tracking.model_copy(update={"tracking_uri": uri})}
         )
@@ -368,12 +335,6 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
             )
         arts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(result["run_id"], "table")}
         assert arts == {"table/table.parquet"}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.server

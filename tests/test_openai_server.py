@@ -16,17 +16,15 @@ import math
 import os
 import pickle
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import free_port
+from servers import running
 
 from judgebias.backends.openai_compat import EndpointError, OpenAICompatBackend, ServiceUnavailable
 from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
@@ -38,12 +36,6 @@ PAYLOADS = Path(__file__).parent / "data" / "openai_payloads"
 
 def payload(name: str) -> dict:
     return json.loads((PAYLOADS / f"{name}.json").read_text())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def judge_prompt(question: str, first: str, second: str) -> Prompt:
@@ -283,29 +275,10 @@ def transformers_server(smollm2_folder, tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port),
-                                 "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"transformers serve did not come up:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
+    argv = [exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log_path, what="transformers serve",
+                 env=env):
         yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder}
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 PAIRS = [Pair(pair_id=Pair.make_id(q, a, b), prompt=q, response_a=a, response_b=b)

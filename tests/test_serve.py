@@ -4,7 +4,6 @@ and the server's scheduler creates scheduled runs for them (SQLAlchemy 2.1 silen
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,19 +13,10 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.servers import running, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.server]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def _wait(
@@ -61,23 +51,11 @@ def prefect_server(tmp_path_factory):
         "PREFECT_UI_ENABLED": "false",
     }
     env.pop("PREFECT_API_URL", None)
-    log = home / "server.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     api = f"http://127.0.0.1:{port}/api"
-    try:
-        _wait(
-            lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 90, "Prefect server", proc, log
-        )
+    argv = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with running(argv, health_url=f"{api}/health", log=home / "server.log", what="Prefect server", env=env,
+                 grace=30):
         yield {"api": api, "home": home}
-    finally:
-        _stop(proc)
 
 
 def test_serve_registers_cron_deployments_and_server_schedules_runs(prefect_server, tmp_path):
@@ -149,7 +127,7 @@ def test_serve_registers_cron_deployments_and_server_schedules_runs(prefect_serv
         # Cron "0 2 * * *" in UTC: every scheduled run starts at 02:00.
         assert all("T02:00:00" in t for t in times), times
     finally:
-        _stop(proc)
+        stop(proc, 30)
 
 
 def test_build_deployments_rejects_a_bad_cron():

@@ -8,45 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import free_port
+from servers import running, stop
 
 from flows.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
-
-
-def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"prefect server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"prefect server not healthy after {timeout} s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +30,10 @@ def prefect_env(tmp_path_factory):
            "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
            "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
     env.pop("PREFECT_API_KEY", None)
-    log = home / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                  env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
-    try:
-        _wait_healthy(env["PREFECT_API_URL"], server, log)
+    with running([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                 health_url=f"{env['PREFECT_API_URL']}/health", log=home / "server.log",
+                 what="prefect server", env=env, cwd=home):
         yield env
-    finally:
-        _stop(server)
 
 
 def _scheduled_runs(deployment_id, timeout: float = 60.0) -> list:
@@ -144,7 +112,7 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
             summary = run.state.result()
             scheduled = _scheduled_runs(nightly)
         finally:
-            _stop(worker)
+            stop(worker)
 
     # The cron deployment has runs waiting in the pool for 03:00 UTC (the scheduler works: this is
     # what SQLAlchemy 2.1 breaks, see ../shared/STACK.md).
