@@ -306,3 +306,14 @@ def judges(df: pd.DataFrame) -> list[str]:
     if "judge" not in df.columns:
         return []
     return sorted(str(j) for j in df["judge"].dropna().unique() if str(j).strip())
+
+
+def human_reasons(human: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The exclusion rules for rows without a usable (non-tie majority) human label, in counting order."""
+    return [("no_human_label", human == MISSING), ("human_no_majority", human == NO_MAJORITY),
+            ("human_tie", human == TIE)]
+
+
+def judge_reasons(choice: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The exclusion rules for rows without a non-tie judge choice, in counting order."""
+    return [("judge_missing", choice == MISSING), ("judge_tie", choice == TIE)]

@@ -55,8 +55,7 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
     human = rows[F.HUMAN].to_numpy()
     keep, excl = count_reasons([
         ("no_perplexity", ~np.isfinite(x)),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.judge_reasons(choice),
         ("equal_perplexity", x == 0),
     ], len(rows))
     n = int(keep.sum())
@@ -92,11 +91,8 @@ def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: i
     keep, excl = count_reasons([
         ("no_perplexity", ~np.isfinite(x)),
         ("equal_perplexity", x == 0),
-        ("no_human_label", human == F.MISSING),
-        ("human_no_majority", human == F.NO_MAJORITY),
-        ("human_tie", human == F.TIE),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.human_reasons(human),
+        *F.judge_reasons(choice),
     ], len(rows))
     if not keep.any():
         raise InsufficientData(f"no row with perplexities, a human label and a judge choice; "
@@ -127,8 +123,7 @@ def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: F.SelfMap | Non
     keep, excl = count_reasons([
         ("no_perplexity", ~np.isfinite(x)),
         ("both_own", own_a & own_b),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.judge_reasons(choice),
     ], len(rows))
     own = keep & (own_a ^ own_b)
     other = keep & ~own_a & ~own_b

@@ -35,12 +35,11 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     choice = rows[F.CHOICE].to_numpy()
     human = rows[F.HUMAN].to_numpy()
     skipped: dict[str, str] = {}
-    reasons = [("judge_missing", choice == F.MISSING), ("judge_tie", choice == F.TIE)]
+    reasons = F.judge_reasons(choice)
     columns: dict[str, np.ndarray] = {}
 
     if (np.isin(human, (F.A, F.B))).any():
-        reasons += [("no_human_label", human == F.MISSING), ("human_no_majority", human == F.NO_MAJORITY),
-                    ("human_tie", human == F.TIE)]
+        reasons += F.human_reasons(human)
         columns["human_a"] = np.where(human == F.A, 1.0, -1.0)
     else:
         skipped["human_a"] = "no human labels"

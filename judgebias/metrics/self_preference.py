@@ -77,11 +77,8 @@ def self_preference_eo(df, judge: str, self_map: F.SelfMap | None = None) -> Est
     keep, excl = count_reasons([
         ("no_own_response", ~own_a & ~own_b),
         ("both_own", own_a & own_b),
-        ("no_human_label", human == F.MISSING),
-        ("human_no_majority", human == F.NO_MAJORITY),
-        ("human_tie", human == F.TIE),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.human_reasons(human),
+        *F.judge_reasons(choice),
     ], len(rows))
     h_own = human[keep] == own_side[keep]
     j_own = choice[keep] == own_side[keep]
@@ -103,8 +100,7 @@ def self_preference_dp(df, judge: str, self_map: F.SelfMap | None = None) -> Est
     keep, excl = count_reasons([
         ("no_own_response", ~own_a & ~own_b),
         ("both_own", own_a & own_b),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.judge_reasons(choice),
     ], len(rows))
     n = int(keep.sum())
     if n == 0:

@@ -70,11 +70,8 @@ def verbosity_bias(df: pd.DataFrame, judge: str) -> Estimate:
     wa, wb = rows[F.WORDS_A].to_numpy(), rows[F.WORDS_B].to_numpy()
     longer = np.where(wa > wb, F.A, F.B).astype(np.int8)
     keep, excl = count_reasons([
-        ("no_human_label", human == F.MISSING),
-        ("human_no_majority", human == F.NO_MAJORITY),
-        ("human_tie", human == F.TIE),
-        ("judge_missing", choice == F.MISSING),
-        ("judge_tie", choice == F.TIE),
+        *F.human_reasons(human),
+        *F.judge_reasons(choice),
         ("equal_length", wa == wb),
     ], len(rows))
     y, yj, s = human[keep], choice[keep], longer[keep]
@@ -113,9 +110,7 @@ def human_verbosity(df: pd.DataFrame) -> Estimate:
     human = prepared[F.HUMAN].to_numpy()[first]
     wa, wb = prepared[F.WORDS_A].to_numpy()[first], prepared[F.WORDS_B].to_numpy()[first]
     keep, excl = count_reasons([
-        ("no_human_label", human == F.MISSING),
-        ("human_no_majority", human == F.NO_MAJORITY),
-        ("human_tie", human == F.TIE),
+        *F.human_reasons(human),
         ("equal_length", wa == wb),
     ], len(first))
     n = int(keep.sum())
