@@ -265,6 +265,8 @@ def smollm2_folder() -> str:
     try:
         _, folder = models.local_folder("smollm2-135m-instruct")
     except models.ModelNotFound as exc:
+        if os.environ.get("CI"):  # CI installs the packaged model: missing there is a broken install
+            pytest.fail(str(exc))
         pytest.skip(str(exc))
     return folder
 
