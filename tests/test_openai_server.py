@@ -261,7 +261,7 @@ def test_secrets_stay_out_of_identity_repr_and_pickles(monkeypatch):
 
 @pytest.fixture(scope="session")
 def smollm2_folder() -> str:
-    models = pytest.importorskip("judgebias.models")
+    from judgebias import models
     try:
         _, folder = models.local_folder("smollm2-135m-instruct")
     except models.ModelNotFound as exc:
