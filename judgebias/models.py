@@ -268,11 +268,32 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
 def default_dtype(device: str):
-    """fp32 on CPU (bf16 matmuls are slow there and change results), bf16 on GPU."""
+    """bf16 on GPU; fp32 on CPU, the exact reference.
+
+    bf16 is opt-in on CPU (``dtype="bfloat16"``): on CPUs with AVX512-BF16 or AMX its matmuls run
+    ~4x faster than fp32, but it moves P(A) by up to ~0.02 (docs/benchmarks.md has the figures),
+    and on CPUs without those units it can be slower than fp32.
+    """
     import torch
 
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+
+
+def resolve_dtype(dtype, device: str):
+    """A torch dtype from None / "auto" (the device's default), a name in ``DTYPES`` or a torch dtype."""
+    import torch
+
+    if dtype is None or dtype == "auto":
+        return default_dtype(device)
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    return getattr(torch, dtype)
 
 
 def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device: str | None = None,
@@ -283,7 +304,7 @@ def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device:
     start = time.perf_counter()
     resolved, folder = local_folder(spec, gguf_file)
     device = device or default_device()
-    dtype = dtype or default_dtype(device)
+    dtype = resolve_dtype(dtype, device)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -370,7 +391,7 @@ def random_model(config: str | dict | Any, *, tokenizer=None, seed: int = 0, dev
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than the config's vocab_size "
                          f"{cfg.vocab_size}")
     device = device or default_device()
-    dtype = dtype or default_dtype(device)
+    dtype = resolve_dtype(dtype, device)
     cfg._attn_implementation = attn_implementation
     _check_fits(cfg, dtype, device)
     torch.manual_seed(seed)

@@ -72,6 +72,19 @@ def test_api_judge_needs_base_url_and_env_name_not_a_key():
     assert problems(data)[0].startswith("judges[1].api_key_env: String should match pattern")
 
 
+def test_dtype_is_a_local_setting_and_part_of_the_hash():
+    data = minimal()
+    data["judges"][0]["dtype"] = "bfloat16"
+    cfg = parse_config(data)
+    assert cfg.judges[0].dtype == "bfloat16" and cfg.judges[1].dtype == "auto"
+    assert cfg.config_hash() != parse_config(minimal()).config_hash()
+    data["judges"][0]["dtype"] = "int4"
+    assert problems(data)[0].startswith("judges[0].dtype: Input should be 'auto', 'float32'")
+    data["judges"][0] = {"name": "g1", "model": "gpt-x", "backend": "openai",
+                         "base_url": "http://127.0.0.1:8000/v1", "dtype": "bfloat16"}
+    assert problems(data) == ["judges[0]: dtype only applies to backend 'local'"]
+
+
 def test_cross_references_name_each_bad_key():
     data = minimal(self_map={"g1": "g1", "ghost": "g2", "g2": "nope"}, gold={"panel": ["g1", "zed"]})
     assert problems(data) == [

@@ -92,6 +92,34 @@ def test_batched_scoring_equals_one_at_a_time(tiny):
         assert abs(single.mass - b.mass) <= 1e-4 * single.mass
 
 
+def test_bf16_engine_tracks_the_fp32_reference(tiny):
+    # Same weights cast to bf16 (the opt-in fast CPU dtype): the fast paths stay close to a plain
+    # bf16 forward pass, and bf16 as a whole stays close to fp32. The dtype is in the cache identity.
+    half = models.LoadedModel(model=models.random_model(
+        "tiny-llama", tokenizer=tiny.tokenizer, seed=0, device="cpu", initializer_range=0.2).model.to(
+        torch.bfloat16), tokenizer=tiny.tokenizer, name="tiny-bf16", identity={"dtype": "bfloat16"})
+    fast = LocalBackend(half, token_budget=512, max_batch=3)
+    assert fast.identity()["dtype"] == "bfloat16" != tiny.identity()["dtype"]
+    prompts = _prompts()
+    variants = fast.variants(("A", "B"))
+    for p, b, ref in zip(prompts, fast.score_options(prompts, ["A", "B"]),
+                         tiny.score_options(prompts, ["A", "B"]), strict=True):
+        with torch.inference_mode():
+            probs = torch.softmax(fast.model(torch.tensor([fast.encode(p)])).logits[0, -1].double(), -1)
+        pa, pb = (float(probs[variants[o]].sum()) for o in ("A", "B"))
+        assert abs(b.probs["A"] - pa / (pa + pb)) < 5e-3
+        assert abs(b.probs["A"] - ref.probs["A"]) < 0.05
+
+
+def test_dtype_names_resolve_per_device():
+    assert models.resolve_dtype("auto", "cpu") is torch.float32
+    assert models.resolve_dtype(None, "cuda") is torch.bfloat16
+    assert models.resolve_dtype("bfloat16", "cpu") is torch.bfloat16
+    assert models.resolve_dtype(torch.float16, "cpu") is torch.float16
+    with pytest.raises(ValueError, match="unknown dtype 'int8'"):
+        models.resolve_dtype("int8", "cpu")
+
+
 def test_duplicate_prompts_give_identical_scores_in_input_order(tiny):
     prompts = _prompts()
     mixed = [prompts[2], prompts[0], prompts[2], prompts[5]]
@@ -241,7 +269,7 @@ def test_shared_prefix_reuse_is_exact(tiny):
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
     from judgebias.cli import bench
 
-    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda: 0.1)
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
                                  explain_tokens=4, modes=["batched", "unbatched", "explain"], device="cpu",
                                  token_budget=None, batch_size=8)
@@ -250,8 +278,27 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
     assert modes["unbatched"]["verdict_agreement_with_batched"] == 1.0
     assert modes["unbatched"]["max_abs_p_diff"] < 1e-4
     assert all(m["pairs_per_s"] > 0 and m["tflops"] > 0 for m in modes.values())
+    assert modes["unbatched"]["batched_speedup"] == pytest.approx(
+        modes["batched"]["pairs_per_s"] / modes["unbatched"]["pairs_per_s"])
     table = bench.markdown(report)
-    assert "| batched |" in table and "not measured" in table
+    assert "| batched | float32 |" in table and "not measured" in table
     assert bench.gpu_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert bench.gpu_peak_tflops("NVIDIA H100 PCIe") == 756.0
     assert bench.gpu_peak_tflops("NVIDIA H200") == 989.0 and bench.gpu_peak_tflops("Some GPU") is None
+
+
+def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
+    from judgebias.cli import bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+    report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,
+                                 explain_tokens=4, modes=["batched", "unbatched"], device="cpu",
+                                 token_budget=None, batch_size=8, dtype="bfloat16")
+    modes = report["modes"]
+    assert report["dtype"] == "bfloat16" and report["baseline_dtype"] == "float32"
+    assert [(m, r["dtype"]) for m, r in modes.items()] == [
+        ("batched", "bfloat16"), ("unbatched", "float32"), ("unbatched-bfloat16", "bfloat16")]
+    # The same weights cast: bf16 rounding moves P(A) a little, never flips it wholesale.
+    assert 0 < modes["unbatched"]["max_abs_p_diff"] < 0.05
+    assert modes["unbatched-bfloat16"]["max_abs_p_diff"] < 0.05
+    assert "| unbatched-bfloat16 | bfloat16 |" in bench.markdown(report)

@@ -45,11 +45,13 @@ def gpu_peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def measured_cpu_peak_tflops(n: int = 2048, repeats: int = 6) -> float:
-    """Best fp32 matmul rate of this CPU with torch's threads: the practical peak, not a data sheet."""
+def measured_cpu_peak_tflops(n: int = 2048, repeats: int = 6, dtype=None) -> float:
+    """Best matmul rate of this CPU in ``dtype`` (default fp32) with torch's threads: the practical
+    peak, not a data sheet."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    dtype = dtype or torch.float32
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     torch.mm(a, b)
     best = math.inf
     for _ in range(repeats):
@@ -134,9 +136,34 @@ def _verdicts(values: list[float]) -> list[str]:
     return ["a" if p > 0.5 else "b" if p < 0.5 else "tie" for p in values]
 
 
+def _unbatched_p_first(model, encode, prompts, ids_a, ids_b) -> list[float]:
+    """The plain way: one prompt per forward pass, full logits, P(A) / (P(A) + P(B))."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for p in prompts:
+            ids = torch.tensor([encode(p)], device=ids_a.device)
+            probs = torch.softmax(model(input_ids=ids).logits[0, -1].float(), -1)
+            pa, pb = float(probs[ids_a].sum()), float(probs[ids_b].sum())
+            out.append(pa / (pa + pb))
+    return out
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_tokens: int,
                   explain_pairs: int, explain_tokens: int, modes: list[str], device: str | None,
-                  token_budget: int | None, batch_size: int, seed: int = 0) -> dict[str, Any]:
+                  token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
+                  baseline_dtype: str = "auto") -> dict[str, Any]:
+    """Time each mode on the same prompts. ``dtype`` is the engine's (batched, explain); the plain
+    one-at-a-time baseline runs in ``baseline_dtype`` (default: the device's exact reference), and
+    when the two differ it also runs in the engine's dtype, so the report separates what batching
+    gains from what the dtype gains and shows what the dtype costs in P(A)."""
+    import copy
+
     import torch
     import transformers
 
@@ -147,13 +174,21 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     from judgebias.prompts import DBG_AB, MTBENCH_PAIR
 
     device = device or models.default_device()
+    engine_dtype = models.resolve_dtype(dtype, device)
+    ref_dtype = models.resolve_dtype(baseline_dtype, device)
     if arch:
         tokenizer = models.load_tokenizer("smollm2-135m-instruct")
-        loaded = models.random_model(arch, tokenizer=tokenizer, seed=seed, device=device)
+        reference = models.random_model(arch, tokenizer=tokenizer, seed=seed, device=device, dtype=ref_dtype)
         label = f"{arch} (random weights, SmolLM2 tokenizer)"
     else:
-        loaded = models.load_model(model or "smollm2-135m-instruct", device=device)
-        label = loaded.name
+        reference = models.load_model(model or "smollm2-135m-instruct", device=device, dtype=ref_dtype)
+        label = reference.name
+    loaded = reference
+    if engine_dtype != ref_dtype:
+        # The same weights cast, as a checkpoint loaded in that dtype would be.
+        loaded = models.LoadedModel(model=copy.deepcopy(reference.model).to(engine_dtype),
+                                    tokenizer=reference.tokenizer, name=reference.name,
+                                    identity={**reference.identity, "dtype": _dtype_name(engine_dtype)})
     backend = LocalBackend(loaded, token_budget=token_budget, max_batch=batch_size)
     chat = backend.is_chat
     n_params = loaded.n_params
@@ -163,12 +198,18 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     lengths = [len(backend.encode(p)) for p in prompts]
     total_tokens = sum(lengths)
     on_gpu = device.startswith("cuda")
+    peaks: dict[str, float | None] = {}
     if on_gpu:
         dev_name = torch.cuda.get_device_name(0)
-        peak, peak_kind = gpu_peak_tflops(dev_name), "vendor dense bf16"
+        vendor = gpu_peak_tflops(dev_name)
+        peak_kind = "vendor dense bf16 (bf16/fp16 rows only)"
+        for d in {engine_dtype, ref_dtype}:
+            peaks[_dtype_name(d)] = vendor if d in (torch.bfloat16, torch.float16) else None
     else:
         dev_name = f"{cpu_name()} ({torch.get_num_threads()} threads)"
-        peak, peak_kind = measured_cpu_peak_tflops(), "measured fp32 matmul on this machine"
+        peak_kind = "measured 2048x2048 matmul in the row's dtype on this machine"
+        for d in {engine_dtype, ref_dtype}:
+            peaks[_dtype_name(d)] = measured_cpu_peak_tflops(dtype=d)
     memory = PeakMemory(device)
 
     def sync() -> None:
@@ -181,62 +222,51 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
 
     results: dict[str, dict[str, Any]] = {}
     p_first: dict[str, list[float]] = {}
-
     cpu_start = [0.0]
 
-    def record(mode: str, seconds: float, pairs_done: int, tokens: int, extra: dict | None = None) -> None:
+    def record(mode: str, row_dtype, seconds: float, pairs_done: int, tokens: int,
+               extra: dict | None = None) -> None:
         tflops = 2 * n_params * tokens / seconds / 1e12
+        peak = peaks.get(_dtype_name(row_dtype))
         results[mode] = {
+            "dtype": _dtype_name(row_dtype),
             "pairs": pairs_done, "seconds": round(seconds, 3), "pairs_per_s": pairs_done / seconds,
             # Process CPU time: on a shared machine it moves less than wall time does.
             "cpu_seconds": round(time.process_time() - cpu_start[0], 3),
             "prompt_tokens": tokens, "tokens_per_s": tokens / seconds, "tflops": tflops,
-            "share_of_peak": (tflops / peak) if peak else None, "peak_memory_gib": memory.peak_gib(),
-            **(extra or {}),
+            "peak_tflops": peak, "share_of_peak": (tflops / peak) if peak else None,
+            "peak_memory_gib": memory.peak_gib(), **(extra or {}),
         }
 
-    if "batched" in modes:
+    def begin() -> float:
         memory.reset()
         cpu_start[0] = time.process_time()
-        start = time.perf_counter()
+        return time.perf_counter()
+
+    if "batched" in modes:
+        start = begin()
         scores = backend.score_options(prompts, DBG_AB.options)
         sync()
-        record("batched", time.perf_counter() - start, len(pairs), total_tokens)
+        record("batched", engine_dtype, time.perf_counter() - start, len(pairs), total_tokens)
         p_first["batched"] = [s.probs["A"] for s in scores]
 
     if "unbatched" in modes:
         variants = backend.variants(DBG_AB.options)
         ids_a = torch.tensor(variants["A"], device=backend.device)
         ids_b = torch.tensor(variants["B"], device=backend.device)
-        memory.reset()
-        cpu_start[0] = time.process_time()
-        start = time.perf_counter()
-        out = []
-        with torch.inference_mode():
-            for p in prompts:
-                ids = torch.tensor([backend.encode(p)], device=backend.device)
-                probs = torch.softmax(backend.model(input_ids=ids).logits[0, -1].float(), -1)
-                pa, pb = float(probs[ids_a].sum()), float(probs[ids_b].sum())
-                out.append(pa / (pa + pb))
-        sync()
-        record("unbatched", time.perf_counter() - start, len(pairs), total_tokens)
-        p_first["unbatched"] = out
-
-    if "batched" in modes and "unbatched" in modes:
-        va, vb = _verdicts(p_first["batched"]), _verdicts(p_first["unbatched"])
-        unb, bat = results["unbatched"], results["batched"]
-        unb["verdict_agreement_with_batched"] = sum(x == y for x, y in zip(va, vb, strict=True)) / len(va)
-        unb["max_abs_p_diff"] = max(abs(x - y) for x, y in
-                                    zip(p_first["batched"], p_first["unbatched"], strict=True))
-        bat["speedup_vs_unbatched"] = unb["seconds"] / bat["seconds"]
-        bat["speedup_vs_unbatched_cpu_time"] = unb["cpu_seconds"] / max(bat["cpu_seconds"], 1e-9)
+        runs = [("unbatched", reference.model, ref_dtype)]
+        if engine_dtype != ref_dtype:
+            runs.append((f"unbatched-{_dtype_name(engine_dtype)}", loaded.model, engine_dtype))
+        for mode, net, row_dtype in runs:
+            start = begin()
+            p_first[mode] = _unbatched_p_first(net, backend.encode, prompts, ids_a, ids_b)
+            sync()
+            record(mode, row_dtype, time.perf_counter() - start, len(pairs), total_tokens)
 
     if "explain" in modes and chat:
         sub = pairs[:explain_pairs]
         sub_prompts = [MTBENCH_PAIR.build(p.prompt, *p.shown(o)) for p in sub for o in ("ab", "ba")]
-        memory.reset()
-        cpu_start[0] = time.process_time()
-        start = time.perf_counter()
+        start = begin()
         result = judge_pairs(sub, backend, MTBENCH_PAIR,
                              params=GenerationParams(max_new_tokens=explain_tokens))
         sync()
@@ -255,15 +285,32 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
             judged = [(r["pair_id"], r["verdict"]) for r in result.rows if r["verdict"]]
             extra["verdict_agreement_with_batched"] = (sum(ref[k] == v for k, v in judged) / len(judged)
                                                        if judged else None)
-        record("explain", seconds, len(sub), prompt_toks + generated + reread, extra)
+        record("explain", engine_dtype, seconds, len(sub), prompt_toks + generated + reread, extra)
+
+    if "batched" in results:
+        bat = results["batched"]
+        for mode, row in results.items():
+            if mode == "batched":
+                continue
+            # How many times faster batched judging is than this row, per pair (rows may judge
+            # different numbers of pairs: explain runs on a subset).
+            row["batched_speedup"] = bat["pairs_per_s"] / row["pairs_per_s"]
+            row["batched_speedup_cpu_time"] = ((row["cpu_seconds"] / row["pairs"])
+                                               / max(bat["cpu_seconds"] / bat["pairs"], 1e-9))
+            if mode in p_first:
+                va, vb = _verdicts(p_first["batched"]), _verdicts(p_first[mode])
+                row["verdict_agreement_with_batched"] = sum(
+                    x == y for x, y in zip(va, vb, strict=True)) / len(va)
+                row["max_abs_p_diff"] = max(abs(x - y) for x, y in
+                                            zip(p_first["batched"], p_first[mode], strict=True))
 
     gpu_note = "measured on this device" if on_gpu else "not measured (no GPU in this run)"
     return {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "model": label, "parameters": n_params, "device": dev_name,
         "device_type": "cuda" if on_gpu else "cpu",
-        "dtype": str(next(loaded.model.parameters()).dtype).replace("torch.", ""),
-        "peak_tflops": peak, "peak_kind": peak_kind, "pairs": len(pairs),
+        "dtype": _dtype_name(engine_dtype), "baseline_dtype": _dtype_name(ref_dtype),
+        "peak_tflops": peaks, "peak_kind": peak_kind, "pairs": len(pairs),
         "mean_prompt_tokens": total_tokens / len(prompts), "token_budget": backend.token_budget,
         "max_batch": backend.max_batch, "prefix_reuse": backend.reuse_prefix,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -286,31 +333,33 @@ def markdown(report: dict[str, Any]) -> str:
     def fmt(x, spec=".3g"):
         return "n/a" if x is None else format(x, spec)
 
+    peaks = ", ".join(f"{k} {fmt(v)}" for k, v in report["peak_tflops"].items())
     lines = [
         f"### {report['model']} on {report['device']} ({report['date']})",
         "",
-        f"{report['parameters'] / 1e6:.1f} M parameters, {report['dtype']}, {report['pairs']} pairs x 2 "
-        f"orders, mean judge prompt {report['mean_prompt_tokens']:.0f} tokens, token budget "
-        f"{report['token_budget']}, prefix reuse {'on' if report['prefix_reuse'] else 'off'}. "
-        f"Peak {fmt(report['peak_tflops'])} TFLOP/s ({report['peak_kind']}). "
-        f"torch {report['versions']['torch']}, transformers {report['versions']['transformers']}, "
-        f"Python {report['versions']['python']}; 1-min load average at the end "
-        f"{fmt(report['load_avg'], '.2f')}.",
+        f"{report['parameters'] / 1e6:.1f} M parameters, engine {report['dtype']}, baseline "
+        f"{report['baseline_dtype']}, {report['pairs']} pairs x 2 orders, mean judge prompt "
+        f"{report['mean_prompt_tokens']:.0f} tokens, token budget {report['token_budget']}, prefix "
+        f"reuse {'on' if report['prefix_reuse'] else 'off'}. Peak TFLOP/s: {peaks} "
+        f"({report['peak_kind']}). torch {report['versions']['torch']}, transformers "
+        f"{report['versions']['transformers']}, Python {report['versions']['python']}; 1-min load "
+        f"average at the end {fmt(report['load_avg'], '.2f')}.",
         "",
-        "| mode | pairs/s | prompt tok/s | TFLOP/s | share of peak | peak mem GiB | wall s | CPU s "
-        "| speed-up wall / CPU | verdicts agree |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | dtype | pairs/s | prompt tok/s | TFLOP/s | share of peak | peak mem GiB | wall s | CPU s "
+        "| batched is x faster (wall / CPU) | verdicts agree | max abs dP(A) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, r in report["modes"].items():
         agree = r.get("verdict_agreement_with_batched")
         share = r.get("share_of_peak")
+        speedup = ("-" if "batched_speedup" not in r else
+                   f"{r['batched_speedup']:.2f} / {r['batched_speedup_cpu_time']:.2f}")
         lines.append(
-            f"| {mode} | {r['pairs_per_s']:.3g} | {r['tokens_per_s']:.0f} | {r['tflops']:.3g} | "
+            f"| {mode} | {r['dtype']} | {r['pairs_per_s']:.3g} | {r['tokens_per_s']:.0f} | "
+            f"{r['tflops']:.3g} | "
             f"{'n/a' if share is None else f'{100 * share:.1f}%'} | {r['peak_memory_gib']:.2f} | "
-            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-            f"{fmt(r.get('speedup_vs_unbatched'), '.2f')} / "
-            f"{fmt(r.get('speedup_vs_unbatched_cpu_time'), '.2f')} | "
-            f"{'-' if agree is None else f'{100 * agree:.0f}%'} |")
+            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {speedup} | "
+            f"{'-' if agree is None else f'{100 * agree:.0f}%'} | {fmt(r.get('max_abs_p_diff'), '.2g')} |")
     if "explain" in report["modes"]:
         e = report["modes"]["explain"]
         lines.append("")
@@ -347,6 +396,12 @@ def register(app: typer.Typer) -> None:
                             ] = None,
         markdown_out: Annotated[Path | None, typer.Option("--markdown", help="Append the markdown table to "
                                                           "this file (e.g. docs/benchmarks.md).")] = None,
+        dtype: Annotated[str, typer.Option(help="Engine dtype (batched, explain): auto (bf16 on GPU, fp32 "
+                                           "on CPU), float32, bfloat16, float16.")] = "auto",
+        baseline_dtype: Annotated[str, typer.Option(help="dtype of the one-at-a-time baseline (default: "
+                                                    "the device's, fp32 on CPU). When it differs from "
+                                                    "--dtype the baseline also runs in --dtype.")
+                                  ] = "auto",
         threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's choice). "
                                                     "1 is steadier on a machine shared with other jobs.")
                            ] = None,
@@ -368,7 +423,8 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown mode(s) {sorted(unknown)}")
         report = run_benchmark(model=model, arch=arch, n_pairs=pairs, prompt_tokens=prompt_tokens,
                                explain_pairs=explain_pairs, explain_tokens=explain_tokens, modes=chosen,
-                               device=device, token_budget=token_budget, batch_size=batch_size)
+                               device=device, token_budget=token_budget, batch_size=batch_size,
+                               dtype=dtype, baseline_dtype=baseline_dtype)
         text = json.dumps(report, indent=2)
         typer.echo(text)
         table = markdown(report)

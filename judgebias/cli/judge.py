@@ -26,12 +26,15 @@ def _progress(label: str):
 
 
 def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
-                 device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none"):
+                 device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
+                 dtype: str = "auto"):
     if backend == "local":
         from judgebias.backends.local import LocalBackend
 
         return LocalBackend(judge, name=name, gguf_file=gguf_file, device=device, max_batch=batch_size,
-                            token_budget=token_budget)
+                            token_budget=token_budget, dtype=dtype)
+    if dtype != "auto":
+        raise typer.BadParameter("--dtype only applies to --backend local")
     if backend == "openai":
         try:
             from judgebias.backends.openai_compat import OpenAICompatBackend
@@ -108,6 +111,9 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int, typer.Option(help="Most prompts per forward pass.")] = 64,
         token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
                                                          "(default 1024 on CPU, 65536 on GPU).")] = None,
+        dtype: Annotated[str, typer.Option(help="Local weights and activations: auto (bf16 on GPU, exact "
+                                           "fp32 on CPU), float32, bfloat16 (~3x faster on CPUs with "
+                                           "AVX512-BF16/AMX; see docs/benchmarks.md) or float16.")] = "auto",
         max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
@@ -133,7 +139,8 @@ def register(app: typer.Typer) -> None:
 
         df, _ = read_table(table)
         inner = make_backend(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
-                             batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode)
+                             batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
+                             dtype=dtype)
         cache = ResponseCache(None) if no_cache else (ResponseCache(cache_dir) if cache_dir
                                                       else ResponseCache.from_env())
         runner = CachedBackend(inner, cache)

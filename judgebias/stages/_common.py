@@ -59,7 +59,7 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     else:
         from judgebias.backends.local import LocalBackend
 
-        inner = LocalBackend(loaded if loaded is not None else ref.model, name=name)
+        inner = LocalBackend(loaded if loaded is not None else ref.model, name=name, dtype=ref.dtype)
     try:
         yield CachedBackend(inner, cache)
     finally:
@@ -73,7 +73,7 @@ def _adapted(ref, adapter: dict | None):
     from judgebias.ablations.finetune import merge_adapter
     from judgebias.models import LoadedModel, load_model
 
-    base = load_model(ref.model)
+    base = load_model(ref.model, dtype=ref.dtype)
     merged = merge_adapter(base.model, adapter["adapter_dir"])
     identity = {**base.identity, "model": f"{base.name}+lora", "adapter_sha256": adapter["adapter_sha256"]}
     return LoadedModel(
