@@ -3,16 +3,19 @@
 Modes, side by side on the same pairs (both presentation orders each):
 
 - ``batched``: ``LocalBackend.score_options`` (length-sorted token-budget batches, right padding,
-  output layer on the last token only, shared-prefix KV reuse);
+  output layer on the last token only, shared-prefix KV reuse) in the engine's ``--dtype``;
 - ``unbatched``: the plain way, one prompt per forward pass with full logits
-  (``model(ids).logits[0, -1]``), summed over the same option tokens;
+  (``model(ids).logits[0, -1]``), summed over the same option tokens, in ``--baseline-dtype``
+  (the device's reference: fp32 on CPU); when the engine's dtype differs, it runs again in the
+  engine's (``unbatched-<dtype>``), so the batching gain and the dtype gain read apart;
 - ``explain``: MT-bench pair-v2 generate-then-parse (batched greedy generation, then P(A), P(B)
   after "[["). A different prompt, so its verdicts are compared, not required to match.
 
 Reported per mode: pairs/s, prompt tokens/s, effective TFLOP/s (2 x parameters x prompt tokens,
-plus generated tokens for ``explain``) and its share of the device peak, peak memory, and the
-agreement of verdicts with ``batched``. The CPU peak is measured here (best of a large fp32
-matmul) and labelled as such; GPU peaks come from the vendor's dense bf16 figure.
+plus generated tokens for ``explain``) and its share of the device peak for the row's dtype,
+peak memory, how many times faster ``batched`` is per pair, and, against ``batched``, verdict
+agreement and the largest |dP(A)|. CPU peaks are measured here (best 2048x2048 matmul in each
+dtype) and labelled as such; GPU peaks are the vendor's dense bf16 figure.
 """
 
 from __future__ import annotations
@@ -203,12 +206,13 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         dev_name = torch.cuda.get_device_name(0)
         vendor = gpu_peak_tflops(dev_name)
         peak_kind = "vendor dense bf16 (bf16/fp16 rows only)"
-        for d in {engine_dtype, ref_dtype}:
+        for d in dict.fromkeys((engine_dtype, ref_dtype)):
             peaks[_dtype_name(d)] = vendor if d in (torch.bfloat16, torch.float16) else None
     else:
-        dev_name = f"{cpu_name()} ({torch.get_num_threads()} threads)"
+        n_threads = torch.get_num_threads()
+        dev_name = f"{cpu_name()} ({n_threads} thread{'s' if n_threads != 1 else ''})"
         peak_kind = "measured 2048x2048 matmul in the row's dtype on this machine"
-        for d in {engine_dtype, ref_dtype}:
+        for d in dict.fromkeys((engine_dtype, ref_dtype)):
             peaks[_dtype_name(d)] = measured_cpu_peak_tflops(dtype=d)
     memory = PeakMemory(device)
 
