@@ -36,6 +36,17 @@ def test_malformed_table_is_one_line_naming_the_file(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command", [["judge", "{table}", "--judge", "m", "--out", "{out}"], ["bench"]],
+                         ids=["judge", "bench"])
+def test_unknown_dtype_is_named_before_any_model_loads(tmp_path, command):
+    table = tmp_path / "t.jsonl"
+    table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')
+    args = [a.format(table=table, out=tmp_path / "o.jsonl") for a in command]
+    out = _cli(*args, "--dtype", "int8")
+    assert out.returncode == 2, out.stderr
+    assert "unknown --dtype 'int8'" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     table = tmp_path / "t.jsonl"
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')

@@ -421,6 +421,11 @@ def register(app: typer.Typer) -> None:
             import torch
 
             torch.set_num_threads(threads)
+        from judgebias.models import DTYPES
+
+        for flag, value in (("--dtype", dtype), ("--baseline-dtype", baseline_dtype)):
+            if value not in DTYPES:
+                raise typer.BadParameter(f"unknown {flag} {value!r}; use one of {', '.join(DTYPES)}")
         chosen = [m.strip() for m in modes.split(",") if m.strip()]
         unknown = set(chosen) - {"batched", "unbatched", "explain"}
         if unknown:

@@ -28,6 +28,10 @@ def _progress(label: str):
 def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                  device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
                  dtype: str = "auto"):
+    from judgebias.models import DTYPES
+
+    if dtype not in DTYPES:
+        raise typer.BadParameter(f"unknown --dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     if backend == "local":
         from judgebias.backends.local import LocalBackend
 
