@@ -377,3 +377,51 @@ def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run)
         assert stages[f"{prefix}generate_responses[{g}]"]["calls"] == 0
         assert stages[f"{prefix}judge_pairs[{g}]"]["calls"] == 0
     assert store.read_json(f"{prefix}comparison.json") == comparison
+
+
+def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tiny_models, tmp_path):
+    # As `docker stop` or a scheduler stops a run: Prefect lets the running task finish and marks
+    # the runs Crashed; the process must then leave, taking its temporary Prefect server along.
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    import psutil
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    data["analyses"] = {"perplexity": True, "attention": False}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias.cli", "run", str(config)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Beginning subflow run" in line:
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert started.wait(240), "".join(lines)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("prefect.server" in " ".join(c.cmdline()) for c in children), "".join(lines)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 143, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    out = "".join(lines)
+    assert "stopped: finished model calls and stages are kept" in out
+    assert "Stopping temporary server" in out
+    _gone, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]

@@ -4,6 +4,9 @@ commands import heavy dependencies (torch, prefect, mlflow) lazily so ``--help``
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import sys
 
 import typer
 
@@ -58,7 +61,46 @@ def _is_user_error(exc: BaseException) -> bool:
     return any((cls.__module__, cls.__name__) in _USER_ERRORS for cls in type(exc).__mro__)
 
 
+# Prefect turns SIGTERM into this (a BaseException) in the main thread while a flow runs.
+_STOP_SIGNALS = {("builtins", "KeyboardInterrupt"): 130, ("prefect.exceptions", "TerminationSignal"): 143}
+
+
+def _stop_code(exc: BaseException) -> int | None:
+    for cls in type(exc).__mro__:
+        code = _STOP_SIGNALS.get((cls.__module__, cls.__name__))
+        if code is not None:
+            return code
+    return None
+
+
+def _stop_now(code: int) -> None:
+    """Leave now, without joining worker threads.
+
+    By the time a stop reaches here Prefect has let the running task finish and marked the runs
+    Crashed; what is finished is safe (call-cache rows commit per batch, run-store files are
+    written atomically). A normal exit would still join leftover worker threads, and SIGTERM's
+    default action would skip the exit handlers that stop Prefect's temporary server, leaving it
+    running. So the exit handlers run, then the process exits."""
+    import atexit
+
+    typer.echo("stopped: finished model calls and stages are kept; run the same command to resume",
+               err=True)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(code)
+
+
+def _on_sigterm(signum, frame) -> None:
+    _stop_now(143)
+
+
 def main() -> None:
+    # While a flow runs, Prefect's SIGTERM handler replaces this one: it lets the running task
+    # finish, marks the runs Crashed, then re-sends SIGTERM to the handler it replaced (this one).
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         app()
     except Exception as exc:
@@ -66,3 +108,8 @@ def main() -> None:
             raise
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
+    except BaseException as exc:
+        code = _stop_code(exc)
+        if code is None:
+            raise
+        _stop_now(code)
