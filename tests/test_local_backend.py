@@ -266,6 +266,34 @@ def test_shared_prefix_reuse_is_exact(tiny):
             assert abs(a.probs["A"] - b.probs["A"]) < 1e-4 and abs(a.mass - b.mass) <= 1e-4 * b.mass
 
 
+TINY_GEMMA3 = dict(
+    model_type="gemma3_text", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=49152,
+    layer_types=["sliding_attention", "full_attention"], max_position_embeddings=4096,
+    final_logit_softcapping=30.0, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+
+@pytest.mark.parametrize("window, reused", [(4096, True), (48, False)], ids=["fits-window", "exceeds-window"])
+def test_sliding_window_models_reuse_prefixes_only_inside_the_window(tokenizer, monkeypatch, window, reused):
+    # Gemma 3 attends within a sliding window in most layers: a reused prefix is exact while every
+    # prompt fits the window (windowed = full attention there), and is left off beyond it.
+    lm = models.random_model(dict(TINY_GEMMA3, sliding_window=window), tokenizer=tokenizer, seed=0,
+                             device="cpu", initializer_range=0.2)
+    fast = LocalBackend(lm, token_budget=512, max_batch=3)
+    plain = LocalBackend(lm, token_budget=512, max_batch=3, reuse_prefix=False)
+    assert fast.reuse_prefix and fast.window == window
+    prompts = [DBG_AB.build(*q) for q in QUERIES] + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
+    assert min(len(fast.encode(p)) for p in prompts) > 48
+    calls = []
+    shared = LocalBackend._shared_prefix
+    monkeypatch.setattr(LocalBackend, "_shared_prefix",
+                        lambda self, rows: calls.append(shared(self, rows)) or calls[-1])
+    got = fast.score_options(prompts, ["A", "B"])
+    assert (calls[0] is not None) == reused
+    for a, b in zip(got, plain.score_options(prompts, ["A", "B"]), strict=True):
+        assert abs(a.probs["A"] - b.probs["A"]) < 1e-4 and abs(a.mass - b.mass) <= 1e-4 * b.mass
+
+
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
     from judgebias.cli import bench
 

@@ -24,10 +24,20 @@ from judgebias.backends.protocol import (
 )
 from judgebias.models import LoadedModel, load_model
 
-# Architectures whose plain DynamicCache + explicit position ids reproduce a full forward pass
-# (checked by tests); others (sliding-window or hybrid caches) are scored without prefix reuse.
-PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3"}
+# Architectures whose DynamicCache + explicit position ids reproduce a full forward pass (checked
+# by tests); others are scored without prefix reuse. A model with a sliding-window attention
+# (gemma3's 5-of-6 local layers, mistral v0.1) reuses prefixes only for prompts that fit the
+# window, where windowed and full attention see the same tokens.
+PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma3_text"}
 MIN_SHARED_PREFIX = 16
+
+
+def attention_window(config) -> int | None:
+    """The sliding-window size a model's attention actually uses, or None (full attention)."""
+    if getattr(config, "use_sliding_window", True) is False:  # qwen2 ships a window it leaves off
+        return None
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window else None
 
 
 def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
@@ -96,6 +106,7 @@ class LocalBackend:
         self.max_batch = max_batch
         model_type = getattr(self.model.config, "model_type", "")
         self.reuse_prefix = reuse_prefix and model_type in PREFIX_REUSE_TYPES
+        self.window = attention_window(self.model.config)
         self._variants: dict[tuple[str, ...], dict[str, list[int]]] = {}
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -176,12 +187,15 @@ class LocalBackend:
         out = self._body()(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
         return out.last_hidden_state, lengths
 
+    def _reuse_for(self, rows: list[list[int]]) -> bool:
+        return self.reuse_prefix and (self.window is None or max(map(len, rows), default=0) <= self.window)
+
     def _shared_prefix(self, rows: list[list[int]]) -> tuple[int, Any] | None:
         """(P, KV cache) of the token prefix all ``rows`` share (a template's instructions, few-shot
         examples), computed once instead of once per row; None when too short to pay off."""
         import torch
 
-        if not self.reuse_prefix or len(rows) < 2:
+        if not self._reuse_for(rows) or len(rows) < 2:
             return None
         size = min(len(r) for r in rows) - 1  # every row keeps >= 1 token of its own
         first = rows[0]
@@ -220,7 +234,7 @@ class LocalBackend:
         import torch
 
         start = prefix[0] if prefix else 0
-        groups = self._pair_groups(rows, start) if self.reuse_prefix else None
+        groups = self._pair_groups(rows, start) if self._reuse_for(rows) else None
         if groups is None:
             hidden, lengths = self._hidden(rows, prefix)
             last = torch.tensor(lengths, device=self.device) - 1
