@@ -358,8 +358,34 @@ def load_config(path: str | os.PathLike, overrides: dict | None = None) -> Exper
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
     if overrides:
+        overrides = dict(overrides)
+        local_dtype = overrides.pop(LOCAL_DTYPE, None)
         data = deep_merge(data or {}, overrides)
+        if local_dtype is not None:
+            data = with_local_dtype(data, local_dtype)
     return parse_config(data, str(path))
+
+
+# An override key (``judgebias run --dtype``), not a config key: sets ``dtype`` on every local
+# generator, judge and rewriter, whatever the file says.
+LOCAL_DTYPE = "local_dtype"
+
+
+def with_local_dtype(data: dict, dtype: str) -> dict:
+    out = dict(data)
+    for key in ("generators", "judges"):
+        if isinstance(out.get(key), list):
+            out[key] = [_set_dtype(e, dtype) for e in out[key]]
+    ablations = out.get("ablations")
+    if isinstance(ablations, dict) and isinstance(ablations.get("style_rewrite"), dict):
+        out["ablations"] = {**ablations, "style_rewrite": _set_dtype(ablations["style_rewrite"], dtype)}
+    return out
+
+
+def _set_dtype(entry, dtype: str):
+    if isinstance(entry, dict) and entry.get("backend", "local") == "local":
+        return {**entry, "dtype": dtype}
+    return entry
 
 
 def deep_merge(base: dict, extra: dict) -> dict:

@@ -36,8 +36,8 @@ def test_malformed_table_is_one_line_naming_the_file(tmp_path):
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("command", [["judge", "{table}", "--judge", "m", "--out", "{out}"], ["bench"]],
-                         ids=["judge", "bench"])
+@pytest.mark.parametrize("command", [["judge", "{table}", "--judge", "m", "--out", "{out}"], ["bench"],
+                                     ["demo"]], ids=["judge", "bench", "demo"])
 def test_unknown_dtype_is_named_before_any_model_loads(tmp_path, command):
     table = tmp_path / "t.jsonl"
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')

@@ -85,6 +85,21 @@ def test_dtype_is_a_local_setting_and_part_of_the_hash():
     assert problems(data) == ["judges[0]: dtype only applies to backend 'local'"]
 
 
+def test_local_dtype_override_sets_every_local_model_and_leaves_api_models(tmp_path):
+    data = minimal()
+    data["judges"].append({"name": "api", "model": "gpt-x", "backend": "openai",
+                           "base_url": "http://127.0.0.1:8000/v1"})
+    data["ablations"] = {"style_rewrite": {"enabled": True, "model": "m1"}}
+    data["generators"][0]["dtype"] = "float32"  # the override wins over the file
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(path, {"local_dtype": "bfloat16", "dataset": {"sample": 3}})
+    assert [g.dtype for g in cfg.generators] == ["bfloat16", "bfloat16"]
+    assert [j.dtype for j in cfg.judges] == ["bfloat16", "bfloat16", "auto"]
+    assert cfg.ablations.style_rewrite.dtype == "bfloat16" and cfg.dataset.sample == 3
+    assert cfg.config_hash() != load_config(path, {"dataset": {"sample": 3}}).config_hash()
+
+
 def test_cross_references_name_each_bad_key():
     data = minimal(self_map={"g1": "g1", "ghost": "g2", "g2": "nope"}, gold={"panel": ["g1", "zed"]})
     assert problems(data) == [
