@@ -299,13 +299,22 @@ def resolve_dtype(dtype, device: str):
 def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device: str | None = None,
                dtype=None, attn_implementation: str = "sdpa", name: str | None = None) -> LoadedModel:
     """Load a model and tokenizer from any spec (see module docs) for inference."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     start = time.perf_counter()
     resolved, folder = local_folder(spec, gguf_file)
     device = device or default_device()
     dtype = resolve_dtype(dtype, device)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
+    kwargs: dict[str, Any] = {}
+    if resolved.kind == "gguf":
+        # The dequantized copy holds plain weights, but its config still names the GGUF quantizer,
+        # which then warns that bf16 makes its (unused) packed kernels cast every matmul.
+        config = AutoConfig.from_pretrained(folder)
+        if getattr(config, "quantization_config", None) is not None:
+            del config.quantization_config
+        kwargs["config"] = config
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation,
+                                                 **kwargs)
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     identity: dict[str, Any] = {"model": resolved.name, "kind": resolved.kind, "dtype": str(dtype).replace(

@@ -330,3 +330,14 @@ def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
     assert 0 < modes["unbatched"]["max_abs_p_diff"] < 0.05
     assert modes["unbatched-bfloat16"]["max_abs_p_diff"] < 0.05
     assert "| unbatched-bfloat16 | bfloat16 |" in bench.markdown(report)
+
+
+def test_packaged_model_loads_as_plain_weights_in_any_dtype():
+    # The dequantized copy must not drag GGUF's quantizer along (it warned that bf16 made its
+    # packed kernels cast every matmul, which these plain weights never use).
+    full = models.load_model(ALIAS, device="cpu")
+    half = models.load_model(ALIAS, device="cpu", dtype="bfloat16")
+    assert not hasattr(half.model.config, "quantization_config")
+    assert half.identity["weights_sha256"] == full.identity["weights_sha256"]
+    ref = full.model.state_dict()
+    assert all(torch.equal(ref[k].to(torch.bfloat16), v) for k, v in half.model.state_dict().items())
