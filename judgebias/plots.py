@@ -183,13 +183,79 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
     return figs
 
 
+def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
+    """Grouped bars: DBG per judge per ablation condition, with 95% intervals (``out["judges"]``:
+    judge -> condition -> estimate)."""
+    judges = list(out["judges"])
+    conditions = list(next(iter(out["judges"].values())).keys()) if judges else []
+    fig, ax = _figure((6.4, 4.0))
+    width = 0.8 / max(1, len(conditions))
+    for k, cond in enumerate(conditions):
+        vals, lo, hi = [], [], []
+        for j in judges:
+            e = out["judges"][j].get(cond) or {}
+            v = e.get("value")
+            vals.append(np.nan if v is None else v)
+            lo.append(0 if v is None or e.get("ci_low") is None else v - e["ci_low"])
+            hi.append(0 if v is None or e.get("ci_high") is None else e["ci_high"] - v)
+        x = np.arange(len(judges)) + k * width
+        ax.bar(x, vals, width, yerr=[lo, hi], capsize=3, label=cond)
+        for xi, v in zip(x, vals, strict=True):
+            if np.isnan(v):  # not computable (e.g. no gold judge left): say so instead of a blank
+                ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3")
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, judges)
+    ax.set_ylabel("DBG score (judge - gold win rate)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def attention_layers(per_layer, judge: str) -> Figure:
+    """DBG Fig. 7: a judge's mean attention per layer to each generator's responses
+    (``per_layer``: layers x generators)."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = _figure((6.4, 4.0))
+    for gen in per_layer.columns:
+        ax.plot(per_layer.index, per_layer[gen], marker="o", ms=3, label=f"responses of {gen}")
+    ax.set_xlabel("layer")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean attention from the answer position")
+    ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def semantic_shift(sem, title: str = "Responses before and after rewriting (PCA of sentence embeddings)"
+                   ) -> Figure:
+    """DBG App. A.3: originals and rewrites in one 2-D projection, one marker per style."""
+    fig, ax = _figure((6.4, 4.8))
+    ax.scatter(sem["orig_x"], sem["orig_y"], s=18, c="0.3", label="original")
+    markers = {"attractive": ("^", "tab:orange"), "humorous": ("s", "tab:blue")}
+    for style, part in sem.groupby("style", sort=True):
+        marker, color = markers.get(str(style), ("o", "tab:green"))
+        ax.scatter(part["rew_x"], part["rew_y"], s=18, marker=marker, c=color, alpha=0.8,
+                   label=f"{style} (mean cos {part['cosine'].mean():.2f})")
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=DPI)
+    return path
+
+
 def save_figures(figures: Mapping[str, Figure], directory: str | Path) -> list[Path]:
     """Write each figure as ``<directory>/<name>.png``; returns the paths."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, fig in figures.items():
-        path = directory / f"{name.replace('/', '_').replace(' ', '_')}.png"
-        fig.savefig(path, dpi=DPI)
-        paths.append(path)
-    return paths
+    return [save_figure(fig, Path(directory) / f"{name.replace('/', '_').replace(' ', '_')}.png")
+            for name, fig in figures.items()]

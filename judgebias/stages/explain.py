@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
@@ -88,7 +86,10 @@ def attention_analysis(
         info.update(pairs=len(plist))
         store.write_frame(name, df)
         if len(df):
-            _plot_attention(df, store.path(f"plots/attention_{_slug(judge)}.png"), judge)
+            from judgebias import plots
+
+            plots.save_figure(plots.attention_layers(attention_by_generator(df), judge),
+                              store.path(f"plots/attention_{_slug(judge)}.png"))
     progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
     return df
 
@@ -120,26 +121,3 @@ def attention_own_minus_other(df: pd.DataFrame, own: str) -> dict[str, float]:
     out = {"mean": float(diff.mean()), "pairs": float(part["pair_id"].nunique())}
     out.update({f"layer_{int(k)}": float(v) for k, v in per_layer.items()})
     return out
-
-
-def _plot_attention(df: pd.DataFrame, path: Path, judge: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    per = attention_by_generator(df)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    for gen in per.columns:
-        ax.plot(per.index, per[gen], marker="o", ms=3, label=f"responses of {gen}")
-    ax.set_xlabel("layer")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("mean attention from the answer position")
-    ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path

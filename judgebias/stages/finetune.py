@@ -13,7 +13,7 @@ import pandas as pd
 from judgebias.config import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache
-from judgebias.stages.compare import _dbg, _fmt_compare, _plot_before_after
+from judgebias.stages.compare import _dbg, _fmt_compare
 from judgebias.stages.data import finetune_prefix, subset
 from judgebias.stages.results import compute_metrics, gold_for
 
@@ -165,11 +165,10 @@ def compare_finetune(
             }
         compute_metrics(cfg, store, after, prefix=prefix)
         store.write_json(name, out)
-        _plot_before_after(
-            out,
-            store.path(f"{prefix}plots/dbg_before_after.png"),
-            "DBG before and after fine-tuning on the same data",
-        )
+        from judgebias import plots
+
+        plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
+                          store.path(f"{prefix}plots/dbg_before_after.png"))
     progress("fine-tune ablation DBG: " + _fmt_compare(out))
     return out
 

@@ -9,7 +9,7 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache, open_backend
-from judgebias.stages.compare import _dbg, _fmt_compare, _plot_before_after
+from judgebias.stages.compare import _dbg, _fmt_compare
 from judgebias.stages.data import style_prefix, subset
 from judgebias.stages.results import compute_metrics, gold_for
 
@@ -74,7 +74,7 @@ def semantic_preservation(
     progress: Progress = _noop,
 ) -> pd.DataFrame:
     """Cosine similarity of each rewrite to its original and the App. A.3 projection plot."""
-    from judgebias.ablations.style import Embedder, plot_semantic_shift
+    from judgebias.ablations.style import Embedder
     from judgebias.ablations.style import semantic_preservation as measure
 
     base = f"style-{cfg.ablation_hash('style_rewrite')}/"
@@ -86,7 +86,9 @@ def semantic_preservation(
         both = pd.concat(frames, ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
         if len(sem) >= 1:
-            plot_semantic_shift(sem, store.path(f"{base}plots/semantic_shift.png"))
+            from judgebias import plots
+
+            plots.save_figure(plots.semantic_shift(sem), store.path(f"{base}plots/semantic_shift.png"))
         store.write_frame(name, sem)
     summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
     progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
@@ -129,8 +131,9 @@ def compare_style(
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
             compute_metrics(cfg, store, table, prefix=style_prefix(cfg, style), exclude=exclude)
         store.write_json(name, out)
-        _plot_before_after(
-            out, store.path(f"{base}plots/dbg_before_after.png"), "DBG before and after style rewrite"
-        )
+        from judgebias import plots
+
+        plots.save_figure(plots.dbg_before_after(out, "DBG before and after style rewrite"),
+                          store.path(f"{base}plots/dbg_before_after.png"))
     progress("style ablation DBG: " + _fmt_compare(out))
     return out
