@@ -283,6 +283,11 @@ def default_dtype(device: str):
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
+def dtype_name(dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"`` (as in ``DTYPES``, cache identities and reports)."""
+    return str(dtype).replace("torch.", "")
+
+
 def resolve_dtype(dtype, device: str):
     """A torch dtype from None / "auto" (the device's default), a name in ``DTYPES`` or a torch dtype."""
     import torch
@@ -317,8 +322,7 @@ def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device:
                                                  **kwargs)
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    identity: dict[str, Any] = {"model": resolved.name, "kind": resolved.kind, "dtype": str(dtype).replace(
-        "torch.", "")}
+    identity: dict[str, Any] = {"model": resolved.name, "kind": resolved.kind, "dtype": dtype_name(dtype)}
     if resolved.sha256:
         identity["weights_sha256"] = resolved.sha256
     elif Path(folder).is_dir():
@@ -369,7 +373,7 @@ def _check_fits(cfg, dtype, device: str) -> None:
         have, where = _available_ram(), "available RAM"
     if have and need > 0.9 * have:
         raise MemoryError(f"{cfg.model_type} with {n_params / 1e9:.2f} B parameters needs "
-                          f"{need / 2**30:.1f} GiB in {str(dtype).replace('torch.', '')}; only "
+                          f"{need / 2**30:.1f} GiB in {dtype_name(dtype)}; only "
                           f"{have / 2**30:.1f} GiB {where}")
 
 
@@ -410,6 +414,6 @@ def random_model(config: str | dict | Any, *, tokenizer=None, seed: int = 0, dev
     label = name or (config if isinstance(config, str) else cfg.model_type) + f"-random-s{seed}"
     digest = hashlib.sha256(json.dumps(cfg.to_diff_dict(), sort_keys=True, default=str).encode()).hexdigest()
     identity = {"model": label, "kind": "random", "seed": seed, "config_sha256": digest,
-                "dtype": str(dtype).replace("torch.", "")}
+                "dtype": dtype_name(dtype)}
     return LoadedModel(model=model, tokenizer=tokenizer, name=label, identity=identity,
                        load_seconds=time.perf_counter() - start)

@@ -153,10 +153,6 @@ def _unbatched_p_first(model, encode, prompts, ids_a, ids_b) -> list[float]:
     return out
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_tokens: int,
                   explain_pairs: int, explain_tokens: int, modes: list[str], device: str | None,
                   token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
@@ -191,7 +187,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         # The same weights cast, as a checkpoint loaded in that dtype would be.
         loaded = models.LoadedModel(model=copy.deepcopy(reference.model).to(engine_dtype),
                                     tokenizer=reference.tokenizer, name=reference.name,
-                                    identity={**reference.identity, "dtype": _dtype_name(engine_dtype)})
+                                    identity={**reference.identity, "dtype": models.dtype_name(engine_dtype)})
     backend = LocalBackend(loaded, token_budget=token_budget, max_batch=batch_size)
     chat = backend.is_chat
     n_params = loaded.n_params
@@ -207,13 +203,13 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         vendor = gpu_peak_tflops(dev_name)
         peak_kind = "vendor dense bf16 (bf16/fp16 rows only)"
         for d in dict.fromkeys((engine_dtype, ref_dtype)):
-            peaks[_dtype_name(d)] = vendor if d in (torch.bfloat16, torch.float16) else None
+            peaks[models.dtype_name(d)] = vendor if d in (torch.bfloat16, torch.float16) else None
     else:
         n_threads = torch.get_num_threads()
         dev_name = f"{cpu_name()} ({n_threads} thread{'s' if n_threads != 1 else ''})"
         peak_kind = "measured 2048x2048 matmul in the row's dtype on this machine"
         for d in dict.fromkeys((engine_dtype, ref_dtype)):
-            peaks[_dtype_name(d)] = measured_cpu_peak_tflops(dtype=d)
+            peaks[models.dtype_name(d)] = measured_cpu_peak_tflops(dtype=d)
     memory = PeakMemory(device)
 
     def sync() -> None:
@@ -231,9 +227,9 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     def record(mode: str, row_dtype, seconds: float, pairs_done: int, tokens: int,
                extra: dict | None = None) -> None:
         tflops = 2 * n_params * tokens / seconds / 1e12
-        peak = peaks.get(_dtype_name(row_dtype))
+        peak = peaks.get(models.dtype_name(row_dtype))
         results[mode] = {
-            "dtype": _dtype_name(row_dtype),
+            "dtype": models.dtype_name(row_dtype),
             "pairs": pairs_done, "seconds": round(seconds, 3), "pairs_per_s": pairs_done / seconds,
             # Process CPU time: on a shared machine it moves less than wall time does.
             "cpu_seconds": round(time.process_time() - cpu_start[0], 3),
@@ -260,7 +256,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         ids_b = torch.tensor(variants["B"], device=backend.device)
         runs = [("unbatched", reference.model, ref_dtype)]
         if engine_dtype != ref_dtype:
-            runs.append((f"unbatched-{_dtype_name(engine_dtype)}", loaded.model, engine_dtype))
+            runs.append((f"unbatched-{models.dtype_name(engine_dtype)}", loaded.model, engine_dtype))
         for mode, net, row_dtype in runs:
             start = begin()
             p_first[mode] = _unbatched_p_first(net, backend.encode, prompts, ids_a, ids_b)
@@ -313,7 +309,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "model": label, "parameters": n_params, "device": dev_name,
         "device_type": "cuda" if on_gpu else "cpu",
-        "dtype": _dtype_name(engine_dtype), "baseline_dtype": _dtype_name(ref_dtype),
+        "dtype": models.dtype_name(engine_dtype), "baseline_dtype": models.dtype_name(ref_dtype),
         "peak_tflops": peaks, "peak_kind": peak_kind, "pairs": len(pairs),
         "mean_prompt_tokens": total_tokens / len(prompts), "token_budget": backend.token_budget,
         "max_batch": backend.max_batch, "prefix_reuse": backend.reuse_prefix,
