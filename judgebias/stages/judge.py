@@ -34,15 +34,11 @@ def judge_pairs(
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
-    ref = cfg.generator(cfg.self_map[judge]) if adapter else j
+    if adapter:  # the fine-tuned generator's model judging, with the judge's other settings
+        j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
     with (
         _timed(store, f"{prefix}judge_pairs[{judge}]") as info,
-        open_backend(
-            j if not adapter else j.model_copy(update={"model": ref.model}),
-            name=judge,
-            cache=call_cache(cfg),
-            loaded=_adapted(ref, adapter),
-        ) as backend,
+        open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend,
     ):
         result = run_judge(
             _pairs(pairs),
