@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 ledgers lack the design tables; opening one adds them (its tasks stay "hand-picked").
+_UPGRADABLE = {1}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,6 +48,24 @@ CREATE TABLE IF NOT EXISTS labels (
     pulled_at     TEXT NOT NULL,
     deleted       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (server_url, annotation_id)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    batch      INTEGER PRIMARY KEY,
+    design     TEXT NOT NULL,
+    population TEXT NOT NULL,
+    seed       INTEGER NOT NULL,
+    budget     REAL NOT NULL,
+    params     TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS draws (
+    batch    INTEGER NOT NULL REFERENCES batches (batch),
+    pair_key TEXT NOT NULL,
+    pair_id  TEXT NOT NULL,
+    stratum  TEXT NOT NULL,
+    pi       REAL NOT NULL CHECK (pi > 0 AND pi <= 1),
+    selected INTEGER NOT NULL,
+    PRIMARY KEY (batch, pair_key)
 );
 """
 
@@ -113,6 +133,9 @@ class Ledger:
             con.executescript(_SCHEMA)
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             (version,) = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if int(version) in _UPGRADABLE:
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+                version = SCHEMA_VERSION
         if int(version) != SCHEMA_VERSION:
             raise ValueError(f"{self.path}: ledger schema {version}, this judgebias reads {SCHEMA_VERSION}")
 
@@ -162,6 +185,39 @@ class Ledger:
             )
             for r in rows
         }
+
+    # -- probability design ------------------------------------------------------------------------
+    def record_batch(self, *, design: str, population: str, seed: int, budget: float,
+                     params: dict, draws: pd.DataFrame) -> int:
+        """Record one batch: its design and EVERY pair it could have drawn (pair_id index, pair_key,
+        stratum, pi, selected), before anything is pushed, in one transaction. Returns the batch."""
+        import json
+
+        with closing(self._connect()) as con, con:
+            (last,) = con.execute("SELECT COALESCE(MAX(batch), 0) FROM batches").fetchone()
+            batch = int(last) + 1
+            con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (batch, design, population, int(seed), float(budget),
+                         json.dumps(params, sort_keys=True), _now()))
+            con.executemany(
+                "INSERT INTO draws VALUES (?, ?, ?, ?, ?, ?)",
+                [(batch, r.pair_key, str(pid), str(r.stratum), float(r.pi), int(bool(r.selected)))
+                 for pid, r in zip(draws.index, draws.itertuples(index=False), strict=True)])
+        return batch
+
+    def batches(self) -> pd.DataFrame:
+        with closing(self._connect()) as con:
+            return pd.read_sql_query("SELECT * FROM batches ORDER BY batch", con)
+
+    def draws(self) -> pd.DataFrame:
+        """Every recorded draw with its batch's design: batch, design, population, pair_key, pair_id,
+        stratum, pi, selected."""
+        with closing(self._connect()) as con:
+            df = pd.read_sql_query(
+                "SELECT d.batch, b.design, b.population, d.pair_key, d.pair_id, d.stratum, d.pi, d.selected "
+                "FROM draws d JOIN batches b USING (batch) ORDER BY d.batch, d.pair_key", con)
+        df["selected"] = df["selected"].astype(bool)
+        return df
 
     # -- labels -------------------------------------------------------------------------------------
     def upsert_labels(

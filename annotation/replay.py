@@ -1,0 +1,169 @@
+"""Replay the human loop on a table whose human labels are all known: the proof that it is sound.
+
+For each budget and repetition the labels are hidden, the loop buys them in batches (draw, reveal the
+drawn pairs' labels), and the figure is estimated; the all-labels figure over the same population is
+the truth. Four methods:
+
+* ``ranking``: the contested-pairs ranking (``annotation.selection``), top of the list first, with
+  the plain estimate on the labelled pairs (deterministic: every repetition is the same);
+* ``uniform``: simple random sample, plain estimate (the standard metric on the labelled pairs);
+* ``design``: the probability design (default stratified), Hájek estimate with design variance;
+* ``ppi``: the same draws, PPI++ with the gold panel's votes as predictions.
+
+Reported per method, budget, judge and figure: bias, RMSE, 95%-interval coverage, mean width, and
+the share of repetitions where the figure was defined at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_batch, population_frame
+from annotation.selection import select_pairs
+from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
+from judgebias.metrics import frame as F
+from judgebias.metrics.human import ESTIMANDS, estimate, pair_features, variables
+from judgebias.metrics.survey import SampleDesign, smooth_estimate
+from judgebias.stats import InsufficientData
+
+METHODS = ("ranking", "uniform", "design", "ppi")
+FIGURES = ("eo", "agreement_human", "verbosity")
+_PLAIN = {
+    "eo": lambda t, j, sm: self_preference_eo(t, j, sm),
+    "agreement_human": lambda t, j, sm: agreement(t, j, "human"),
+    "verbosity": lambda t, j, sm: verbosity_bias(t, j),
+}
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    judges: Sequence[str]
+    budgets: Sequence[int] = (25, 50, 100, 200, 400)
+    reps: int = 200
+    batch: int = 25
+    design: str = DEFAULT_DESIGN
+    population: str = "all"
+    figures: Sequence[str] = FIGURES
+    self_map: Mapping[str, Iterable[str]] | None = None
+    gold: Sequence[str] | None = None
+    seed: int = 0
+
+
+def _masked(prepared: pd.DataFrame, labelled_pairs: np.ndarray) -> pd.DataFrame:
+    """The prepared table with human labels only on ``labelled_pairs`` (pair codes)."""
+    keep = np.isin(prepared[F.PAIR].to_numpy(), labelled_pairs)
+    out = prepared.copy(deep=False)
+    out[F.HUMAN] = np.where(keep, prepared[F.HUMAN].to_numpy(), F.MISSING).astype(np.int8)
+    out[F.HUMAN_VOTE] = np.where(keep, prepared[F.HUMAN_VOTE].to_numpy(), np.nan)
+    out[F.HUMAN_N] = np.where(keep, prepared[F.HUMAN_N].to_numpy(), 0)
+    return out
+
+
+def _plain(prepared, codes_of, pair_ids, judge, figure, self_map) -> tuple[float, float, float] | None:
+    try:
+        est = _PLAIN[figure](_masked(prepared, codes_of[list(pair_ids)]), judge, self_map)
+    except InsufficientData:
+        return None
+    if est.value is None or est.ci_low is None or np.isnan(est.ci_low):
+        return None
+    return est.value, est.ci_low, est.ci_high
+
+
+def _draw_loop(frame: Frame, budget: int, settings: ReplaySettings, seed: int) -> pd.DataFrame:
+    """The loop's draws for one budget: batches of ``settings.batch`` until the budget is spent."""
+    parts, drawn, spent, batch = [], [], 0, 0
+    while spent < budget and len(drawn) < len(frame.pairs):
+        n = min(settings.batch, budget - spent)
+        batch += 1
+        try:
+            rows = draw_batch(frame, settings.design, n, exclude=drawn, seed=seed * 1000 + batch)
+        except ValueError:  # a stratified batch smaller than 2 per stratum: fall back to uniform
+            rows = draw_batch(frame, "uniform", n, exclude=drawn, seed=seed * 1000 + batch)
+            rows = rows.assign(design="uniform")
+        rows = rows.assign(batch=batch, design=rows.get("design", settings.design))
+        parts.append(rows)
+        drawn.extend(rows.index[rows["selected"]])
+        spent += n
+    return pd.concat(parts).rename_axis("pair_id").reset_index()
+
+
+def replay(table: pd.DataFrame, settings: ReplaySettings) -> pd.DataFrame:
+    """One row per (judge, figure, method, budget, repetition): estimate, interval and the truth."""
+    prepared = F.prepare(table)
+    codes_of = pd.Series(prepared[F.PAIR].to_numpy(), index=prepared["pair_id"].to_numpy())
+    codes_of = codes_of[~codes_of.index.duplicated()]
+    frame = population_frame(table, settings.population, judges=settings.judges, gold_judges=settings.gold,
+                             self_map=settings.self_map)
+    population = frame.pairs.index
+    feats = {j: pair_features(table, j, self_map=settings.self_map, gold=settings.gold)
+             for j in settings.judges}
+    census = SampleDesign(np.ones(len(population)), np.ones(len(population), bool), population="census")
+    truth, arrays = {}, {}
+    for j, f in feats.items():
+        f = f.reindex(population)
+        rated = f["own"].notna().to_numpy()
+        f = f.fillna({"own": -1, "choice": F.MISSING, "human": F.MISSING, "words_a": 0, "words_b": 0})
+        f = f.astype({"own": int, "choice": int, "human": int})
+        for fig in settings.figures:
+            if ESTIMANDS[fig].needs_own and not (f["own"] >= 0).any():
+                continue
+            y, yhat = variables(f, fig)
+            y[:, ~rated] = 0.0  # pairs the judge did not rate add nothing
+            y = np.nan_to_num(y, nan=0.0)  # unlabelled pairs of the table: no human majority
+            yhat[:, ~rated] = 0.0
+            arrays[j, fig] = (y, yhat)
+            truth[j, fig] = smooth_estimate(y, ESTIMANDS[fig].g, census).value
+    ranking = select_pairs(table, max(settings.budgets), judges=settings.judges, gold_judges=settings.gold,
+                           self_map=settings.self_map, include_labelled=True).chosen
+    ranking = ranking[ranking["pair_id"].isin(population)]["pair_id"].tolist()
+    rows = []
+
+    def add(j, fig, method, budget, rep, labels, res):
+        value, lo, hi = res if res is not None else (np.nan, np.nan, np.nan)
+        rows.append({"judge": j, "figure": fig, "method": method, "budget": budget, "rep": rep,
+                     "labels": labels, "value": value, "ci_low": lo, "ci_high": hi,
+                     "truth": truth[j, fig]})
+
+    rng = np.random.default_rng(settings.seed)
+    for budget in settings.budgets:
+        top = ranking[:budget]
+        for (j, fig) in arrays:
+            add(j, fig, "ranking", budget, 0, len(top),
+                _plain(prepared, codes_of, top, j, fig, settings.self_map))
+        for rep in range(settings.reps):
+            uniform = rng.choice(population.to_numpy(), size=min(budget, len(population)), replace=False)
+            draws = _draw_loop(frame, budget, settings, seed=int(rng.integers(2**31)))
+            drawn = draws.loc[draws["selected"], "pair_id"]
+            design, order, _ = combined_design(draws, drawn, population=settings.population)
+            for (j, fig), (y, yhat) in arrays.items():
+                add(j, fig, "uniform", budget, rep, len(uniform),
+                    _plain(prepared, codes_of, uniform, j, fig, settings.self_map))
+                idx = population.get_indexer(order)
+                for method, pred in (("design", None), ("ppi", yhat[:, idx])):
+                    try:
+                        est = estimate(y[:, idx], pred, fig, design)
+                        res = (est.value, est.ci_low, est.ci_high)
+                    except InsufficientData:
+                        res = None
+                    add(j, fig, method, budget, rep, design.n, res)
+    return pd.DataFrame(rows)
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Bias, RMSE, coverage and mean width per (judge, figure, method, budget), over defined reps."""
+    r = results.assign(err=results["value"] - results["truth"],
+                       covered=(results["ci_low"] <= results["truth"])
+                       & (results["truth"] <= results["ci_high"]),
+                       width=results["ci_high"] - results["ci_low"], defined=results["value"].notna())
+    d = r[r["defined"]]
+    keys = ["judge", "figure", "method", "budget"]
+    out = d.groupby(keys).agg(bias=("err", "mean"), rmse=("err", lambda e: float(np.sqrt(np.mean(e**2)))),
+                              coverage=("covered", "mean"), width=("width", "mean"),
+                              labels=("labels", "mean"), truth=("truth", "first"))
+    out["defined"] = r.groupby(keys)["defined"].mean()
+    out["reps"] = r.groupby(keys).size()
+    return out.reset_index()

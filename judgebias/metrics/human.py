@@ -1,0 +1,236 @@
+"""The human-label figures as estimands of a probability sample (see ``judgebias.metrics.survey``).
+
+Each figure is a function of population totals of per-pair variables; the variables that need the
+human majority ``H`` are observed on the labelled pairs only, and predicted on every pair from the
+gold panel's vote for A (``g``: P(H = a) ~ g, P(H = b) ~ 1 - g, a tie predicted as neither):
+
+* ``eo``: Wataoka Def. 4.1, TPR - TNR over pairs with exactly one own response and a non-tie judge
+  choice, positive class "humans prefer the judge's own response"; humans' ties drop out of both rates.
+  Totals: [own-and-judge-own, own, other-and-judge-other, other]; also ``tpr`` and ``tnr``.
+* ``dp_human``: the humans' own-preference, P(H = own) - P(H = other) on the same pairs: the human
+  baseline of the Demographic-Parity form.
+* ``agreement_human`` / ``agreement_gold_human``: share of pairs with a strict human majority where
+  the judge's (the gold panel's) a/b/tie choice equals it.
+* ``dbg_human``: DBG with humans as gold, mean over own pairs of win(judge, own) - win(human vote
+  share, own) (the DBG paper's gold rule with human votes in place of the panel's).
+* ``verbosity``: Saito Eq. 6, P(judge picks longer | H = shorter) - P(judge picks shorter | H = longer),
+  pairs of unequal word count with non-tie choices.
+
+The functions only build arrays; ``survey.smooth_estimate`` does the estimation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics.dbg import gold_votes, win_credit
+from judgebias.metrics.survey import (
+    SampleDesign,
+    newcomb_design,
+    ratio,
+    ratio_difference,
+    smooth_estimate,
+    wilson_design,
+)
+from judgebias.stats import Estimate, InsufficientData
+
+
+@dataclass(frozen=True)
+class Estimand:
+    """``kind``: ``rate`` (T0 / T1 with 0/1 variables: Wilson interval on the effective sample size),
+    ``rate_difference`` (T0/T1 - T2/T3: Newcomb's interval from the two rates' Wilson intervals), or
+    ``mean`` (Wald interval)."""
+
+    name: str
+    description: str
+    g: Callable[[np.ndarray], float]
+    needs_own: bool = False
+    kind: str = "mean"
+
+
+def _dp(t: np.ndarray) -> float:
+    return (t[0] - t[1]) / (t[0] + t[1]) if t[0] + t[1] > 0 else np.nan
+
+
+ESTIMANDS: dict[str, Estimand] = {e.name: e for e in (
+    Estimand("eo", "self-preference EO, TPR - TNR (Wataoka Def. 4.1)", ratio_difference(0, 1, 2, 3), True,
+             "rate_difference"),
+    Estimand("tpr", "P(judge picks own | humans prefer own)", ratio(0, 1), True, "rate"),
+    Estimand("tnr", "P(judge picks other | humans prefer other)", ratio(2, 3), True, "rate"),
+    Estimand("dp_human", "humans' own-preference P(H=own) - P(H=other) (human DP baseline)", _dp, True),
+    Estimand("agreement_human", "judge-human agreement (a/b/tie, strict human majority)", ratio(0, 1),
+             kind="rate"),
+    Estimand("agreement_gold_human", "gold-panel-human agreement (a/b/tie, strict human majority)",
+             ratio(0, 1), kind="rate"),
+    Estimand("dbg_human", "DBG with the human vote share as gold (own pairs)", ratio(0, 1), True),
+    Estimand("verbosity", "verbosity bias, Saito Eq. 6 (accuracy parity by length)",
+             ratio_difference(0, 1, 2, 3), kind="rate_difference"),
+)}
+
+
+def pair_features(table: pd.DataFrame, judge: str, *, self_map: F.SelfMap | None = None,
+                  gold: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per pair (index ``pair_id``) with what the estimands need for ``judge``: the own side
+    (0 = A, 1 = B, -1 = none or both), the judge's choice code and vote, the human majority code and
+    vote share, the gold panel's vote for A (NaN without a gold vote) and the word counts."""
+    F.require(table, ["pair_id", "judge", "generator_a", "generator_b", "human"], "human estimands")
+    prepared = F.prepare(table)
+    rows = F.judge_rows(prepared, judge, "human estimands")
+    if rows["pair_id"].duplicated().any():
+        dup = rows.loc[rows["pair_id"].duplicated(), "pair_id"].iloc[0]
+        raise ValueError(f"judge {judge!r} has two rows for pair {dup!r}")
+    own_a, own_b = F.own_sides(rows, judge, self_map)
+    try:
+        votes, _, _ = gold_votes(prepared, judge, gold)
+        gvote = votes[rows[F.PAIR].to_numpy()]
+    except ValueError:  # no gold judge: predictions fall back to 1/2 (PPI then cannot help)
+        gvote = np.full(len(rows), np.nan)
+    return pd.DataFrame({
+        "own": np.where(own_a & ~own_b, F.A, np.where(own_b & ~own_a, F.B, -1)),
+        "choice": rows[F.CHOICE].to_numpy(),
+        "vote": rows[F.VOTE].to_numpy(dtype=float),
+        "human": rows[F.HUMAN].to_numpy(),
+        "human_vote": rows[F.HUMAN_VOTE].to_numpy(dtype=float),
+        "gold": gvote,
+        "words_a": rows[F.WORDS_A].to_numpy(),
+        "words_b": rows[F.WORDS_B].to_numpy(),
+    }, index=pd.Index(rows["pair_id"].to_numpy(), name="pair_id"))
+
+
+def _side_prob(code_or_side: np.ndarray, p_a: np.ndarray) -> np.ndarray:
+    """P(the human majority is ``side``) predicted from P(A): p_a for A, 1 - p_a for B, 0 for a tie."""
+    return np.where(code_or_side == F.A, p_a, np.where(code_or_side == F.B, 1.0 - p_a, 0.0))
+
+
+def variables(features: pd.DataFrame, estimand: str) -> tuple[np.ndarray, np.ndarray]:
+    """(y, yhat): the (k, N) per-pair variables of ``estimand`` and their gold-panel predictions.
+    ``y`` is NaN where it needs a human label the pair lacks."""
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"unknown estimand {estimand!r} (known: {sorted(ESTIMANDS)})")
+    f = features
+    own = f["own"].to_numpy()
+    other = np.where(own == F.A, F.B, np.where(own == F.B, F.A, -1))
+    choice = f["choice"].to_numpy()
+    h = f["human"].to_numpy()
+    labelled = h != F.MISSING
+    g = np.nan_to_num(f["gold"].to_numpy(dtype=float), nan=0.5)
+
+    def observed(x: np.ndarray) -> np.ndarray:
+        return np.where(labelled, x.astype(float), np.nan)
+
+    judged = (choice == F.A) | (choice == F.B)
+    one_own = own >= 0
+    if estimand in ("eo", "dp_human") or estimand in ("tpr", "tnr"):
+        e = (one_own & (judged if estimand != "dp_human" else True)).astype(float)
+        jo = (choice == own).astype(float)
+        ho, hot = (h == own).astype(float), (h == other).astype(float)
+        p_own = _side_prob(own, g)
+        if estimand == "dp_human":
+            return observed(np.vstack([e * ho, e * hot])), np.vstack([e * p_own, e * (1 - p_own)])
+        y = observed(np.vstack([e * ho * jo, e * ho, e * hot * (1 - jo), e * hot]))
+        yhat = np.vstack([e * p_own * jo, e * p_own, e * (1 - p_own) * (1 - jo), e * (1 - p_own)])
+        return y, yhat
+    if estimand in ("agreement_human", "agreement_gold_human"):
+        if estimand == "agreement_human":
+            ref = choice
+        else:
+            gv = f["gold"].to_numpy(dtype=float)
+            ref = np.where(np.isnan(gv), F.MISSING, np.where(gv > 0.5, F.A, np.where(gv < 0.5, F.B, F.TIE)))
+        e = (ref != F.MISSING).astype(float)
+        m = (h >= 0).astype(float)  # a strict human majority (a, b or tie)
+        hit = (h == ref).astype(float)
+        # A tie is predicted with probability 0; the denominator is predicted as "has a majority".
+        return observed(np.vstack([e * m * hit, e * m])), np.vstack([e * _side_prob(ref, g), e])
+    if estimand == "dbg_human":
+        vote = f["vote"].to_numpy(dtype=float)
+        e = (one_own & ~np.isnan(vote)).astype(float)
+        jwin = win_credit(np.where(own == F.A, vote, 1 - vote))
+        hv = f["human_vote"].to_numpy(dtype=float)
+        hwin = win_credit(np.where(own == F.A, hv, 1 - hv))
+        gwin = win_credit(np.where(own == F.A, g, 1 - g))
+        d = np.where(e > 0, jwin - hwin, 0.0)
+        return np.vstack([observed(d), e]), np.vstack([np.where(e > 0, jwin - gwin, 0.0), e])
+    # verbosity
+    wa, wb = f["words_a"].to_numpy(), f["words_b"].to_numpy()
+    longer = np.where(wa > wb, F.A, np.where(wb > wa, F.B, -1))
+    shorter = np.where(longer == F.A, F.B, np.where(longer == F.B, F.A, -1))
+    e = ((longer >= 0) & judged).astype(float)
+    jl, js = (choice == longer).astype(float), (choice == shorter).astype(float)
+    hs, hl = (h == shorter).astype(float), (h == longer).astype(float)
+    p_long = _side_prob(longer, g)
+    y = observed(np.vstack([e * hs * jl, e * hs, e * hl * js, e * hl]))
+    yhat = np.vstack([e * (1 - p_long) * jl, e * (1 - p_long), e * p_long * js, e * p_long])
+    return y, yhat
+
+
+def applicable(features: pd.DataFrame, names: Iterable[str] | None = None) -> list[str]:
+    """The estimands that make sense for this judge: own-response figures only when it has own pairs."""
+    names = list(names) if names is not None else list(ESTIMANDS)
+    has_own = bool((features["own"] >= 0).any())
+    has_gold = bool(features["gold"].notna().any())
+    return [n for n in names if (has_own or not ESTIMANDS[n].needs_own)
+            and (has_gold or n != "agreement_gold_human")]
+
+
+def estimate(y: np.ndarray, yhat: np.ndarray | None, name: str, design: SampleDesign) -> Estimate:
+    """One estimand on a probability sample: Hájek (``yhat`` None) or PPI++, with the interval its
+    kind calls for (the point estimate and standard error are ``survey.smooth_estimate``'s)."""
+    est = ESTIMANDS[name]
+    kw = {} if yhat is None else {"yhat": yhat}
+    main = smooth_estimate(y, est.g, design, name=name, **kw)
+    if est.kind == "mean":
+        return main
+    sampled = design.sampled
+
+    def part(num: int, den: int) -> tuple[float, tuple[float, float]]:
+        if est.kind == "rate":
+            p, se = main.value, main.details["se"]
+        else:
+            sub = {} if yhat is None else {"yhat": yhat[[num, den]], "lam": main.details["lambda"]}
+            r = smooth_estimate(y[[num, den]], ratio(0, 1), design, name=name, **sub)
+            p, se = r.value, r.details["se"]
+        in_domain = int(np.sum(np.nan_to_num(y[den][sampled]) > 0))
+        return p, wilson_design(min(max(p, 0.0), 1.0), se, in_domain)
+
+    if est.kind == "rate":
+        _, (lo, hi) = part(0, 1)
+        how = "Wilson interval on the effective sample size"
+    else:
+        (p1, ci1), (p2, ci2) = part(0, 1), part(2, 3)
+        lo, hi = newcomb_design(p1, ci1, p2, ci2)
+        how = "Newcomb interval from the rates' Wilson intervals on their effective sample sizes"
+    return replace(main, ci_low=lo, ci_high=hi, method=main.method.replace("95% Wald interval", how))
+
+
+def human_figures(features: pd.DataFrame, design: SampleDesign, pair_ids: pd.Index, *,
+                  names: Iterable[str] | None = None) -> dict[str, dict]:
+    """Every applicable estimand on a probability sample, Hájek and PPI++ side by side.
+
+    ``design``: a ``survey.SampleDesign`` over ``pair_ids`` (its population, in that order);
+    ``features``: ``pair_features`` of the judge (pairs it did not rate add zero to every total).
+    A figure the sample cannot define (e.g. no labelled pair where humans preferred the other
+    response) is reported with the reason instead of a number.
+    """
+    pos = pd.Index(pair_ids).get_indexer(features.index)
+    rated = features[pos >= 0]
+    pos = pos[pos >= 0]
+    out: dict[str, dict] = {}
+    for name in applicable(rated, names):
+        y_r, yhat_r = variables(rated, name)
+        y = np.zeros((y_r.shape[0], design.size))
+        yhat = np.zeros_like(y)
+        y[:, pos], yhat[:, pos] = y_r, yhat_r
+        fig: dict = {"description": ESTIMANDS[name].description, "population": design.population,
+                     "population_size": design.size, "labels": design.n}
+        for key, pred in (("design_based", None), ("ppi", yhat)):
+            try:
+                fig[key] = estimate(y, pred, name, design).to_dict()
+            except InsufficientData as exc:
+                fig[key] = {"value": None, "insufficient": str(exc)}
+        out[name] = fig
+    return out

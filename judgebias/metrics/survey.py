@@ -1,0 +1,282 @@
+"""Estimation from a probability sample of human labels: Horvitz-Thompson, Hájek and PPI++.
+
+A human label is bought for a pair drawn by a probability design, so each pair ``i`` of the declared
+population ``U`` has a known inclusion probability ``pi_i`` > 0. A figure is a smooth function
+``theta = g(T_1, ..., T_k)`` of population totals ``T_j = sum_U y_ji`` of per-pair variables, some
+of which need the human label (EO = TPR - TNR is ``T1/T2 - T3/T4``). Then
+
+* Horvitz-Thompson total: ``T_j = sum_s y_ji / pi_i`` (unbiased for any design);
+* Hájek / ratio form: ``g`` of those totals (conditional rates are ratios, so the unknown size of a
+  domain such as "pairs humans did not call a tie" cancels);
+* prediction-powered (PPI++, Angelopoulos et al. 2023, with the inclusion weights of active
+  inference, Zrnic and Candès 2024): a prediction ``yhat_ji`` known on every pair of ``U`` (from the
+  gold panel) gives ``T_j(lam) = lam sum_U yhat_ji + sum_s (y_ji - lam yhat_ji) / pi_i``: unbiased for
+  any ``lam``, whatever the predictor; ``lam`` is tuned to the variance-minimising value, clipped to
+  [0, 1], so ``lam = 0`` is the Hájek estimate and a useless predictor cannot widen the interval.
+
+Variances are by linearisation: ``u_i = sum_j dg/dT_j y_ji`` and the design variance of its HT total
+(Poisson: ``sum_s (1 - pi) u^2 / pi^2``; stratified simple random sampling without replacement:
+``sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h``). The effective sample size is the number of uniformly
+drawn labels that would give the same variance: ``N^2 S_u^2 / Var``.
+
+Pure functions on numpy arrays; ``judgebias.metrics.human`` builds the variables from a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from judgebias.stats import ALPHA, Estimate, InsufficientData
+
+POISSON, STRATIFIED = "poisson", "stratified"
+VARIANCES = (POISSON, STRATIFIED)
+Z = 1.959963984540054  # the normal 97.5% quantile: every interval here is a 95% Wald interval
+assert abs(ALPHA - 0.05) < 1e-12
+
+
+@dataclass(frozen=True)
+class SampleDesign:
+    """Who could be labelled and with which probability.
+
+    ``pi``: inclusion probability of each population unit (all > 0); ``sampled``: whether it was
+    drawn; ``stratum``: stratum label per unit (stratified design only); ``variance``: which design
+    variance applies (``poisson`` for Poisson / PPS draws, ``stratified`` for stratified simple random
+    sampling without replacement, uniform being one stratum). ``population`` names the population.
+    """
+
+    pi: np.ndarray
+    sampled: np.ndarray
+    variance: str = POISSON
+    stratum: np.ndarray | None = None
+    population: str = ""
+
+    def __post_init__(self) -> None:
+        pi = np.asarray(self.pi, dtype=float)
+        sampled = np.asarray(self.sampled, dtype=bool)
+        if pi.ndim != 1 or sampled.shape != pi.shape:
+            raise ValueError(f"pi and sampled must be 1-d arrays of one length, got {pi.shape}, "
+                             f"{sampled.shape}")
+        if pi.size == 0:
+            raise ValueError("the population is empty")
+        if not np.all(np.isfinite(pi)) or np.any(pi <= 0) or np.any(pi > 1):
+            bad = int(np.flatnonzero(~(np.isfinite(pi) & (pi > 0) & (pi <= 1)))[0])
+            raise ValueError(f"inclusion probability of unit {bad} is {pi[bad]!r}: every unit of the "
+                             "population needs 0 < pi <= 1 (a unit that could not be drawn is not in it)")
+        if self.variance not in VARIANCES:
+            raise ValueError(f"variance must be one of {VARIANCES}, got {self.variance!r}")
+        if self.variance == STRATIFIED and (self.stratum is None or len(self.stratum) != pi.size):
+            raise ValueError("a stratified design needs one stratum label per unit")
+        object.__setattr__(self, "pi", pi)
+        object.__setattr__(self, "sampled", sampled)
+
+    @property
+    def size(self) -> int:
+        return int(self.pi.size)
+
+    @property
+    def n(self) -> int:
+        return int(self.sampled.sum())
+
+
+def ht_total(y: np.ndarray, design: SampleDesign) -> float:
+    """Horvitz-Thompson total of ``y`` (read on the sampled units only)."""
+    y = _on_sample(y, design, "y")
+    return float(np.sum(y / design.pi[design.sampled]))
+
+
+def design_cov(a: np.ndarray, b: np.ndarray, design: SampleDesign) -> float:
+    """Estimated design covariance of the HT totals of ``a`` and ``b`` (``a is b``: the variance)."""
+    a = _on_sample(a, design, "a")
+    b = _on_sample(b, design, "b")
+    pi = design.pi[design.sampled]
+    if design.variance == POISSON:
+        return float(np.sum((1.0 - pi) * a * b / pi**2))
+    strata = np.asarray(design.stratum)
+    s_strata = strata[design.sampled]
+    total = 0.0
+    for h in pd.unique(strata):
+        big_n = int(np.sum(strata == h))
+        in_h = s_strata == h
+        n_h = int(in_h.sum())
+        if n_h == 0:
+            raise InsufficientData(f"stratum {h!r} has no labelled unit: its total cannot be estimated")
+        if n_h == 1:
+            if n_h < big_n:
+                raise InsufficientData(f"stratum {h!r} has one labelled unit: its variance is unknown "
+                                       "(allocate at least 2 per stratum)")
+            continue
+        cov_h = float(np.cov(a[in_h], b[in_h], ddof=1)[0, 1])
+        total += big_n**2 * (1.0 - n_h / big_n) * cov_h / n_h
+    return total
+
+
+def ht_mean(y: np.ndarray, design: SampleDesign) -> Estimate:
+    """Horvitz-Thompson mean over a population of known size N: sum_s (y / pi) / N."""
+    big_n = design.size
+    value = ht_total(y, design) / big_n
+    se = math.sqrt(max(design_cov(y, y, design), 0.0)) / big_n
+    # s2 on the totals scale (u_i = y_i / N), like every other figure here.
+    return _estimate(value, se, design, "Horvitz-Thompson mean", s2=_weighted_var(y, design) / big_n**2)
+
+
+def _on_sample(y: np.ndarray, design: SampleDesign, what: str) -> np.ndarray:
+    y = np.asarray(y, dtype=float)
+    if y.shape == design.pi.shape:
+        y = y[design.sampled]
+    elif y.shape != (design.n,):
+        raise ValueError(f"{what} must have one value per population unit ({design.size}) or per "
+                         f"sampled unit ({design.n}), got {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{what} has a missing value on a sampled unit: a drawn pair lacks its label")
+    return y
+
+
+def _weighted_var(u: np.ndarray, design: SampleDesign) -> float:
+    """Hájek estimate of the population variance S^2 of ``u``."""
+    u = _on_sample(u, design, "u")
+    w = 1.0 / design.pi[design.sampled]
+    if u.size < 2:
+        return math.nan
+    mean = np.sum(w * u) / np.sum(w)
+    return float(np.sum(w * (u - mean) ** 2) / np.sum(w) * u.size / (u.size - 1))
+
+
+def _estimate(value: float, se: float, design: SampleDesign, method: str, *, s2: float,
+              details: Mapping | None = None) -> Estimate:
+    ess = design.size**2 * s2 / se**2 if se > 0 and np.isfinite(s2) else math.nan
+    return Estimate(
+        value=value, ci_low=value - Z * se, ci_high=value + Z * se, n=design.n,
+        statistic=value / se if se > 0 else None,
+        p_value=float(math.erfc(abs(value / se) / math.sqrt(2))) if se > 0 else None,
+        method=f"{method}; {design.variance} design variance, 95% Wald interval",
+        details={"se": se, "effective_sample_size": ess, "labels": design.n,
+                 "population_size": design.size, "population": design.population, **(details or {})})
+
+
+def _gradient(g: Callable[[np.ndarray], float], t: np.ndarray) -> np.ndarray:
+    """Central-difference gradient of ``g`` at the totals ``t`` (steps relative to each total)."""
+    grad = np.empty_like(t)
+    for j in range(t.size):
+        h = 1e-6 * max(abs(t[j]), 1.0)
+        up, down = t.copy(), t.copy()
+        up[j] += h
+        down[j] -= h
+        grad[j] = (g(up) - g(down)) / (2 * h)
+    return grad
+
+
+def smooth_estimate(
+    y: np.ndarray,
+    g: Callable[[np.ndarray], float],
+    design: SampleDesign,
+    *,
+    yhat: np.ndarray | None = None,
+    lam: float | None = None,
+    name: str = "",
+) -> Estimate:
+    """``theta = g(T)`` from a probability sample, Hájek form (``yhat`` None) or PPI++ (``yhat`` given).
+
+    ``y``: (k, N) per-unit variables, NaN allowed off the sample; ``yhat``: (k, N) their predictions
+    on every unit; ``lam``: fixed PPI weight, or None to tune it (clipped to [0, 1]).
+    ``g`` maps the k totals to the figure; it raises ``InsufficientData`` (or returns NaN) where the
+    figure is undefined, e.g. a rate whose denominator total is 0.
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    if y.shape[1] != design.size:
+        raise ValueError(f"y must be (k, {design.size}), got {y.shape}")
+    ys = np.vstack([_on_sample(row, design, f"{name or 'y'}[{j}]") for j, row in enumerate(y)])
+    w = 1.0 / design.pi[design.sampled]
+    t_ht = ys @ w
+    if yhat is None:
+        value = _checked(g, t_ht, name)
+        u = _gradient(g, t_ht) @ ys
+        se = math.sqrt(max(design_cov(u, u, design), 0.0))
+        return _estimate(value, se, design, "Hájek (ratio of Horvitz-Thompson totals)",
+                         s2=_weighted_var(u, design))
+    yhat = np.atleast_2d(np.asarray(yhat, dtype=float))
+    if yhat.shape != y.shape or not np.all(np.isfinite(yhat)):
+        raise ValueError(f"yhat must be finite with the shape of y {y.shape}, got {yhat.shape}")
+    hs = yhat[:, design.sampled]
+    grad0 = _gradient(g, t_ht) if lam is None else None
+    if lam is None:
+        _checked(g, t_ht, name)
+        u0, uh0 = grad0 @ ys, grad0 @ hs
+        var_hat = design_cov(uh0, uh0, design)
+        lam = 0.0 if var_hat <= 0 else float(np.clip(design_cov(u0, uh0, design) / var_hat, 0.0, 1.0))
+        tuned = True
+    else:
+        if not np.isfinite(lam):
+            raise ValueError(f"lam must be finite, got {lam!r}")
+        tuned = False
+    t_pp = lam * yhat.sum(axis=1) + (ys - lam * hs) @ w
+    value = _checked(g, t_pp, name)
+    grad = _gradient(g, t_pp)
+    resid = grad @ ys - lam * (grad @ hs)
+    se = math.sqrt(max(design_cov(resid, resid, design), 0.0))
+    return _estimate(value, se, design, "PPI++ (prediction-powered, power-tuned)" if tuned else
+                     f"prediction-powered with lambda={lam:g}", s2=_weighted_var(grad @ ys, design),
+                     details={"lambda": lam})
+
+
+def _checked(g: Callable[[np.ndarray], float], t: np.ndarray, name: str) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = float(g(t))
+    if not np.isfinite(value):
+        raise InsufficientData(f"{name or 'the figure'} is undefined on this sample "
+                               f"(totals {np.round(t, 3)})")
+    return value
+
+
+def ratio(num: int, den: int) -> Callable[[np.ndarray], float]:
+    """g(T) = T[num] / T[den]: a conditional rate."""
+    def g(t: np.ndarray) -> float:
+        if t[den] == 0:
+            return math.nan
+        return t[num] / t[den]
+    return g
+
+
+def ratio_difference(n1: int, d1: int, n2: int, d2: int) -> Callable[[np.ndarray], float]:
+    """g(T) = T[n1] / T[d1] - T[n2] / T[d2]: a difference of two conditional rates (EO, Eq. 6)."""
+    first, second = ratio(n1, d1), ratio(n2, d2)
+    return lambda t: first(t) - second(t)
+
+
+def required_labels(s2: float, population: int, half_width: float) -> int:
+    """Labels a uniform sample without replacement needs for a 95% half-width, given the population
+    variance ``s2`` of the linearised variable (mean scale): n0 = (z S / h)^2, with the finite-
+    population correction n = n0 / (1 + n0 / N)."""
+    if half_width <= 0 or not np.isfinite(half_width):
+        raise ValueError(f"half-width must be > 0, got {half_width!r}")
+    if not np.isfinite(s2) or s2 < 0:
+        raise ValueError(f"variance must be finite and >= 0, got {s2!r}")
+    n0 = (Z**2) * s2 / half_width**2
+    return int(min(population, math.ceil(n0 / (1 + n0 / population))))
+
+
+def wilson_design(p: float, se: float, labelled: int) -> tuple[float, float]:
+    """Wilson 95% interval of a rate estimated from a complex sample, with the effective sample size
+    n* = p(1 - p) / se^2 in place of n (Korn and Graubard's idea; the survey package's svyciprop
+    does the same for its Wilson-type intervals). Unlike the Wald interval it stays inside [0, 1] and
+    keeps its coverage for small domains and rates near 0 or 1. When the sample shows no spread
+    (p = 0 or 1, se = 0) n* is the number of labelled units in the domain."""
+    n_eff = p * (1 - p) / se**2 if se > 0 and 0 < p < 1 else float(labelled)
+    n_eff = max(n_eff, 1e-9)
+    z2 = Z**2
+    centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = Z * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff**2)) / (1 + z2 / n_eff)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcomb_design(p1: float, ci1: tuple[float, float], p2: float, ci2: tuple[float, float]) -> tuple[
+        float, float]:
+    """Newcomb's hybrid interval of p1 - p2 from the two rates' Wilson intervals (rates of disjoint
+    domains, e.g. TPR and TNR, whose covariance is negligible)."""
+    d = p1 - p2
+    return (d - math.sqrt((p1 - ci1[0]) ** 2 + (ci2[1] - p2) ** 2),
+            d + math.sqrt((ci1[1] - p1) ** 2 + (p2 - ci2[0]) ** 2))
