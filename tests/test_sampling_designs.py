@@ -1,0 +1,134 @@
+"""Probability designs of the annotation loop and the human-label estimands built on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import DATA
+
+from annotation.replay import ReplaySettings, replay, summarize
+from annotation.sampling import (
+    Frame,
+    combined_design,
+    draw_batch,
+    neyman_allocation,
+    poisson_probabilities,
+    population_frame,
+)
+from judgebias.importers.pandalm import import_pandalm
+from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
+from judgebias.metrics.human import ESTIMANDS, estimate, human_figures, pair_features, variables
+from judgebias.metrics.survey import STRATIFIED, SampleDesign
+
+SELF = {"pandalm-7b": ["llama-7b"]}
+
+
+@pytest.fixture(scope="module")
+def pandalm():
+    table, _ = import_pandalm(DATA / "pandalm")
+    return table
+
+
+def test_neyman_allocation_by_hand():
+    # N_h S_h = 100*0.5, 100*0.1, 10*0.5 = 50, 10, 5; n = 20: floors of 2 each leave 14 to share
+    # 50:10:5 -> 10.77, 2.15, 1.08 -> 10, 2, 1 and the last unit to the largest remainder (0.77).
+    alloc = neyman_allocation(pd.Series({"a": 100, "b": 100, "c": 10}),
+                              pd.Series({"a": 0.5, "b": 0.1, "c": 0.5}), 20)
+    assert alloc.to_dict() == {"a": 13, "b": 4, "c": 3}
+    with pytest.raises(ValueError, match="below 2 pairs"):
+        neyman_allocation(pd.Series({"a": 5, "b": 5}), pd.Series({"a": 1.0, "b": 1.0}), 3)
+
+
+def test_poisson_probabilities_follow_the_score_above_the_floor():
+    pi = poisson_probabilities(np.array([0.0, 1.0, 2.0, 4.0, 8.0]), 2.0, 0.1)
+    assert pi.sum() == pytest.approx(2.0)
+    assert pi[0] == pytest.approx(0.1)  # a zero score still gets the floor: no pair is left out
+    # c * 8 would pass 1, so that pair is certain; the rest share 2 - 1 - 0.1 = 0.9 in proportion to
+    # the score: c = 0.9 / (1 + 2 + 4), so 4/2 = 2/1 = 2.
+    assert pi[4] == 1.0 and pi[3] == pytest.approx(4 * 0.9 / 7)
+    assert pi[3] / pi[2] == pytest.approx(2.0) and pi[2] / pi[1] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="lower --min-prob"):
+        poisson_probabilities(np.ones(10), 2.0, 0.5)
+
+
+def _frame(n=40):
+    pairs = pd.DataFrame({"pair_key": [f"k{i}" for i in range(n)], "score": np.linspace(0, 1, n),
+                          "stratum": ["s1"] * (n // 2) + ["s2"] * (n - n // 2),
+                          "spread": [0.5] * n}, index=[f"p{i}" for i in range(n)])
+    return Frame(pairs=pairs, population="all")
+
+
+def test_batches_draw_from_what_is_left_and_combine_into_one_simple_random_sample():
+    frame = _frame()
+    first = draw_batch(frame, "uniform", 10, seed=1)
+    assert first["selected"].sum() == 10 and np.allclose(first["pi"], 10 / 40)
+    second = draw_batch(frame, "uniform", 6, exclude=first.index[first["selected"]], seed=2)
+    assert len(second) == 30 and np.allclose(second["pi"], 6 / 30)
+    assert not set(second.index[second["selected"]]) & set(first.index[first["selected"]])
+    draws = pd.concat([first.assign(batch=1, design="uniform"), second.assign(batch=2, design="uniform")])
+    draws = draws.rename_axis("pair_id").reset_index()
+    drawn = draws.loc[draws["selected"], "pair_id"]
+    design, order, info = combined_design(draws, drawn)
+    # Two simple random samples of the remaining units add up to one of 16 out of 40.
+    assert design.variance == STRATIFIED and np.allclose(design.pi, 16 / 40)
+    assert design.n == 16 and info["batches"] == 2 and len(order) == 40
+    # Nonresponse: 2 of the first batch's 10 never labelled -> that batch counts 8 of 10, pi = 14/40.
+    design2, _, info2 = combined_design(draws, drawn.iloc[2:])
+    assert design2.n == 14 and np.allclose(design2.pi, 14 / 40) and info2["labelled"] == 14
+
+
+def test_poisson_batches_combine_by_the_product_of_misses():
+    frame = _frame(20)
+    first = draw_batch(frame, "poisson", 5, seed=0)
+    second = draw_batch(frame, "poisson", 5, exclude=first.index[first["selected"]], seed=1)
+    draws = pd.concat([first.assign(batch=1, design="poisson"), second.assign(batch=2, design="poisson")])
+    draws = draws.rename_axis("pair_id").reset_index()
+    design, order, info = combined_design(draws, draws.loc[draws["selected"], "pair_id"])
+    unit = order[-1]
+    q = draws[draws["pair_id"] == unit]["pi"].to_numpy()
+    assert design.pi[-1] == pytest.approx(1 - np.prod(1 - q))
+    assert info["variance"] == "Poisson"
+
+
+def test_census_estimands_equal_the_plain_metrics(pandalm):
+    # With every pair labelled (pi = 1), each design estimate is the metric over all labelled pairs.
+    for judge in ("pandalm-7b", "gpt-3.5-turbo"):
+        f = pair_features(pandalm, judge, self_map=SELF)
+        census = SampleDesign(np.ones(len(f)), np.ones(len(f), bool))
+        plain = {"agreement_human": agreement(pandalm, judge, "human").value,
+                 "verbosity": verbosity_bias(pandalm, judge).value}
+        if judge == "pandalm-7b":
+            plain["eo"] = self_preference_eo(pandalm, judge, SELF).value
+        for name, value in plain.items():
+            y, yhat = variables(f, name)
+            assert estimate(y, None, name, census).value == pytest.approx(value), (judge, name)
+            assert estimate(y, yhat, name, census).value == pytest.approx(value), (judge, name)
+
+
+def test_human_figures_report_estimator_population_and_labels(pandalm):
+    frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)
+    draws = draw_batch(frame, "uniform", 18, seed=4).assign(batch=1, design="uniform")
+    draws = draws.rename_axis("pair_id").reset_index()
+    design, order, _ = combined_design(draws, draws.loc[draws["selected"], "pair_id"], population="all")
+    figs = human_figures(pair_features(pandalm, "pandalm-7b", self_map=SELF), design, order)
+    agree = figs["agreement_human"]
+    assert agree["labels"] == 18 and agree["population_size"] == len(frame.pairs)
+    assert "Hájek" in agree["design_based"]["method"] and "PPI++" in agree["ppi"]["method"]
+    assert agree["design_based"]["effective_sample_size"] > 0
+    lo, hi = agree["ppi"]["ci_low"], agree["ppi"]["ci_high"]
+    assert 0 <= lo <= agree["ppi"]["value"] <= hi <= 1
+    assert set(figs) >= {"eo", "agreement_human", "verbosity", "dbg_human"}
+    assert ESTIMANDS["eo"].kind == "rate_difference"
+
+
+def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
+    settings = ReplaySettings(judges=["pandalm-7b"], budgets=(10,), reps=3, batch=5, design="uniform",
+                              figures=("agreement_human",), self_map=SELF)
+    results = replay(pandalm, settings)
+    assert set(results["method"]) == {"ranking", "uniform", "design", "ppi"}
+    truth = agreement(pandalm, "pandalm-7b", "human").value
+    assert np.allclose(results["truth"], truth)
+    table = summarize(results)
+    assert set(table.columns) >= {"bias", "rmse", "coverage", "width", "defined"}
+    assert (table.loc[table["method"] == "ranking", "reps"] == 1).all()  # deterministic ranking
