@@ -10,8 +10,8 @@ import pytest
 from judgebias.metrics.survey import (
     POISSON,
     STRATIFIED,
-    Z,
     SampleDesign,
+    Z,
     design_cov,
     ht_mean,
     ht_total,
