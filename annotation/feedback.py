@@ -215,27 +215,40 @@ class Recomputed:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
-        """Numeric figures as flat MLflow metric names (None / NaN left out): ``eo_after``,
-        ``eo_after.ci_low``, ..., ``iaa.fleiss_kappa``, ``gold_vs_human.percent_agreement``."""
+        """Numeric figures as flat MLflow metric names (None / NaN left out). Population estimates:
+        ``eo.ppi``, ``eo.ppi.ci_low``, ``eo.ppi.ess``, ``eo.design``...; figures on the labelled pairs
+        only carry the prefix ``labelled_only.`` so they never read as population figures."""
         out: dict[str, float] = {}
 
         def put(name: str, value: Any) -> None:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
                 out[name] = float(value)
 
-        for key in ("eo_before", "eo_after", "dbg_panel", "dbg_human_gold"):
-            est = self.figures.get(key) or {}
+        def put_estimate(name: str, est: Mapping[str, Any] | None) -> None:
+            est = est or {}
             # The project convention (tracking/experiment.py): name, name.ci_low, name.ci_high, name.n.
             for part in ("value", "ci_low", "ci_high", "n", "p_value"):
-                put(key if part == "value" else f"{key}.{part}", est.get(part))
+                put(name if part == "value" else f"{name}.{part}", est.get(part))
+            put(f"{name}.ess", est.get("effective_sample_size"))
+
+        for name, fig in (self.figures.get("estimates") or {}).items():
+            put_estimate(f"{name}.design", fig.get("design_based"))
+            put_estimate(f"{name}.ppi", fig.get("ppi"))
+        put_estimate("dbg_panel", self.figures.get("dbg_panel"))
+        for key, est in (self.figures.get("labelled_only") or {}).items():
+            if isinstance(est, Mapping):
+                put_estimate(f"labelled_only.{key}", est)
         for part, value in (self.figures.get("inter_annotator") or {}).items():
             put(f"iaa.{part}", value)
-        gvh = self.figures.get("gold_vs_human") or {}
-        for part in ("n", "percent_agreement", "gold_win_rate_a", "human_win_rate_a"):
-            put(f"gold_vs_human.{part}", gvh.get(part))
         for part, value in (self.figures.get("labels") or {}).items():
             put(f"labels.{part}", value)
         return out
+
+
+LABELLED_ONLY_NOTE = (
+    "computed on the labelled pairs as if they were the whole population: valid for a uniform random "
+    "sample only; with a probability design read the estimates, never these"
+)
 
 
 def _estimate(fn, *args, **kwargs) -> dict[str, Any]:
@@ -256,13 +269,18 @@ def recompute(
     gold: Sequence[str] | None = None,
     reps: int = 2000,
     seed: int = 0,
+    design: tuple | None = None,
 ) -> tuple[pd.DataFrame, Recomputed]:
-    """Merge the labels and compute before/after figures for ``judge``; returns (merged table, figures).
+    """Merge the labels and compute the figures for ``judge``; returns (merged table, figures).
 
-    ``eo_before`` uses the labels the table came with (often none), ``eo_after`` the merged ones;
-    ``dbg_panel`` is DBG against the gold panel, ``dbg_human_gold`` against the human-augmented gold.
+    ``design``: (``SampleDesign``, pair ids, info) of the ledger's probability batches
+    (``annotation.loop.design_from_ledger``); with it every human-label figure is estimated for the
+    population, Hájek and PPI++ (``estimates``). ``labelled_only`` keeps the plain figures on the
+    labelled pairs (EO with the table's own labels and with the merged ones, DBG against the
+    human-augmented gold), labelled as that subset. ``dbg_panel`` needs no human label.
     """
     from judgebias.metrics.dbg import dbg_score, gold_panel
+    from judgebias.metrics.human import human_figures, pair_features
     from judgebias.metrics.self_preference import self_preference_eo
 
     merged, excl = merge_labels(table, labels)
@@ -279,22 +297,30 @@ def recompute(
             "excluded": excl.total,
         },
         "label_exclusions": excl.to_dict(),
-        "eo_before": _estimate(self_preference_eo, before, judge, self_map),
-        "eo_after": _estimate(self_preference_eo, merged, judge, self_map),
-        "dbg_panel": _estimate(dbg_score, merged, judge, self_map, panel, reps=reps, seed=seed),
+    }
+    if design is not None:
+        sample, order, info = design
+        # Only the ledger's labels belong to the design; labels the table came with do not.
+        from_ledger = merged.assign(human=[list(h[len(src):]) for h, src in
+                                           zip(merged["human"], merged["human_source"], strict=True)])
+        feats = pair_features(from_ledger, judge, self_map=self_map, gold=gold)
+        figures["design"] = info
+        figures["estimates"] = human_figures(feats, sample, order)
+    else:
+        figures["design"] = {"note": "no probability batch in the ledger: no population estimate"}
+        figures["estimates"] = {}
+    figures["dbg_panel"] = _estimate(dbg_score, merged, judge, self_map, panel, reps=reps, seed=seed)
+    figures["labelled_only"] = {
+        "note": LABELLED_ONLY_NOTE,
+        "eo_table_labels": _estimate(self_preference_eo, before, judge, self_map),
+        "eo": _estimate(self_preference_eo, merged, judge, self_map),
         "dbg_human_gold": _estimate(
-            dbg_score,
-            augmented,
-            judge,
-            self_map,
-            [g for g in (*panel, HUMAN_GOLD_JUDGE) if g in present],
-            reps=reps,
-            seed=seed,
-        )
-        if (augmented["judge"] == HUMAN_GOLD_JUDGE).any()
-        else {"value": None, "insufficient": "no human label"},
-        "inter_annotator": inter_annotator(labels),
+            dbg_score, augmented, judge, self_map,
+            [g for g in (*panel, HUMAN_GOLD_JUDGE) if g in present], reps=reps, seed=seed,
+        ) if (augmented["judge"] == HUMAN_GOLD_JUDGE).any() else {"value": None,
+                                                                  "insufficient": "no human label"},
         "gold_vs_human": gold_vs_human(merged, judge, panel) if panel else None,
         "human_gold_rule": "human vote share replaces the panel vote on human-labelled pairs",
     }
+    figures["inter_annotator"] = inter_annotator(labels)
     return merged, Recomputed(judge=judge, figures=figures)

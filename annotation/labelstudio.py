@@ -28,6 +28,15 @@ REASON_FIELD = "reason"
 _SHOWN = {"left": "left", "right": "right", "tie": "tie", "response 1": "left", "response 2": "right"}
 DEFAULT_MAX_ANNOTATIONS = 3
 URL_ENV, KEY_ENV = "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"
+INSTRUCTIONS = (
+    "<p>Read the prompt, then both responses. Choose the response that answers the prompt better: "
+    "correct, helpful, and following the instructions it was given.</p>"
+    "<ul><li>Judge the content. Do not prefer a response for being longer, for its formatting, or "
+    "for being shown first: the sides are shuffled.</li>"
+    "<li>Choose <b>Tie</b> only when neither is better: both equally good, or both equally bad.</li>"
+    "<li>Keys: <b>1</b> Response 1, <b>2</b> Response 2, <b>3</b> Tie; the reason is optional.</li>"
+    "</ul><p>Your choices are used to measure how far an automatic judge can be trusted.</p>"
+)
 
 
 class LabelStudioError(RuntimeError):
@@ -191,6 +200,11 @@ class LabelStudioClient:
             label_config=labeling_config(),
             maximum_annotations=max_annotations,
             description="judgebias pairwise preference: which response is better?",
+            # Tasks are served in random order, so the pairs labelled so far are a random subset of
+            # those pushed: the estimators' nonresponse adjustment rests on it (annotation.sampling).
+            sampling="Uniform sampling",
+            expert_instruction=INSTRUCTIONS,
+            show_instruction=True,
         )
         return int(project.id)
 

@@ -79,12 +79,8 @@ def _draw_loop(frame: Frame, budget: int, settings: ReplaySettings, seed: int) -
     while spent < budget and len(drawn) < len(frame.pairs):
         n = min(settings.batch, budget - spent)
         batch += 1
-        try:
-            rows = draw_batch(frame, settings.design, n, exclude=drawn, seed=seed * 1000 + batch)
-        except ValueError:  # a stratified batch smaller than 2 per stratum: fall back to uniform
-            rows = draw_batch(frame, "uniform", n, exclude=drawn, seed=seed * 1000 + batch)
-            rows = rows.assign(design="uniform")
-        rows = rows.assign(batch=batch, design=rows.get("design", settings.design))
+        rows = draw_batch(frame, settings.design, n, exclude=drawn, seed=seed * 1000 + batch)
+        rows = rows.assign(batch=batch, design=settings.design)
         parts.append(rows)
         drawn.extend(rows.index[rows["selected"]])
         spent += n

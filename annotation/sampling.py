@@ -160,9 +160,11 @@ def draw_batch(frame: Frame, design: str, n: int, *, exclude: Iterable[str] = ()
         return out
     if design == "uniform":
         out["stratum"] = "all"
+    else:
+        out["stratum"] = _strata_for(out["stratum"], n)
     groups = out.groupby("stratum", sort=True).groups
     sizes = pd.Series({h: len(ix) for h, ix in groups.items()})
-    spreads = left.groupby("stratum", sort=True)["spread"].mean()
+    spreads = left["spread"].groupby(out["stratum"], sort=True).mean()
     alloc = (pd.Series({"all": n}) if design == "uniform" else neyman_allocation(sizes, spreads, n))
     out["pi"] = 0.0
     out["selected"] = False
@@ -172,6 +174,15 @@ def draw_batch(frame: Frame, design: str, n: int, *, exclude: Iterable[str] = ()
         if k:
             out.loc[rng.choice(np.asarray(ix), size=k, replace=False), "selected"] = True
     return out
+
+
+def _strata_for(strata: pd.Series, n: int) -> pd.Series:
+    """The finest stratification a budget of ``n`` can serve with 2 pairs per stratum: the full strata,
+    else own/other alone, else one stratum (a uniform draw)."""
+    for level in (strata, strata.str.split("|").str[0]):
+        if int(np.minimum(2, level.value_counts()).sum()) <= n:
+            return level
+    return pd.Series("all", index=strata.index)
 
 
 def combined_design(draws: pd.DataFrame, labelled: Iterable[str], *, population: str = "") -> tuple[

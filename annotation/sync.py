@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.labelstudio import KEY_ENV, URL_ENV, LabelStudioClient, PullResult, PushResult, ServerSettings
+from annotation.sampling import DEFAULT_DESIGN, DEFAULT_POPULATION
 from annotation.store import Ledger, default_ledger_path
 
 
@@ -43,6 +44,20 @@ class SyncSettings:
     parent_run_id: str | None = None
     reps: int = 2000
     seed: int = 0
+    design: str = DEFAULT_DESIGN
+    population: str = DEFAULT_POPULATION
+    min_prob: float | None = None
+    # Stop asking for labels once this figure's PPI++ 95% half-width is at most target_half_width
+    # for every measured judge (e.g. "eo", 0.05); None: push the budget every time.
+    target_figure: str = "eo"
+    target_half_width: float | None = None
+
+    def design_settings(self):
+        from annotation.loop import DesignSettings
+
+        return DesignSettings(design=self.design, population=self.population, min_prob=self.min_prob,
+                              seed=self.swap_seed, judges=list(self.judges) or None, gold=self.gold,
+                              self_map=dict(self.self_map))
 
     def server(self) -> ServerSettings:
         return ServerSettings.from_env(os.environ.get(self.url_env), os.environ.get(self.api_key_env))
@@ -64,6 +79,7 @@ class SyncResult:
     status: dict[str, Any]
     out_path: Path
     run_id: str | None = None
+    stopped: str | None = None  # why no batch was pushed although a budget was given
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -74,36 +90,49 @@ class SyncResult:
             "status": self.status,
             "out": str(self.out_path),
             "mlflow_run_id": self.run_id,
+            "stopped": self.stopped,
             "figures": self.figures,
         }
 
 
 def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
-    from annotation.feedback import recompute
+    from annotation.feedback import merge_labels, recompute
+    from annotation.loop import design_from_ledger
     from judgebias.io import read_table, write_table
 
     table, _ = read_table(settings.table)
-    labels = Ledger(settings.ledger_path).labels(include_skipped=True, include_deleted=True)
+    ledger = Ledger(settings.ledger_path)
+    labels = ledger.labels(include_skipped=True, include_deleted=True)
+    merged, _ = merge_labels(table, labels)
+    labelled = merged.loc[merged["human_annotators"].map(len) > 0, "pair_id"].unique()
+    design = design_from_ledger(ledger, table, labelled)
     judges = list(settings.judges) or sorted({j for j in table["judge"].dropna() if j})
     figures: dict[str, dict[str, Any]] = {}
     metrics: dict[str, float] = {}
-    merged = None
     for judge in judges:
-        merged, rec = recompute(
-            table,
-            labels,
-            judge,
-            self_map=settings.self_map,
-            gold=settings.gold,
-            reps=settings.reps,
-            seed=settings.seed,
-        )
+        merged, rec = recompute(table, labels, judge, self_map=settings.self_map, gold=settings.gold,
+                                reps=settings.reps, seed=settings.seed, design=design)
         figures[judge] = rec.figures
         metrics.update({f"{judge}.{k}": v for k, v in rec.flat_metrics().items()})
-    if merged is not None:
-        write_table(merged, settings.out_path)
+    write_table(merged, settings.out_path)
     return figures, metrics
+
+
+def target_reached(figures: dict[str, dict[str, Any]], figure: str, half_width: float) -> str | None:
+    """A sentence saying the target is met for every judge that has the figure, else None."""
+    widths = {}
+    for judge, figs in figures.items():
+        est = ((figs.get("estimates") or {}).get(figure) or {}).get("ppi") or {}
+        if est.get("ci_low") is None or est.get("ci_high") is None:
+            if figure in (figs.get("estimates") or {}):
+                return None  # defined for this judge but not estimable yet: keep labelling
+            continue
+        widths[judge] = (est["ci_high"] - est["ci_low"]) / 2
+    if widths and all(w <= half_width for w in widths.values()):
+        shown = ", ".join(f"{j} ±{w:.3f}" for j, w in sorted(widths.items()))
+        return f"target met: {figure} 95% half-width <= {half_width:g} ({shown}); no new batch pushed"
+    return None
 
 
 def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> SyncResult:
@@ -111,24 +140,19 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     ledger = Ledger(settings.ledger_path)
     client = client or LabelStudioClient(settings.server())
     pulled = client.pull(ledger)
-    pushed = None
+    pushed = stopped = None
+    figures, metrics = recompute_from_ledger(settings)
     if settings.budget > 0:
-        from annotation.selection import select_pairs
+        from annotation.loop import next_batch
         from judgebias.io import read_table
 
-        table, _ = read_table(settings.table)
-        selection = select_pairs(
-            table,
-            settings.budget,
-            judges=list(settings.judges) or None,
-            gold_judges=settings.gold,
-            self_map=settings.self_map,
-            exclude_keys=ledger.pushed_keys(),
-        )
-        pushed = client.push(
-            selection.chosen, ledger, project_title=settings.project_title, seed=settings.swap_seed
-        )
-    figures, metrics = recompute_from_ledger(settings)
+        if settings.target_half_width is not None:
+            stopped = target_reached(figures, settings.target_figure, settings.target_half_width)
+        if stopped is None:
+            table, _ = read_table(settings.table)
+            batch = next_batch(table, ledger, settings.budget, settings.design_settings())
+            pushed = client.push(batch.rows, ledger, project_title=settings.project_title,
+                                 seed=settings.swap_seed)
     status = ledger.status()
     run_id = None
     if settings.log_mlflow:
@@ -145,6 +169,8 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
                 sort_keys=True,
             ),
             "gold": ",".join(settings.gold or []) or "all other judges",
+            "design": settings.design,
+            "population": settings.population,
             "human_gold_rule": "human vote share replaces the panel vote on labelled pairs",
         }
         metrics.update({f"status.{k}": float(v) for k, v in status.items() if isinstance(v, int)})
@@ -156,6 +182,5 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
             experiment=settings.experiment,
             parent_run_id=settings.parent_run_id,
         )
-    return SyncResult(
-        pull=pulled, push=pushed, figures=figures, status=status, out_path=settings.out_path, run_id=run_id
-    )
+    return SyncResult(pull=pulled, push=pushed, figures=figures, status=status, out_path=settings.out_path,
+                      run_id=run_id, stopped=stopped)

@@ -203,6 +203,13 @@ class AnnotationConfig(_Strict):
     api_key_env: str = Field("LABEL_STUDIO_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
     budget: int = Field(50, ge=0, description="pairs sent to annotators per sync")
     project_title: str = Field("judgebias pairwise preferences", min_length=3)
+    # The probability design of each batch (docs/annotation.md): every pair's inclusion probability
+    # is recorded, so the human-label figures are population estimates, not contested-pair averages.
+    design: Literal["stratified", "uniform", "poisson"] = "stratified"
+    population: Literal["all", "own"] = "all"
+    min_prob: float | None = Field(None, gt=0, le=1, description="poisson design: probability floor")
+    target_figure: str = Field("eo", description="figure whose interval decides when to stop")
+    target_half_width: float | None = Field(None, gt=0, description="stop pushing once reached")
 
 
 class TrackingConfig(_Strict):

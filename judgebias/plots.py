@@ -247,6 +247,36 @@ def semantic_shift(sem, title: str = "Responses before and after rewriting (PCA 
     return fig
 
 
+def replay_figure(summary) -> Figure:
+    """Human-loop replay: mean 95%-interval width (top) and coverage (bottom) against labels, one
+    line per method, one column per (judge, figure). Coverage has the 0.95 target drawn."""
+    panels = list(summary.groupby(["judge", "figure"], sort=True).groups)
+    cols = max(len(panels), 1)
+    fig = Figure(figsize=(3.6 * cols, 6.4), dpi=DPI)
+    axes = fig.subplots(2, cols, squeeze=False)
+    styles = {"ranking": ("tab:red", "x"), "uniform": ("tab:gray", "o"), "design": ("tab:blue", "s"),
+              "ppi": ("tab:green", "^")}
+    for c, (judge, figure) in enumerate(panels):
+        part = summary[(summary["judge"] == judge) & (summary["figure"] == figure)]
+        for method, (color, marker) in styles.items():
+            m = part[part["method"] == method].sort_values("labels")
+            if m.empty:
+                continue
+            axes[0, c].plot(m["labels"], m["width"], color=color, marker=marker, label=method)
+            axes[1, c].plot(m["labels"], m["coverage"], color=color, marker=marker, label=method)
+        axes[0, c].set_title(f"{figure}\n{judge}", fontsize=9)
+        axes[0, c].set_xscale("log")
+        axes[1, c].set_xscale("log")
+        axes[1, c].axhline(0.95, color="black", linewidth=0.8, linestyle="--")
+        axes[1, c].set_ylim(-0.02, 1.02)
+        axes[1, c].set_xlabel("labels")
+    axes[0, 0].set_ylabel("mean 95% interval width")
+    axes[1, 0].set_ylabel("coverage of the all-labels figure")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` as a PNG at ``path`` (folders created)."""
     path = Path(path)

@@ -23,16 +23,19 @@ def table_path(tmp_path):
     return write_table(scenario_table(), tmp_path / "judgments.jsonl")
 
 
-def test_push_dry_run_ranks_without_a_server(table_path, monkeypatch):
+def test_push_dry_run_shows_the_design_without_a_server(table_path, monkeypatch):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
-    args = ["annotate", "push", str(table_path), "--judge", "J", "--budget", "2", "--dry-run"]
+    args = ["annotate", "push", str(table_path), "--judge", "J", "--budget", "4", "--dry-run"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
-    # s1: gold .3 -> 0.6 + |0.9-0.3| 0.6 + 2 = 3.2; s2: gold .6 -> 0.8 + 0.4 + 2 = 3.2 (tie broken by key)
-    assert lines[0].split()[1] in {"s1", "s2"} and "score 3.200" in lines[0]
-    assert "2 of 6 candidate pairs chosen" in res.output
+    # Three strata: 1 other pair, 4 own pairs where J agrees with gold, 1 where it disagrees (no flips).
+    # Each gets min(2, N_h) first: 1 + 2 + 1 = 4 spends the budget, so pi = 1, 2/4 and 1.
+    assert "batch 1: stratified design over population 'all' (6 pairs" in res.output
+    assert "drew 4; inclusion probability 0.500-1.000" in res.output
+    assert "own|agree|steady             2" in res.output
     assert not (table_path.parent / "judgments.labels.sqlite").exists()  # a dry run records nothing
+    res = runner.invoke(app, ["annotate", "push", str(table_path), "--design", "census", "--dry-run"])
+    assert res.exit_code == 1 and "unknown design 'census'" in res.output
 
 
 def test_push_without_credentials_says_which_variable(table_path, monkeypatch):
@@ -102,7 +105,10 @@ def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    check_scenario_figures(json.loads(res.output)["figures"]["J"])
+    assert res.output.startswith("offline: Label Studio not contacted")
+    res = runner.invoke(app, ["annotate", "pull", str(table_path), "--offline", "--judge", "J", "--ledger",
+                              str(ledger.path), "--out", str(out), "--reps", "200", "--json"])
+    check_scenario_figures(json.loads(res.output[res.output.index("\n{") + 1:])["figures"]["J"])
     merged, _ = read_table(out)
     assert merged.drop_duplicates("pair_id").set_index("pair_id").loc["s1", "human"] == ["b", "b"]
     res = runner.invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])

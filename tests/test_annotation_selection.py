@@ -380,12 +380,14 @@ def check_scenario_figures(figures):
       s4 a/.7 a, s5 tie/.3 b, s6 a/.6 a -> agreement 4/5; win rate of A by gold (0+1+1+0+1)/5 = .6,
       by humans (0+1+1+.5+1)/5 = .7.
     """
-    assert figures["eo_after"]["value"] == pytest.approx(0.5)
-    assert figures["eo_after"]["n"] == 3
-    assert figures["eo_after"]["confusion"] == {"tp": 1, "fn": 0, "fp": 1, "tn": 1}
+    only = figures["labelled_only"]  # the plain figures on the labelled pairs, labelled as that subset
+    assert "not a population" in only["note"] or "as if they were the whole population" in only["note"]
+    assert only["eo"]["value"] == pytest.approx(0.5)
+    assert only["eo"]["n"] == 3
+    assert only["eo"]["confusion"] == {"tp": 1, "fn": 0, "fp": 1, "tn": 1}
     assert figures["dbg_panel"]["value"] == pytest.approx(0.4)
-    assert figures["dbg_human_gold"]["value"] == pytest.approx(0.3)
-    gvh = figures["gold_vs_human"]
+    assert only["dbg_human_gold"]["value"] == pytest.approx(0.3)
+    gvh = only["gold_vs_human"]
     assert (gvh["n"], gvh["percent_agreement"]) == (5, pytest.approx(0.8))
     assert gvh["gold_win_rate_a"] == pytest.approx(0.6) and gvh["human_win_rate_a"] == pytest.approx(0.7)
     assert gvh["exclusions"] == {"human_no_majority": 1}
@@ -401,10 +403,35 @@ def test_recompute_scenario_by_hand():
     rows.append((999, pair_key("s4", "prompt s4", "A of s4", "B of s4"), "s4", "u1", None, True, False, "t"))
     _, rec = recompute(table, _labels_frame(rows), "J", reps=200)
     check_scenario_figures(rec.figures)
-    assert rec.figures["eo_before"]["value"] is None  # the table came without human labels
+    assert rec.figures["labelled_only"]["eo_table_labels"]["value"] is None  # table came without labels
+    assert rec.figures["estimates"] == {}  # no probability design: no population estimate
     metrics = rec.flat_metrics()
-    assert metrics["eo_after"] == pytest.approx(0.5) and "eo_before" not in metrics
+    assert metrics["labelled_only.eo"] == pytest.approx(0.5)
+    assert "labelled_only.eo_table_labels" not in metrics and "eo.design" not in metrics
     assert metrics["iaa.fleiss_kappa"] == pytest.approx(5 / 11)
+
+
+def test_recompute_with_a_census_design_estimates_the_population_figure():
+    # Every pair drawn with probability 1 and labelled: the design estimate of EO is the plain EO over
+    # the same pairs (0.5, see check_scenario_figures), with both estimators and their parts.
+    import numpy as np
+
+    from judgebias.metrics.survey import SampleDesign
+
+    table = scenario_table()
+    rows = []
+    for i, (pid, by) in enumerate(sorted(SCENARIO_LABELS.items())):
+        key = pair_key(pid, f"prompt {pid}", f"A of {pid}", f"B of {pid}")
+        for who, lab in by.items():
+            rows.append((10 * i + len(rows), key, pid, who, lab, False, False, "2026-01-01"))
+    order = pd.Index(sorted(SCENARIO_LABELS))
+    design = (SampleDesign(np.ones(len(order)), np.ones(len(order), bool), population="all"), order, {})
+    _, rec = recompute(table, _labels_frame(rows), "J", reps=200, design=design)
+    eo = rec.figures["estimates"]["eo"]
+    assert eo["design_based"]["value"] == pytest.approx(0.5) and eo["ppi"]["value"] == pytest.approx(0.5)
+    assert eo["labels"] == len(order) and eo["population"] == "all"
+    metrics = rec.flat_metrics()
+    assert metrics["J.eo.ppi" if "J.eo.ppi" in metrics else "eo.ppi"] == pytest.approx(0.5)
 
 
 def test_with_human_gold_replaces_panel_rows_only_on_labelled_pairs():

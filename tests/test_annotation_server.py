@@ -194,8 +194,8 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     assert run.info.experiment_id == parent.info.experiment_id
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert run.data.tags["judgebias.parent_run_id"] == parent.info.run_id
-    assert run.data.metrics["J.eo_after"] == pytest.approx(0.5)
-    assert run.data.metrics["J.dbg_human_gold"] == pytest.approx(0.3)
+    assert run.data.metrics["J.labelled_only.eo"] == pytest.approx(0.5)
+    assert run.data.metrics["J.labelled_only.dbg_human_gold"] == pytest.approx(0.3)
 
     # The API token is in no MLflow param, tag, metric name or artifact, no log line and no output file.
     token = ls_server.api_key
@@ -205,7 +205,7 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
         )
     )
     artifact_text = "".join(p.read_text() for p in artifact_dir.rglob("*") if p.is_file())
-    assert "eo_after" in artifact_text
+    assert "labelled_only" in artifact_text
     out, err = capfd.readouterr()
     haystacks = {
         "params": json.dumps(run.data.params),
@@ -265,8 +265,13 @@ def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, m
         ],
     )
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output)
-    assert summary["pulled"] == {"new": 1, "updated": 0, "unchanged": 10, "deleted": 0}
+    # A readable summary first (this ledger's tasks were hand-picked: no population estimate), no JSON.
+    assert res.output.startswith("--no-mlflow: nothing logged") and "pulled: new 1, updated 0" in res.output
+    assert "no probability batch in the ledger" in res.output and "{" not in res.output
+    res = CliRunner().invoke(app, ["annotate", "pull", str(world["table"]), "--ledger", str(ledger.path),
+                                   "--no-mlflow", "--judge", "J", "--reps", "200", "--json"])
+    summary = json.loads(res.output[res.output.index("\n{") + 1:])
+    assert summary["pulled"] == {"new": 0, "updated": 0, "unchanged": 11, "deleted": 0}
     assert len(ledger.labels()) == 10
     res = CliRunner().invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
     assert res.exit_code == 0 and "pushed 6  labelled 6  pending 0" in res.output
@@ -359,8 +364,11 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     first = sync_annotations(cfg, store, push=True)
     assert first["pushed"] == 4 and first["status"]["pending"] == 4
     ledger = Ledger(store.path("table.labels.sqlite"))
-    # The four pushed are the self-judged pairs ranked first (s1 and s2 score 3.2, then s5, s3 or s4).
-    assert set(ledger.tasks()["pair_id"]) <= {"s1", "s2", "s3", "s4", "s5"}
+    # The four pushed were drawn by the config's design (stratified by default), recorded before the push:
+    # every one of the 6 pairs has its inclusion probability in the ledger.
+    draws = ledger.draws()
+    assert len(draws) == 6 and draws["selected"].sum() == 4 and (draws["pi"] > 0).all()
+    assert set(ledger.tasks()["pair_id"]) == set(draws.loc[draws["selected"], "pair_id"])
     sdk = LabelStudioClient(ls_server.settings)._ls
     world = {"sdk": sdk, "users": {"u1": sdk.users.whoami().id}}
     pushed = set(ledger.tasks()["pair_id"])
@@ -372,3 +380,88 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     labelled = merged.drop_duplicates("pair_id").set_index("pair_id")["human"].map(len)
     assert set(labelled[labelled > 0].index) == pushed
     assert second["mlflow_run_id"] and second["figures"]["J"]["labels"]["annotations"] == 4
+
+
+def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_server, monkeypatch, tmp_path):
+    """A uniform probability batch of real PandaLM pairs goes to the server through `annotate push`,
+    three annotators label all but two drawn pairs through the API with PandaLM's own human labels,
+    and `annotate pull` estimates judge-human agreement for the population; the Hájek figure and its
+    interval are recomputed here from the textbook formulas, the PPI++ one with the estimator."""
+    import math
+
+    import numpy as np
+    from conftest import DATA
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+    from judgebias.importers.pandalm import import_pandalm
+    from judgebias.metrics.human import estimate, pair_features, variables
+    from judgebias.metrics.survey import STRATIFIED, SampleDesign, wilson_design
+
+    table, _ = import_pandalm(DATA / "pandalm")
+    path = write_table(table, tmp_path / "pandalm.jsonl")
+    monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
+    args = ["--judge", "pandalm-7b", "--self", "pandalm-7b=llama-7b"]
+    res = CliRunner().invoke(app, ["annotate", "push", str(path), "--design", "uniform", "--budget", "12",
+                                   "--project-title", "judgebias probability test", "--seed", "5", *args])
+    assert res.exit_code == 0, res.output
+    ledger = Ledger(tmp_path / "pandalm.labels.sqlite")
+    draws = ledger.draws()
+    big_n = len(draws)
+    assert big_n == table["pair_id"].nunique() and draws["selected"].sum() == 12
+    assert np.allclose(draws["pi"], 12 / big_n) and "drew 12" in res.output
+
+    sdk = world["sdk"]
+    users = [world["users"]["u1"], world["users"]["u2"],
+             sdk.users.create(username="annotator3", email="a3@judgebias.local", password="y" * 16).id]
+    truth = table.drop_duplicates("pair_id").set_index("pair_id")["human"]
+    tasks = ledger.tasks().set_index("pair_id")
+    drawn = sorted(draws.loc[draws["selected"], "pair_id"])
+    labelled = drawn[2:]  # two drawn pairs stay unlabelled: nonresponse
+    for pid in labelled:
+        for user, lab in zip(users, truth[pid], strict=False):
+            shown = SHOWN[lab][int(tasks.loc[pid, "swapped"])]
+            sdk.annotations.create(id=int(tasks.loc[pid, "task_id"]), completed_by=user, result=[
+                {"from_name": "preference", "to_name": "prompt", "type": "choices",
+                 "value": {"choices": [shown]}}])
+    res = CliRunner().invoke(app, ["annotate", "pull", str(path), "--no-mlflow", "--json", *args])
+    assert res.exit_code == 0, res.output
+    assert "agreement_human" in res.output and "Hájek" in res.output and "PPI++" in res.output
+    summary = json.loads(res.output[res.output.index("\n{") + 1:])
+    fig = summary["figures"]["pandalm-7b"]["estimates"]["agreement_human"]
+    assert fig["labels"] == 10 and fig["population_size"] == big_n
+
+    # By hand: simple random sample of n = 10 of N (the 2 unlabelled drawn pairs are nonresponse), the
+    # rate R = sum(hit) / sum(has majority), z = (hit - R m) / mean(m), V = (1 - n/N) var(z) / n,
+    # then Wilson on n* = R(1 - R) / V.
+    judge_rows = table[table["judge"] == "pandalm-7b"].set_index("pair_id")
+    hit, m = [], []
+    for pid in labelled:
+        labs = truth[pid]
+        top = max(set(labs), key=labs.count)
+        has = labs.count(top) * 2 > len(labs)
+        m.append(float(has))
+        hit.append(float(has and top == judge_rows.loc[pid, "verdict"]))
+    hit, m = np.array(hit), np.array(m)
+    n = len(labelled)
+    rate = hit.sum() / m.sum()
+    z = (hit - rate * m) / m.mean()
+    se = math.sqrt((1 - n / big_n) * z.var(ddof=1) / n)
+    lo, hi = wilson_design(rate, se, int(m.sum()))
+    got = fig["design_based"]
+    assert (got["value"], got["ci_low"], got["ci_high"]) == (pytest.approx(rate), pytest.approx(lo, abs=1e-6),
+                                                             pytest.approx(hi, abs=1e-6))
+    # PPI++ with the gold panel (gpt-3.5) predicting the human label on all N pairs.
+    only_drawn = table.assign(human=[h if p in labelled else [] for p, h in zip(table["pair_id"],
+                                                                              table["human"], strict=True)])
+    feats = pair_features(only_drawn, "pandalm-7b", self_map={"pandalm-7b": ["llama-7b"]})
+    order = pd.Index(sorted(draws["pair_id"]))
+    feats = feats.reindex(order)
+    y, yhat = variables(feats, "agreement_human")
+    design = SampleDesign(np.full(big_n, n / big_n), order.isin(labelled), STRATIFIED,
+                          np.array(["all"] * big_n))
+    want = estimate(y, yhat, "agreement_human", design)
+    assert fig["ppi"]["value"] == pytest.approx(want.value)
+    assert fig["ppi"]["ci_low"] == pytest.approx(want.ci_low)
+    assert fig["ppi"]["ci_high"] == pytest.approx(want.ci_high)

@@ -48,7 +48,17 @@ def _ledger_for(table: Path, ledger: Path | None) -> Path:
 @annotate_app.command("push")
 def push_cmd(
     table: Path = typer.Argument(..., help="The experiment's judgment table (.jsonl/.parquet/.csv)."),
-    budget: int = typer.Option(50, "--budget", "-n", min=0, help="How many new pairs to send."),
+    budget: int = typer.Option(50, "--budget", "-n", min=1,
+                               help="Pairs to draw in this batch (expected number for --design poisson)."),
+    design: str = typer.Option("stratified", help="Probability design: stratified (Neyman allocation over "
+                               "own/other x judge-gold agreement x order flip), uniform, or poisson "
+                               "(probability proportional to the usefulness score, floored at --min-prob)."),
+    population: str = typer.Option("all", help="Pairs the figures describe and the draw covers: all "
+                                   "(every pair a measured judge rated) or own (pairs with the judge's "
+                                   "own response)."),
+    min_prob: float = typer.Option(None, min=0.0, max=1.0,
+                                   help="poisson: inclusion-probability floor (default: half the "
+                                   "uniform rate)."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Measured judge(s) (default: all judges)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
     self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
@@ -57,45 +67,53 @@ def push_cmd(
         help="Label Studio project (created with the pairwise config when absent, reused otherwise).",
     ),
     ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite next to TABLE)."),
-    seed: int = typer.Option(0, help="Seed of the per-pair left/right swap shown to annotators."),
-    include_labelled: bool = typer.Option(False, "--include-labelled", help="Also consider pairs that "
-                                          "already carry human labels in the table (e.g. to re-label them)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the ranking; push nothing."),
+    seed: int = typer.Option(0, help="Seed of the draw and of the left/right swap shown to annotators."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Show the batch's design; record and push nothing."),
 ) -> None:
-    """Push the BUDGET most informative pairs not pushed yet.
+    """Draw the next batch of pairs by a probability design and push it to Label Studio.
 
-    Pairs are ranked by how much a human label can move the EO/DBG estimates (self-judged pairs, a
-    split gold panel, judge-vs-gold disagreement, order flips; see docs/annotation.md). Annotators see
-    only the prompt and the two responses, in a seeded random order. Pushing again never duplicates.
+    Every pair of the population gets a known inclusion probability, recorded in the ledger with the
+    batch before any task is created, so `annotate pull` can estimate each figure for the whole
+    population (Hájek and PPI++) instead of averaging hand-picked pairs (docs/annotation.md). A push
+    interrupted mid-way finishes its batch on the next run. Annotators see only the prompt and the two
+    responses, in a seeded random order.
     """
     from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
-    from annotation.selection import select_pairs
+    from annotation.loop import DesignSettings, next_batch
     from annotation.store import Ledger
     from judgebias.io import read_table
     from judgebias.table import TableError
 
+    settings = DesignSettings(design=design, population=population, min_prob=min_prob, seed=seed,
+                              judges=judge or None, gold=gold or None, self_map=_self_map(self_))
+    ledger_path = _ledger_for(table, ledger)
     try:
         df, _ = read_table(table)
-        ledger_path = _ledger_for(table, ledger)
-        # A dry run, or a run that fails before pushing, leaves no ledger file behind.
-        pushed = Ledger(ledger_path).pushed_keys() if ledger_path.exists() else set()
-        sel = select_pairs(df, budget, judges=judge or None, gold_judges=gold or None,
-                           self_map=_self_map(self_), exclude_keys=pushed, include_labelled=include_labelled)
+        # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
+        store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
+        client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
+        batch = next_batch(df, store, budget, settings, record=not dry_run)
     except (TableError, ValueError) as exc:
         _fail(str(exc))
-    for r in sel.chosen.itertuples():
-        typer.echo(f"{r.rank:>4}  {r.pair_id:<24} score {r.score:.3f}  " + "; ".join(r.reasons))
-    typer.echo(
-        f"{len(sel.chosen)} of {sel.candidates} candidate pairs chosen; not candidates: {sel.exclusions}"
-    )
-    if dry_run or sel.chosen.empty:
-        return
-    store = Ledger(ledger_path)
-    try:
-        client = LabelStudioClient(ServerSettings.from_env())
-        result = client.push(sel.chosen, store, project_title=project_title, seed=seed)
     except LabelStudioError as exc:
-        _fail(f"{exc}\nNothing was recorded for the pairs not pushed; the ledger {store.path} is intact.")
+        _fail(str(exc))
+    sm = batch.summary
+    if batch.resumed:
+        typer.echo(f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
+                   f"{sm['to_push']} remaining pair(s), no new draw")
+    else:
+        typer.echo(f"batch {sm['batch']}: {sm['design']} design over population {sm['population']!r} "
+                   f"({sm['population_size']} pairs, {sm['left_to_draw']} not drawn before); drew "
+                   f"{sm['drawn']}; inclusion probability {sm['pi_min']:.3f}-{sm['pi_max']:.3f}")
+        for stratum, k in sorted(sm["per_stratum"].items()):
+            typer.echo(f"  {stratum:<28} {k}")
+    if dry_run or batch.rows.empty:
+        return
+    try:
+        result = client.push(batch.rows, store, project_title=project_title, seed=seed)
+    except LabelStudioError as exc:
+        _fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
     typer.echo(
         f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
         f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
@@ -117,13 +135,16 @@ def pull_cmd(
     parent_run_id: str = typer.Option(None, help="The experiment's MLflow run: the new run is linked to it."),
     offline: bool = typer.Option(False, "--offline", help="Skip the server; recompute from the ledger."),
     reps: int = typer.Option(2000, min=100, help="Bootstrap replicates of the DBG interval."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON after the summary."),
 ) -> None:
-    """Pull labels, merge them into the table, recompute EO/DBG, log to MLflow.
+    """Pull labels, merge them into the table, estimate every human-label figure, log to MLflow.
 
     Takes every annotator, skips and edits (the latest version of an annotation wins, nothing counts
-    twice), writes the table with the merged `human` column, recomputes EO with human labels as Y and
-    DBG against the gold panel and the human-augmented gold, and logs a new MLflow run linked to the
-    experiment's run.
+    twice) and writes the table with the merged `human` column. Each figure (EO, TPR/TNR, human
+    own-preference, judge-human and gold-human agreement, DBG against humans, verbosity parity) is
+    estimated for the population the batches were drawn from: Hájek with the design's variance and
+    PPI++ with the gold panel as predictor, each with its 95% interval, labels used and effective
+    sample size. Figures on the labelled pairs alone are printed as that subset only.
     """
     from annotation.labelstudio import LabelStudioError
     from annotation.sync import SyncSettings, recompute_from_ledger, sync
@@ -155,7 +176,17 @@ def pull_cmd(
         )
     except (TableError, ValueError) as exc:
         _fail(str(exc))
-    typer.echo(json.dumps(summary, indent=2, default=str))
+    from annotation.summary import sync_lines
+
+    if offline:
+        typer.echo("offline: Label Studio not contacted; figures recomputed from the ledger's labels")
+    if not mlflow:
+        typer.echo("--no-mlflow: nothing logged to MLflow")
+    elif offline:
+        typer.echo("offline: nothing logged to MLflow either")
+    typer.echo("\n".join(sync_lines(summary)))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
 
 
 @annotate_app.command("status")
@@ -182,4 +213,6 @@ def status_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from judgebias.cli import human_loop  # noqa: F401  (adds `annotate plan` and `annotate replay`)
+
     app.add_typer(annotate_app, name="annotate")

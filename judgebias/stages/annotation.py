@@ -35,10 +35,16 @@ def sync_annotations(
         tracking_uri=last.get("tracking_uri") or cfg.tracking.tracking_uri,
         experiment=cfg.tracking.experiment,
         parent_run_id=last.get("run_id"),
+        design=a.design,
+        population=a.population,
+        min_prob=a.min_prob,
+        target_figure=a.target_figure,
+        target_half_width=a.target_half_width,
     )
     result = sync(settings).summary()
     progress(
         f"annotation sync: pulled {result['pulled']}, pushed {result['pushed']}, merged table {result['out']}"
+        + (f"; {result['stopped']}" if result.get("stopped") else "")
     )
     return result
 

@@ -1,0 +1,110 @@
+"""One step of the labelling loop: draw a probability batch, record it, push it; estimate from the ledger.
+
+Used by ``judgebias annotate push/pull/plan`` and the nightly sync flow, so both follow one rule:
+a batch is recorded in the ledger (every pair it could have drawn, with its probability) BEFORE any
+task is created, and a push that finds drawn pairs without a task finishes that batch instead of
+drawing a new one. An interrupted push therefore never changes the design.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from annotation.keys import pair_key
+from annotation.sampling import (
+    DEFAULT_DESIGN,
+    DEFAULT_POPULATION,
+    combined_design,
+    draw_batch,
+    population_frame,
+)
+from annotation.store import Ledger
+
+
+@dataclass(frozen=True)
+class DesignSettings:
+    design: str = DEFAULT_DESIGN
+    population: str = DEFAULT_POPULATION
+    min_prob: float | None = None
+    seed: int = 0
+    judges: Sequence[str] | None = None
+    gold: Sequence[str] | None = None
+    self_map: Mapping[str, Iterable[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """The pairs to push now: ``rows`` (pair_id, pair_key, prompt, responses), the batch number, whether
+    it resumes an interrupted batch, and a summary of its design for the console."""
+
+    rows: pd.DataFrame
+    batch: int | None
+    resumed: bool
+    summary: dict[str, Any]
+
+
+def _texts(table: pd.DataFrame) -> pd.DataFrame:
+    pairs = table.drop_duplicates("pair_id").set_index("pair_id")[["prompt", "response_a", "response_b"]]
+    pairs["pair_key"] = [pair_key(pid, p, a, b) for pid, p, a, b in
+                         zip(pairs.index, pairs["prompt"], pairs["response_a"], pairs["response_b"],
+                             strict=True)]
+    return pairs
+
+
+def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings: DesignSettings, *,
+               record: bool = True) -> Batch:
+    """Draw (and, with ``record``, record) the next batch, or return the unpushed rest of the last one."""
+    texts = _texts(table)
+    draws = ledger.draws() if ledger is not None else pd.DataFrame(columns=["population", "pair_key",
+                                                                            "pair_id", "selected", "batch"])
+    if len(draws):
+        declared = set(draws["population"])
+        if declared != {settings.population}:
+            raise ValueError(f"this ledger samples the population {sorted(declared)}; a batch from "
+                             f"{settings.population!r} would mix two designs: keep --population "
+                             f"{next(iter(declared))} or start a new ledger (--ledger)")
+        pushed = ledger.pushed_keys()
+        pending = draws[draws["selected"] & ~draws["pair_key"].isin(pushed)]
+        if len(pending):
+            rows = texts.loc[pending["pair_id"]].reset_index()
+            return Batch(rows, int(pending["batch"].max()), True,
+                         {"resumed_batch": int(pending["batch"].max()), "to_push": len(rows)})
+    frame = population_frame(table, settings.population, judges=settings.judges,
+                             gold_judges=settings.gold, self_map=settings.self_map)
+    exclude = draws.loc[draws["selected"], "pair_id"] if len(draws) else []
+    number = int(draws["batch"].max()) + 1 if len(draws) else 1
+    drawn = draw_batch(frame, settings.design, budget, exclude=exclude,
+                       seed=settings.seed * 100_003 + number, min_prob=settings.min_prob)
+    chosen = drawn[drawn["selected"]]
+    summary = {
+        "batch": number, "design": settings.design, "population": settings.population,
+        "population_size": len(frame.pairs), "left_to_draw": len(drawn), "drawn": len(chosen),
+        "pi_min": float(drawn["pi"].min()), "pi_max": float(drawn["pi"].max()),
+        "per_stratum": chosen.groupby("stratum").size().to_dict(),
+    }
+    if record and ledger is not None:
+        ledger.record_batch(design=settings.design, population=settings.population, seed=settings.seed,
+                            budget=budget, params={"min_prob": settings.min_prob,
+                                                   "judges": list(settings.judges or []),
+                                                   "gold": list(settings.gold or [])},
+                            draws=drawn)
+    rows = texts.loc[chosen.index].reset_index()
+    return Batch(rows, number, False, summary)
+
+
+def design_from_ledger(ledger: Ledger, table: pd.DataFrame, labelled_pairs: Iterable[str]):
+    """(design, pair ids, info) of the labels so far; draws whose pair texts changed since are dropped."""
+    draws = ledger.draws()
+    if draws.empty:
+        return None
+    current = _texts(table)["pair_key"]
+    stale = draws["pair_key"] != draws["pair_id"].map(current)
+    draws = draws[~stale]
+    population = str(draws["population"].iloc[0]) if len(draws) else ""
+    design, order, info = combined_design(draws, labelled_pairs, population=population)
+    info["stale_draws_dropped"] = int(stale.sum())
+    return design, order, info

@@ -1,0 +1,125 @@
+"""How many labels a target interval needs, per design and estimator, from pilot variances.
+
+For a figure theta = g(T) the linearised variable z_i = N * dg/dT . y_i (mean scale) drives every
+design's variance:
+
+* uniform, n of N without replacement: V = (1 - n/N) S_z^2 / n;
+* stratified with Neyman allocation: V = sum_h (N_h/N)^2 (1 - n_h/N_h) S_zh^2 / n_h;
+* Poisson with pi_i from the usefulness score: V = sum_i (1 - pi_i) z_i^2 / pi_i / N^2.
+
+The pilot z uses the labels so far where a pair has them and the gold panel's prediction elsewhere
+(before any label the panel stands in for humans, which a first batch corrects). PPI++ replaces z by
+its residual z - lam * zhat, estimated on the labelled pairs only: without labels it is not planned.
+The 95% half-width is 1.96 sqrt(V); the labels needed are the smallest n whose half-width meets the
+target (bisection: V falls as n grows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
+from judgebias.metrics.human import ESTIMANDS, pair_features, variables
+from judgebias.metrics.survey import Z, _gradient
+
+
+def pilot(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, self_map=None, gold=None) -> dict:
+    """Pilot linearised variables over the population: ``z`` (labels where known, else predictions),
+    and, when at least 10 pairs carry labels, ``resid`` (PPI++ residual) on those pairs with lam."""
+    feats = pair_features(table, judge, self_map=self_map, gold=gold).reindex(frame.pairs.index)
+    rated = feats["own"].notna().to_numpy()
+    feats = feats.fillna({"own": -1, "choice": -1, "human": -1, "words_a": 0, "words_b": 0})
+    feats = feats.astype({"own": int, "choice": int, "human": int})
+    y, yhat = variables(feats, figure)
+    y[:, ~rated] = 0.0
+    yhat[:, ~rated] = 0.0
+    labelled = ~np.isnan(y).any(axis=0) & (feats["human"].to_numpy() != -1)
+    mixed = np.where(np.isnan(y), yhat, y)
+    g = ESTIMANDS[figure].g
+    totals = mixed.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if not np.isfinite(g(totals)):
+            raise ValueError(f"{figure} is undefined on this population even with the gold panel's "
+                             "predictions (no pair in its domain)")
+    big_n = mixed.shape[1]
+    grad = _gradient(g, totals)
+    out = {"z": big_n * (grad @ mixed), "labelled": int(labelled.sum()), "resid": None, "lam": None}
+    if labelled.sum() >= 10:
+        z, zh = big_n * (grad @ y[:, labelled]), big_n * (grad @ yhat[:, labelled])
+        var_h = float(np.var(zh, ddof=1))
+        lam = 0.0 if var_h <= 0 else float(np.clip(np.cov(z, zh, ddof=1)[0, 1] / var_h, 0, 1))
+        out["resid"], out["lam"] = z - lam * zh, lam
+    return out
+
+
+def expected_half_width(frame: Frame, z: np.ndarray, design: str, n: int, *, labelled_only: bool = False,
+                        min_prob: float | None = None) -> float:
+    """95% half-width expected from ``n`` labels under ``design`` (``z`` over the whole population, or,
+    with ``labelled_only``, a sample of it whose variance stands for the population's)."""
+    pairs = frame.pairs
+    big_n = len(pairs)
+    n = min(n, big_n)
+    if labelled_only:  # residuals known on a subsample only: their variance stands in everywhere
+        s2 = float(np.var(z, ddof=1))
+        return Z * math.sqrt(max(0.0, (1 - n / big_n) * s2 / n))
+    if design == "uniform":
+        return Z * math.sqrt(max(0.0, (1 - n / big_n) * float(np.var(z, ddof=1)) / n))
+    if design == "stratified":
+        strata = pairs["stratum"].to_numpy()
+        sizes = pairs.groupby("stratum").size()
+        alloc = neyman_allocation(sizes, pairs.groupby("stratum")["spread"].mean(), n)
+        v = 0.0
+        for h, size in sizes.items():
+            zh = z[strata == h]
+            if alloc[h] > 0 and size > 1:
+                v += (size / big_n) ** 2 * (1 - alloc[h] / size) * float(np.var(zh, ddof=1)) / alloc[h]
+        return Z * math.sqrt(max(v, 0.0))
+    floor = min_prob if min_prob is not None else 0.5 * n / big_n
+    pi = poisson_probabilities(pairs["score"].to_numpy(), n, floor)
+    return Z * math.sqrt(float(np.sum((1 - pi) * z**2 / pi)) / big_n**2)
+
+
+def labels_needed(frame: Frame, z: np.ndarray, design: str, half_width: float, **kw) -> int | None:
+    """Smallest n whose expected half-width is <= ``half_width`` (None: not even with every pair)."""
+    big_n = len(frame.pairs)
+    low = max(2 * frame.pairs["stratum"].nunique(), 2) if design == "stratified" else 2
+    if low > big_n or expected_half_width(frame, z, design, big_n, **kw) > half_width:
+        return None
+    hi = big_n
+    while low < hi:
+        mid = (low + hi) // 2
+        if expected_half_width(frame, z, design, mid, **kw) <= half_width:
+            hi = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def plan(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, half_width: float | None,
+         budgets: Sequence[int] = (), self_map=None, gold=None) -> pd.DataFrame:
+    """One row per (design, estimator): labels needed for ``half_width`` and the half-width expected at
+    each budget. PPI++ rows appear once at least 10 pairs carry labels."""
+    p = pilot(frame, table, judge, figure, self_map=self_map, gold=gold)
+    rows = []
+    for design in DESIGNS:
+        for estimator, z, kw in (("Hájek", p["z"], {}),
+                                 ("PPI++", p["resid"], {"labelled_only": True})):
+            if z is None or (estimator == "PPI++" and design != "uniform"):
+                continue  # PPI++ residuals are known on labelled pairs only: planned as if uniform
+            row = {"figure": figure, "judge": judge, "design": design, "estimator": estimator,
+                   "population_size": len(frame.pairs), "pilot_labels": p["labelled"]}
+            if estimator == "PPI++":
+                row["lambda"] = p["lam"]
+            try:
+                if half_width is not None:
+                    row["labels_for_target"] = labels_needed(frame, z, design, half_width, **kw)
+                for b in budgets:
+                    row[f"half_width_at_{b}"] = expected_half_width(frame, z, design, b, **kw)
+            except ValueError as exc:  # e.g. a budget below 2 per stratum
+                row["note"] = str(exc)
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,61 @@
+"""Plain-text summaries of the loop's figures: what ``annotate pull`` prints before any JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _interval(est: Mapping[str, Any] | None) -> str:
+    if not est or est.get("value") is None:
+        reason = (est or {}).get("insufficient", "not estimable")
+        return f"n/a ({reason[:70]})"
+    ess = est.get("effective_sample_size")
+    ess_txt = f", ESS {ess:.0f}" if isinstance(ess, (int, float)) and ess == ess else ""
+    return f"{est['value']:+.3f} [{est['ci_low']:+.3f}, {est['ci_high']:+.3f}]{ess_txt}"
+
+
+def figure_lines(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One block per judge: the design, then each figure as 'Hájek ... | PPI++ ...' with ESS."""
+    lines: list[str] = []
+    for judge, figs in figures.items():
+        design = figs.get("design") or {}
+        lines.append(f"{judge}:")
+        if "note" in design:
+            lines.append(f"  {design['note']}")
+        else:
+            lines.append(
+                f"  design: {', '.join(design.get('designs', []))} over population "
+                f"{design.get('population')!r} ({design.get('population_size')} pairs), "
+                f"{design.get('batches')} batch(es), {design.get('labelled')} of {design.get('drawn')} drawn "
+                f"pairs labelled; variance: {design.get('variance')}")
+        for name, fig in (figs.get("estimates") or {}).items():
+            lines.append(f"  {name:<22} Hájek {_interval(fig.get('design_based'))}")
+            lines.append(f"  {'':<22} PPI++ {_interval(fig.get('ppi'))}")
+        only = figs.get("labelled_only") or {}
+        eo = only.get("eo") or {}
+        if eo.get("value") is not None:
+            lines.append(f"  labelled pairs only (not a population figure): EO {_interval(eo)}, "
+                         f"n={eo.get('n')}")
+    return lines
+
+
+def sync_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The head of ``annotate pull``: labels pulled, what is pending, then the figures."""
+    out: list[str] = []
+    pulled = summary.get("pulled")
+    if pulled:
+        out.append("pulled: " + ", ".join(f"{k} {v}" for k, v in pulled.items()))
+    st = summary.get("status") or {}
+    if st:
+        out.append(f"ledger: pushed {st.get('pushed')}, labelled {st.get('labelled')}, pending "
+                   f"{st.get('pending')}, labels {st.get('labels')}, skipped {st.get('skipped')}")
+    if summary.get("pushed"):
+        out.append(f"pushed {summary['pushed']} new task(s)")
+    if summary.get("stopped"):
+        out.append(str(summary["stopped"]))
+    out.extend(figure_lines(summary.get("figures") or {}))
+    out.append(f"merged table: {summary.get('out')}")
+    if summary.get("mlflow_run_id"):
+        out.append(f"MLflow run: {summary['mlflow_run_id']}")
+    return out
