@@ -156,7 +156,7 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     status = ledger.status()
     run_id = None
     if settings.log_mlflow:
-        from annotation.tracking_glue import log_feedback_run
+        from tracking.feedback_run import log_feedback_run
 
         params = {
             "table": str(settings.table),
