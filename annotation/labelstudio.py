@@ -182,7 +182,9 @@ class LabelStudioClient:
         """The id of the project with this exact title, created with the pairwise config if absent."""
         if len(title.strip()) < 3:
             raise ValueError(f"project title {title!r} must have at least 3 characters")
-        for project in self._call("listing projects", lambda: list(self._ls.projects.list(title=title))):
+        listed = self._call("listing projects", lambda: list(self._ls.projects.list(title=title)))
+        # Oldest first: if two same-titled projects ever exist, every push and pull picks the same one.
+        for project in sorted(listed, key=lambda p: int(p.id)):
             if project.title == title:
                 # A same-titled project made by hand would have its labels silently read as skips.
                 controls = set((project.parsed_label_config or {}).keys())
@@ -288,6 +290,12 @@ class LabelStudioClient:
         whole export is read before the ledger is touched, so a failure mid-way changes nothing.
         """
         index = ledger.task_index(self.url)
+        if not index:
+            elsewhere = sorted(set(ledger.tasks()["server_url"]))
+            if elsewhere:
+                raise LabelStudioError(
+                    f"Label Studio at {self.url}: this ledger's tasks were pushed to {', '.join(elsewhere)}, "
+                    f"not here; set {URL_ENV} to that server (nothing was pulled)")
         projects = sorted({t.project_id for t in index.values()})
         exported = [(pid, self.export(pid)) for pid in projects]
         labels: list[Label] = []

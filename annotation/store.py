@@ -10,8 +10,8 @@ leaves it intact, and the next pull catches up. Writes are single transactions.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
-from contextlib import closing
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,6 +138,19 @@ class Ledger:
                 version = SCHEMA_VERSION
         if int(version) != SCHEMA_VERSION:
             raise ValueError(f"{self.path}: ledger schema {version}, this judgebias reads {SCHEMA_VERSION}")
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold an exclusive lock on this ledger (a ``.lock`` file beside it) while a batch is drawn and
+        pushed: two concurrent pushes would otherwise both create the project and both draw."""
+        import fcntl
+
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _connect(self) -> sqlite3.Connection:
         try:

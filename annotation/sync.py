@@ -150,9 +150,10 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
             stopped = target_reached(figures, settings.target_figure, settings.target_half_width)
         if stopped is None:
             table, _ = read_table(settings.table)
-            batch = next_batch(table, ledger, settings.budget, settings.design_settings())
-            pushed = client.push(batch.rows, ledger, project_title=settings.project_title,
-                                 seed=settings.swap_seed)
+            with ledger.lock():
+                batch = next_batch(table, ledger, settings.budget, settings.design_settings())
+                pushed = client.push(batch.rows, ledger, project_title=settings.project_title,
+                                     seed=settings.swap_seed)
     status = ledger.status()
     run_id = None
     if settings.log_mlflow:

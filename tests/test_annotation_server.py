@@ -465,3 +465,42 @@ def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_serve
     assert fig["ppi"]["value"] == pytest.approx(want.value)
     assert fig["ppi"]["ci_low"] == pytest.approx(want.ci_low)
     assert fig["ppi"]["ci_high"] == pytest.approx(want.ci_high)
+
+
+def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, tmp_path):
+    """Two `annotate push` started at the same moment on one ledger (the fault that once made two
+    same-titled projects, one never pulled): the ledger lock serialises them, so there is one project,
+    two recorded batches, and every task on the server is in the ledger."""
+    import subprocess
+    import sys
+
+    from conftest import DATA
+
+    from judgebias.importers.pandalm import import_pandalm
+
+    table, _ = import_pandalm(DATA / "pandalm")
+    path = write_table(table, tmp_path / "race.jsonl")
+    title = "judgebias concurrent push"
+    env = {**os.environ, "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.api_key}
+    cmd = [sys.executable, "-m", "judgebias.cli", "annotate", "push", str(path), "--design", "uniform",
+           "--budget", "4", "--project-title", title]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    sdk = world["sdk"]
+    projects = [p for p in sdk.projects.list(title=title) if p.title == title]
+    assert len(projects) == 1
+    ledger = Ledger(tmp_path / "race.labels.sqlite")
+    on_server = {int(t.id) for t in sdk.tasks.list(project=projects[0].id)}
+    assert set(ledger.tasks()["task_id"]) == on_server and len(on_server) == 8
+    assert ledger.batches()["batch"].tolist() == [1, 2]
+
+
+def test_pull_from_another_server_than_the_ledgers_says_so(world, ls_server, tmp_path):
+    ledger = Ledger(tmp_path / "other.labels.sqlite")
+    from annotation.store import PushedTask
+
+    ledger.record_tasks([PushedTask("pk-x", "s1", 1, 1, False, "http://127.0.0.1:1")])
+    with pytest.raises(LabelStudioError, match="pushed to http://127.0.0.1:1, not here"):
+        world["client"].pull(ledger)

@@ -7,6 +7,7 @@ on a command line ends up in shell history and process lists).
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
@@ -80,7 +81,7 @@ def push_cmd(
     responses, in a seeded random order.
     """
     from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
-    from annotation.loop import DesignSettings, next_batch
+    from annotation.loop import DesignSettings
     from annotation.store import Ledger
     from judgebias.io import read_table
     from judgebias.table import TableError
@@ -90,13 +91,23 @@ def push_cmd(
     ledger_path = _ledger_for(table, ledger)
     try:
         df, _ = read_table(table)
+        client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
         # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
         store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
-        client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
-        batch = next_batch(df, store, budget, settings, record=not dry_run)
-    except (TableError, ValueError) as exc:
+    except (TableError, ValueError, LabelStudioError) as exc:
         _fail(str(exc))
-    except LabelStudioError as exc:
+    with store.lock() if store is not None else nullcontext():
+        _push_locked(df, store, client, budget, settings, project_title, seed, dry_run)
+
+
+def _push_locked(df, store, client, budget, settings, project_title, seed, dry_run) -> None:
+    """Draw (or resume) and push while holding the ledger's lock."""
+    from annotation.labelstudio import LabelStudioError
+    from annotation.loop import next_batch
+
+    try:
+        batch = next_batch(df, store, budget, settings, record=not dry_run)
+    except ValueError as exc:
         _fail(str(exc))
     sm = batch.summary
     if batch.resumed:
