@@ -79,10 +79,12 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
     number = int(draws["batch"].max()) + 1 if len(draws) else 1
     drawn = draw_batch(frame, settings.design, budget, exclude=exclude,
                        seed=settings.seed * 100_003 + number, min_prob=settings.min_prob)
-    chosen = drawn[drawn["selected"]]
+    before = set(exclude)
+    chosen = drawn[drawn["selected"] & ~drawn.index.isin(list(before))]  # a Poisson re-draw is free
     summary = {
         "batch": number, "design": settings.design, "population": settings.population,
-        "population_size": len(frame.pairs), "left_to_draw": len(drawn), "drawn": len(chosen),
+        "population_size": len(frame.pairs), "left_to_draw": len(frame.pairs) - len(before),
+        "drawn": len(chosen),
         "pi_min": float(drawn["pi"].min()), "pi_max": float(drawn["pi"].max()),
         "per_stratum": chosen.groupby("stratum").size().to_dict(),
     }

@@ -139,48 +139,55 @@ def poisson_probabilities(score: np.ndarray, n: float, min_prob: float) -> np.nd
 
 def draw_batch(frame: Frame, design: str, n: int, *, exclude: Iterable[str] = (), seed: int = 0,
                min_prob: float | None = None) -> pd.DataFrame:
-    """One batch: every remaining pair of the population (not in ``exclude``, pair ids) with its
-    conditional inclusion probability ``pi``, its ``stratum`` and whether it was ``selected``.
-    Poisson batches have expected size ``n``; the others exactly ``n``."""
+    """One batch, as a row for EVERY pair of the population: its ``stratum``, the probability ``pi`` it
+    had of being drawn in this batch, and whether it was ``selected``.
+
+    Probabilities never depend on what earlier batches drew, so a pair's inclusion probability over
+    all batches is 1 - prod(1 - pi) whatever happened (``combined_design``):
+
+    * uniform / stratified: ``n`` of the pairs not drawn before (``exclude``), simple random sampling
+      within strata; a pair drawn before gets the probability its stratum's pairs have now (what it
+      would have had), and is never drawn again. Sizes and allocations follow from counts alone.
+    * poisson: every pair, drawn before or not, gets pi from the score over the whole population with
+      expected size ``n``; a pair drawn again costs no new label.
+    """
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r} (known: {', '.join(DESIGNS)})")
     if n <= 0:
         raise ValueError(f"budget must be > 0, got {n}")
-    left = frame.pairs[~frame.pairs.index.isin(list(exclude))]
-    if left.empty:
+    pairs = frame.pairs
+    done = pairs.index.isin(list(exclude))
+    if done.all():
         raise ValueError(f"every pair of the population {frame.population!r} has been drawn already")
-    n = min(n, len(left))
     rng = np.random.default_rng(seed)
-    out = pd.DataFrame({"pair_key": left["pair_key"], "stratum": left["stratum"]}, index=left.index)
+    out = pd.DataFrame({"pair_key": pairs["pair_key"], "stratum": pairs["stratum"]}, index=pairs.index)
     if design == "poisson":
-        floor = min_prob if min_prob is not None else 0.5 * n / len(left)
-        out["pi"] = poisson_probabilities(left["score"].to_numpy(), n, floor)
-        out["selected"] = rng.random(len(left)) < out["pi"].to_numpy()
+        n = min(n, len(pairs))
+        floor = min_prob if min_prob is not None else 0.5 * n / len(pairs)
+        out["pi"] = poisson_probabilities(pairs["score"].to_numpy(), n, floor)
+        out["selected"] = rng.random(len(pairs)) < out["pi"].to_numpy()
         out["stratum"] = "all"
         return out
-    if design == "uniform":
-        out["stratum"] = "all"
-    else:
-        out["stratum"] = _strata_for(out["stratum"], n)
-    groups = out.groupby("stratum", sort=True).groups
-    sizes = pd.Series({h: len(ix) for h, ix in groups.items()})
-    spreads = left["spread"].groupby(out["stratum"], sort=True).mean()
+    n = min(n, int((~done).sum()))
+    out["stratum"] = "all" if design == "uniform" else _strata_for(out["stratum"], out["stratum"][~done], n)
+    left = out[~done]
+    sizes = left.groupby("stratum", sort=True).size()
+    # Neyman weights from every pair of the stratum (not only those left), so they follow from counts.
+    spreads = pairs["spread"].groupby(out["stratum"], sort=True).mean().reindex(sizes.index)
     alloc = (pd.Series({"all": n}) if design == "uniform" else neyman_allocation(sizes, spreads, n))
-    out["pi"] = 0.0
+    out["pi"] = out["stratum"].map((alloc / sizes).to_dict()).fillna(0.0).astype(float)
     out["selected"] = False
-    for h, ix in groups.items():
-        k = int(alloc[h])
-        out.loc[ix, "pi"] = k / len(ix)
-        if k:
-            out.loc[rng.choice(np.asarray(ix), size=k, replace=False), "selected"] = True
-    return out
+    for h, ix in left.groupby("stratum", sort=True).groups.items():
+        if int(alloc[h]):
+            out.loc[rng.choice(np.asarray(ix), size=int(alloc[h]), replace=False), "selected"] = True
+    return out[out["pi"] > 0]
 
 
-def _strata_for(strata: pd.Series, n: int) -> pd.Series:
-    """The finest stratification a budget of ``n`` can serve with 2 pairs per stratum: the full strata,
-    else own/other alone, else one stratum (a uniform draw)."""
-    for level in (strata, strata.str.split("|").str[0]):
-        if int(np.minimum(2, level.value_counts()).sum()) <= n:
+def _strata_for(strata: pd.Series, left: pd.Series, n: int) -> pd.Series:
+    """The finest stratification for which ``n`` draws from the pairs ``left`` can give 2 to every
+    stratum: the full strata, else own/other alone, else one stratum (a uniform draw)."""
+    for level, left_level in ((strata, left), (strata.str.split("|").str[0], left.str.split("|").str[0])):
+        if int(np.minimum(2, left_level.value_counts()).sum()) <= n:
             return level
     return pd.Series("all", index=strata.index)
 

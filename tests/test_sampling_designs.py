@@ -64,7 +64,8 @@ def test_batches_draw_from_what_is_left_and_combine_into_one_simple_random_sampl
     first = draw_batch(frame, "uniform", 10, seed=1)
     assert first["selected"].sum() == 10 and np.allclose(first["pi"], 10 / 40)
     second = draw_batch(frame, "uniform", 6, exclude=first.index[first["selected"]], seed=2)
-    assert len(second) == 30 and np.allclose(second["pi"], 6 / 30)
+    # Every pair is recorded with the probability it has (or, if drawn before, would have had): 6/30.
+    assert len(second) == 40 and np.allclose(second["pi"], 6 / 30)
     assert not set(second.index[second["selected"]]) & set(first.index[first["selected"]])
     draws = pd.concat([first.assign(batch=1, design="uniform"), second.assign(batch=2, design="uniform")])
     draws = draws.rename_axis("pair_id").reset_index()
@@ -85,9 +86,11 @@ def test_poisson_batches_combine_by_the_product_of_misses():
     draws = pd.concat([first.assign(batch=1, design="poisson"), second.assign(batch=2, design="poisson")])
     draws = draws.rename_axis("pair_id").reset_index()
     design, order, info = combined_design(draws, draws.loc[draws["selected"], "pair_id"])
-    unit = order[-1]
-    q = draws[draws["pair_id"] == unit]["pi"].to_numpy()
-    assert design.pi[-1] == pytest.approx(1 - np.prod(1 - q))
+    # Poisson batches give every pair a probability in every batch (a re-draw is free), so a pair's
+    # inclusion probability is exactly 1 - prod(1 - pi_b), drawn in batch 1 or not.
+    for i, unit in enumerate(order):
+        q = draws[draws["pair_id"] == unit]["pi"].to_numpy()
+        assert len(q) == 2 and design.pi[i] == pytest.approx(1 - np.prod(1 - q))
     assert info["variance"] == "Poisson"
 
 

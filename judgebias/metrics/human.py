@@ -195,16 +195,23 @@ def estimate(y: np.ndarray, yhat: np.ndarray | None, name: str, design: SampleDe
             r = smooth_estimate(y[[num, den]], ratio(0, 1), design, name=name, **sub)
             p, se = r.value, r.details["se"]
         in_domain = int(np.sum(np.nan_to_num(y[den][sampled]) > 0))
-        return p, wilson_design(min(max(p, 0.0), 1.0), se, in_domain)
+        p = min(max(p, 0.0), 1.0)
+        return p, wilson_design(p, se, in_domain)
 
+    # A rate is in [0, 1]; a prediction-powered total of a small domain can push a ratio outside it,
+    # so rates are clipped there (the Hájek ratio of 0/1 variables never leaves it).
     if est.kind == "rate":
+        value = min(max(main.value, 0.0), 1.0)
         _, (lo, hi) = part(0, 1)
         how = "Wilson interval on the effective sample size"
     else:
         (p1, ci1), (p2, ci2) = part(0, 1), part(2, 3)
+        p1, p2 = min(max(p1, 0.0), 1.0), min(max(p2, 0.0), 1.0)
+        value = p1 - p2
         lo, hi = newcomb_design(p1, ci1, p2, ci2)
         how = "Newcomb interval from the rates' Wilson intervals on their effective sample sizes"
-    return replace(main, ci_low=lo, ci_high=hi, method=main.method.replace("95% Wald interval", how))
+    return replace(main, value=value, ci_low=lo, ci_high=hi,
+                   method=main.method.replace("95% Wald interval", how))
 
 
 def human_figures(features: pd.DataFrame, design: SampleDesign, pair_ids: pd.Index, *,
