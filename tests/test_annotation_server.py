@@ -502,5 +502,5 @@ def test_pull_from_another_server_than_the_ledgers_says_so(world, ls_server, tmp
     from annotation.store import PushedTask
 
     ledger.record_tasks([PushedTask("pk-x", "s1", 1, 1, False, "http://127.0.0.1:1")])
-    with pytest.raises(LabelStudioError, match="pushed to http://127.0.0.1:1, not here"):
+    with pytest.raises(LabelStudioError, match=r"pushed to http://127\.0\.0\.1:1, not here"):
         world["client"].pull(ledger)
