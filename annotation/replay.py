@@ -7,7 +7,7 @@ the truth. Four methods:
 * ``ranking``: the contested-pairs ranking (``annotation.selection``), top of the list first, with
   the plain estimate on the labelled pairs (deterministic: every repetition is the same);
 * ``uniform``: simple random sample, plain estimate (the standard metric on the labelled pairs);
-* ``design``: the probability design (default stratified), Hájek estimate with design variance;
+* ``design``: the probability design (default Poisson), Hájek estimate with design variance;
 * ``ppi``: the same draws, PPI++ with the gold panel's votes as predictions.
 
 Reported per method, budget, judge and figure: bias, RMSE, 95%-interval coverage, mean width, and
@@ -163,3 +163,24 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     out["defined"] = r.groupby(keys)["defined"].mean()
     out["reps"] = r.groupby(keys).size()
     return out.reset_index()
+
+
+def markdown(summary: pd.DataFrame) -> str:
+    """The summary as one markdown table: a row per (judge, figure, budget), per method its
+    bias / RMSE / coverage / mean width (the ranking is deterministic: its coverage is 0 or 1)."""
+    head = ("| judge | figure | labels | "
+            + " | ".join(f"{m} bias / RMSE / cover / width" for m in METHODS) + " |")
+    lines = [head, "|" + "---|" * (3 + len(METHODS))]
+    for (judge, figure, budget), g in summary.groupby(["judge", "figure", "budget"], sort=True):
+        cells = []
+        for m in METHODS:
+            r = g[g["method"] == m]
+            if r.empty:
+                cells.append("-")
+                continue
+            r = r.iloc[0]
+            undefined = f" ({1 - r['defined']:.0%} undefined)" if r["defined"] < 1 else ""
+            cells.append(f"{r['bias']:+.3f} / {r['rmse']:.3f} / {r['coverage']:.2f} / "
+                         f"{r['width']:.3f}{undefined}")
+        lines.append(f"| {judge} | {figure} | {budget} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -205,7 +205,7 @@ class AnnotationConfig(_Strict):
     project_title: str = Field("judgebias pairwise preferences", min_length=3)
     # The probability design of each batch (docs/annotation.md): every pair's inclusion probability
     # is recorded, so the human-label figures are population estimates, not contested-pair averages.
-    design: Literal["stratified", "uniform", "poisson"] = "stratified"
+    design: Literal["stratified", "uniform", "poisson"] = "poisson"
     population: Literal["all", "own"] = "all"
     min_prob: float | None = Field(None, gt=0, le=1, description="poisson design: probability floor")
     target_figure: str = Field("eo", description="figure whose interval decides when to stop")

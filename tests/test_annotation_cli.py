@@ -28,6 +28,10 @@ def test_push_dry_run_shows_the_design_without_a_server(table_path, monkeypatch)
     args = ["annotate", "push", str(table_path), "--judge", "J", "--budget", "4", "--dry-run"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
+    # The default Poisson design: the floor is half the uniform rate, 0.5 * 4/6 = 0.333.
+    assert "batch 1: poisson design over population 'all' (6 pairs" in res.output
+    assert "inclusion probability 0.333-" in res.output
+    res = runner.invoke(app, [*args, "--design", "stratified"])
     # Three strata: 1 other pair, 4 own pairs where J agrees with gold, 1 where it disagrees (no flips).
     # Each gets min(2, N_h) first: 1 + 2 + 1 = 4 spends the budget, so pi = 1, 2/4 and 1.
     assert "batch 1: stratified design over population 'all' (6 pairs" in res.output

@@ -364,7 +364,7 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     first = sync_annotations(cfg, store, push=True)
     assert first["pushed"] == 4 and first["status"]["pending"] == 4
     ledger = Ledger(store.path("table.labels.sqlite"))
-    # The four pushed were drawn by the config's design (stratified by default), recorded before the push:
+    # The four pushed were drawn by the config's design (Poisson by default), recorded before the push:
     # every one of the 6 pairs has its inclusion probability in the ledger.
     draws = ledger.draws()
     assert len(draws) == 6 and draws["selected"].sum() == 4 and (draws["pi"] > 0).all()

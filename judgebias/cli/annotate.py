@@ -51,9 +51,10 @@ def push_cmd(
     table: Path = typer.Argument(..., help="The experiment's judgment table (.jsonl/.parquet/.csv)."),
     budget: int = typer.Option(50, "--budget", "-n", min=1,
                                help="Pairs to draw in this batch (expected number for --design poisson)."),
-    design: str = typer.Option("stratified", help="Probability design: stratified (Neyman allocation over "
-                               "own/other x judge-gold agreement x order flip), uniform, or poisson "
-                               "(probability proportional to the usefulness score, floored at --min-prob)."),
+    design: str = typer.Option("poisson", help="Probability design: poisson (each pair with probability "
+                               "proportional to its usefulness score, floored at --min-prob), stratified "
+                               "(Neyman allocation over own/other x judge-gold agreement x order flip), "
+                               "or uniform."),
     population: str = typer.Option("all", help="Pairs the figures describe and the draw covers: all "
                                    "(every pair a measured judge rated) or own (pairs with the judge's "
                                    "own response)."),

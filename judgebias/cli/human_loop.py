@@ -88,7 +88,7 @@ def replay_cmd(
     budgets: str = typer.Option("25,50,100,200,400", help="Comma-separated label budgets."),
     reps: int = typer.Option(200, min=1, help="Repetitions per budget."),
     batch: int = typer.Option(25, min=1, help="Labels per batch of the loop."),
-    design: str = typer.Option("stratified", help="Design of methods (c) and (d)."),
+    design: str = typer.Option("poisson", help="Design of methods (c) and (d)."),
     population: str = typer.Option("all", help="all or own."),
     figures: str = typer.Option("eo,agreement_human,verbosity", help="Comma-separated figures."),
     seed: int = typer.Option(0),
@@ -98,7 +98,7 @@ def replay_cmd(
     """Hide the human labels, run the loop in batches, and score four methods against the all-labels
     figure: (a) the contested-pairs ranking with plain estimates, (b) uniform random with plain
     estimates, (c) the probability design with Hájek estimates, (d) the same draws with PPI++."""
-    from annotation.replay import ReplaySettings, replay, summarize
+    from annotation.replay import ReplaySettings, markdown, replay, summarize
     from judgebias.io import read_table
     from judgebias.plots import replay_figure, save_figure
     from judgebias.table import TableError
@@ -117,10 +117,11 @@ def replay_cmd(
     results.to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary.to_dict("records"), indent=1, default=float))
+    (out / "summary.md").write_text(markdown(summary) + "\n")
     save_figure(replay_figure(summary), out / "replay.png")
     with_pd = summary.round(3)
     typer.echo(with_pd.to_string(index=False))
-    typer.echo(f"wrote {out}/results.csv, summary.csv, summary.json, replay.png")
+    typer.echo(f"wrote {out}/results.csv, summary.csv, summary.json, summary.md, replay.png")
     if mlflow:
         from tracking.mlflow_run import log_replay
 
