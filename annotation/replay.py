@@ -180,6 +180,8 @@ def markdown(summary: pd.DataFrame) -> str:
                 continue
             r = r.iloc[0]
             undefined = f" ({1 - r['defined']:.0%} undefined)" if r["defined"] < 1 else ""
+            if abs(r["labels"] - budget) > 0.02 * budget:  # Poisson draws: the size is random, re-draws free
+                undefined += f" [{r['labels']:.0f} labels]"
             cells.append(f"{r['bias']:+.3f} / {r['rmse']:.3f} / {r['coverage']:.2f} / "
                          f"{r['width']:.3f}{undefined}")
         lines.append(f"| {judge} | {figure} | {budget} | " + " | ".join(cells) + " |")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 FIGSIZE = (8.0, 5.0)
 DPI = 100
@@ -265,11 +266,14 @@ def replay_figure(summary) -> Figure:
             axes[0, c].plot(m["labels"], m["width"], color=color, marker=marker, label=method)
             axes[1, c].plot(m["labels"], m["coverage"], color=color, marker=marker, label=method)
         axes[0, c].set_title(f"{figure}\n{judge}", fontsize=9)
-        axes[0, c].set_xscale("log")
-        axes[1, c].set_xscale("log")
+        budgets = sorted(set(part["budget"]))
+        for ax in axes[:, c]:
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_locator(NullLocator())  # log minor ticks overlap at these few budgets
+            ax.set_xticks(budgets, [str(b) for b in budgets], fontsize=8)
         axes[1, c].axhline(0.95, color="black", linewidth=0.8, linestyle="--")
         axes[1, c].set_ylim(-0.02, 1.02)
-        axes[1, c].set_xlabel("labels")
+        axes[1, c].set_xlabel("labels (mean per repetition)")
     axes[0, 0].set_ylabel("mean 95% interval width")
     axes[1, 0].set_ylabel("coverage of the all-labels figure")
     axes[0, 0].legend(fontsize=8)
