@@ -135,3 +135,43 @@ def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
     table = summarize(results)
     assert set(table.columns) >= {"bias", "rmse", "coverage", "width", "defined"}
     assert (table.loc[table["method"] == "ranking", "reps"] == 1).all()  # deterministic ranking
+
+
+def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pandalm, tmp_path):
+    from typer.testing import CliRunner
+
+    from annotation.planning import labels_needed, pilot
+    from judgebias.cli import app
+    from judgebias.metrics.survey import required_labels
+
+    frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)
+    p = pilot(frame, pandalm, "pandalm-7b", "agreement_human", self_map=SELF)
+    # Uniform: n0 = (1.96 S / h)^2, n = n0 / (1 + n0 / N), with S^2 the pilot variance of z.
+    s2 = float(np.var(p["z"], ddof=1))
+    assert labels_needed(frame, p["z"], "uniform", 0.2) == required_labels(s2, len(frame.pairs), 0.2)
+    res = CliRunner().invoke(app, ["annotate", "plan", str(DATA / "pandalm" / "testset-v1.json"),
+                                   "--judge", "pandalm-7b"])
+    assert res.exit_code != 0  # not a judgment table: a clear error, no traceback
+    assert "Traceback" not in res.output
+    from judgebias.io import write_table
+
+    path = write_table(pandalm, tmp_path / "p.jsonl")
+    res = CliRunner().invoke(app, ["annotate", "plan", str(path), "--judge", "pandalm-7b", "--self",
+                                   "pandalm-7b=llama-7b", "--figure", "agreement_human",
+                                   "--half-width", "0.2", "--budget", "10"])
+    assert res.exit_code == 0, res.output
+    need = required_labels(s2, len(frame.pairs), 0.2)
+    assert f"uniform    Hájek   ±0.2 needs {need} labels" in res.output
+    # The table came with its labels, so they are the pilot and PPI++ is planned too.
+    assert "poisson" in res.output and "stratified" in res.output and "PPI++" in res.output
+
+
+def test_sync_stops_when_the_target_half_width_is_met():
+    from annotation.sync import target_reached
+
+    figs = {"J": {"estimates": {"eo": {"ppi": {"value": 0.1, "ci_low": 0.06, "ci_high": 0.14}}}},
+            "K": {"estimates": {"agreement_human": {}}}}  # K has no EO: it does not hold the loop open
+    assert "target met: eo 95% half-width <= 0.05 (J ±0.040)" in target_reached(figs, "eo", 0.05)
+    assert target_reached(figs, "eo", 0.03) is None
+    not_yet = {"J": {"estimates": {"eo": {"ppi": {"value": None, "insufficient": "no label"}}}}}
+    assert target_reached(not_yet, "eo", 0.5) is None
