@@ -16,9 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from tests.conftest import free_port
-from tests.servers import running
+from conftest import free_port
+from servers import running
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from tests.conftest import free_port
-from tests.servers import running, stop
+from conftest import free_port
+from servers import running, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.server]
