@@ -90,6 +90,22 @@ def decode_result(operation: str, text: str) -> OptionScores | Generation | Toke
     return cls(**data)
 
 
+
+def _set_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch to WAL, retrying: two processes creating the same new database can get SQLITE_BUSY here
+    at once, without SQLite's busy handler being called (it is not, where waiting could deadlock)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
 class ResponseCache:
     """SQLite store of successful model-call results, keyed by ``call_key``.
 
@@ -137,7 +153,7 @@ class ResponseCache:
                 conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
                                        isolation_level=None)
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-                conn.execute("PRAGMA journal_mode=WAL")
+                _set_wal(conn, self.busy_timeout_s)
                 # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(
