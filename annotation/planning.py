@@ -23,21 +23,18 @@ import numpy as np
 import pandas as pd
 
 from annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
-from judgebias.metrics.human import ESTIMANDS, pair_features, variables
+from judgebias.metrics import frame as F
+from judgebias.metrics.human import ESTIMANDS, pair_features, population_variables
 from judgebias.metrics.survey import Z, _gradient
 
 
 def pilot(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, self_map=None, gold=None) -> dict:
     """Pilot linearised variables over the population: ``z`` (labels where known, else predictions),
     and, when at least 10 pairs carry labels, ``resid`` (PPI++ residual) on those pairs with lam."""
-    feats = pair_features(table, judge, self_map=self_map, gold=gold).reindex(frame.pairs.index)
-    rated = feats["own"].notna().to_numpy()
-    feats = feats.fillna({"own": -1, "choice": -1, "human": -1, "words_a": 0, "words_b": 0})
-    feats = feats.astype({"own": int, "choice": int, "human": int})
-    y, yhat = variables(feats, figure)
-    y[:, ~rated] = 0.0
-    yhat[:, ~rated] = 0.0
-    labelled = ~np.isnan(y).any(axis=0) & (feats["human"].to_numpy() != -1)
+    feats = pair_features(table, judge, self_map=self_map, gold=gold)
+    y, yhat = population_variables(feats, frame.pairs.index, figure)
+    human = feats["human"].reindex(frame.pairs.index).fillna(F.MISSING).to_numpy()
+    labelled = ~np.isnan(y).any(axis=0) & (human != F.MISSING)
     mixed = np.where(np.isnan(y), yhat, y)
     g = ESTIMANDS[figure].g
     totals = mixed.sum(axis=1)

@@ -26,7 +26,7 @@ from annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_bat
 from annotation.selection import select_pairs
 from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
 from judgebias.metrics import frame as F
-from judgebias.metrics.human import ESTIMANDS, estimate, pair_features, variables
+from judgebias.metrics.human import ESTIMANDS, applicable, estimate, pair_features, population_variables
 from judgebias.metrics.survey import SampleDesign, smooth_estimate
 from judgebias.stats import InsufficientData
 
@@ -100,17 +100,9 @@ def replay(table: pd.DataFrame, settings: ReplaySettings) -> pd.DataFrame:
     census = SampleDesign(np.ones(len(population)), np.ones(len(population), bool), population="census")
     truth, arrays = {}, {}
     for j, f in feats.items():
-        f = f.reindex(population)
-        rated = f["own"].notna().to_numpy()
-        f = f.fillna({"own": -1, "choice": F.MISSING, "human": F.MISSING, "words_a": 0, "words_b": 0})
-        f = f.astype({"own": int, "choice": int, "human": int})
-        for fig in settings.figures:
-            if ESTIMANDS[fig].needs_own and not (f["own"] >= 0).any():
-                continue
-            y, yhat = variables(f, fig)
-            y[:, ~rated] = 0.0  # pairs the judge did not rate add nothing
-            y = np.nan_to_num(y, nan=0.0)  # unlabelled pairs of the table: no human majority
-            yhat[:, ~rated] = 0.0
+        for fig in applicable(f[f.index.isin(population)], settings.figures):
+            y, yhat = population_variables(f, population, fig)
+            y = np.nan_to_num(y, nan=0.0)  # a pair the table left unlabelled: no human majority
             arrays[j, fig] = (y, yhat)
             truth[j, fig] = smooth_estimate(y, ESTIMANDS[fig].g, census).value
     ranking = select_pairs(table, max(settings.budgets), judges=settings.judges, gold_judges=settings.gold,

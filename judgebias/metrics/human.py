@@ -168,6 +168,19 @@ def variables(features: pd.DataFrame, estimand: str) -> tuple[np.ndarray, np.nda
     return y, yhat
 
 
+def population_variables(features: pd.DataFrame, pair_ids: pd.Index, estimand: str) -> tuple[
+        np.ndarray, np.ndarray]:
+    """``variables`` laid out over a population's ``pair_ids`` (in that order): a pair the judge did
+    not rate adds zero to every total, known without a label."""
+    pos = pd.Index(pair_ids).get_indexer(features.index)
+    rated = features[pos >= 0]
+    y_r, yhat_r = variables(rated, estimand)
+    y = np.zeros((y_r.shape[0], len(pair_ids)))
+    yhat = np.zeros_like(y)
+    y[:, pos[pos >= 0]], yhat[:, pos[pos >= 0]] = y_r, yhat_r
+    return y, yhat
+
+
 def applicable(features: pd.DataFrame, names: Iterable[str] | None = None) -> list[str]:
     """The estimands that make sense for this judge: own-response figures only when it has own pairs."""
     names = list(names) if names is not None else list(ESTIMANDS)
@@ -223,15 +236,10 @@ def human_figures(features: pd.DataFrame, design: SampleDesign, pair_ids: pd.Ind
     A figure the sample cannot define (e.g. no labelled pair where humans preferred the other
     response) is reported with the reason instead of a number.
     """
-    pos = pd.Index(pair_ids).get_indexer(features.index)
-    rated = features[pos >= 0]
-    pos = pos[pos >= 0]
+    rated = features[features.index.isin(pair_ids)]
     out: dict[str, dict] = {}
     for name in applicable(rated, names):
-        y_r, yhat_r = variables(rated, name)
-        y = np.zeros((y_r.shape[0], design.size))
-        yhat = np.zeros_like(y)
-        y[:, pos], yhat[:, pos] = y_r, yhat_r
+        y, yhat = population_variables(features, pair_ids, name)
         fig: dict = {"description": ESTIMANDS[name].description, "population": design.population,
                      "population_size": design.size, "labels": design.n}
         for key, pred in (("design_based", None), ("ppi", yhat)):
