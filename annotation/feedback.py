@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from annotation.keys import pair_key
+from annotation.keys import keyed_pairs
 from judgebias.table import Exclusions, majority
 
 HUMAN_GOLD_JUDGE = "__human_gold__"
@@ -61,12 +61,7 @@ def merge_labels(table: pd.DataFrame, labels: pd.DataFrame) -> tuple[pd.DataFram
     if "human_source" not in out.columns:
         out["human_source"] = out["human"].map(lambda v: list(v) if v is not None else [])
     live = latest_per_annotator(labels)
-    current_keys = {
-        pid: pair_key(pid, p, a, b)
-        for pid, p, a, b in out[["pair_id", "prompt", "response_a", "response_b"]]
-        .drop_duplicates("pair_id")
-        .itertuples(index=False)
-    }
+    current_keys = keyed_pairs(out)["pair_key"].to_dict()
     per_pair: dict[str, list[tuple[str, str]]] = {}
     for lab in live.itertuples(index=False):
         key = current_keys.get(lab.pair_id)

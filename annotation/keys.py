@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def pair_key(pair_id: str, prompt: str, response_a: str, response_b: str) -> str:
@@ -21,3 +25,10 @@ def swapped(key: str, seed: int) -> bool:
     depend on batch order and is reproducible; it is also stored in the ledger, which is authoritative."""
     digest = hashlib.sha256(f"judgebias-swap\x1f{seed}\x1f{key}".encode()).digest()
     return bool(digest[0] & 1)
+
+
+def keyed_pairs(table) -> pd.DataFrame:
+    """One row per pair of a judgment table (index ``pair_id``): its texts and ``pair_key``."""
+    pairs = table.drop_duplicates("pair_id").set_index("pair_id")[["prompt", "response_a", "response_b"]]
+    return pairs.assign(pair_key=[pair_key(pid, p, a, b) for pid, p, a, b in zip(
+        pairs.index, pairs["prompt"], pairs["response_a"], pairs["response_b"], strict=True)])

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from annotation.keys import pair_key
+from annotation.keys import keyed_pairs
 from annotation.sampling import (
     DEFAULT_DESIGN,
     DEFAULT_POPULATION,
@@ -47,18 +47,10 @@ class Batch:
     summary: dict[str, Any]
 
 
-def _texts(table: pd.DataFrame) -> pd.DataFrame:
-    pairs = table.drop_duplicates("pair_id").set_index("pair_id")[["prompt", "response_a", "response_b"]]
-    pairs["pair_key"] = [pair_key(pid, p, a, b) for pid, p, a, b in
-                         zip(pairs.index, pairs["prompt"], pairs["response_a"], pairs["response_b"],
-                             strict=True)]
-    return pairs
-
-
 def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings: DesignSettings, *,
                record: bool = True) -> Batch:
     """Draw (and, with ``record``, record) the next batch, or return the unpushed rest of the last one."""
-    texts = _texts(table)
+    texts = keyed_pairs(table)
     draws = ledger.draws() if ledger is not None else pd.DataFrame(columns=["population", "pair_key",
                                                                             "pair_id", "selected", "batch"])
     if len(draws):
@@ -103,7 +95,7 @@ def design_from_ledger(ledger: Ledger, table: pd.DataFrame, labelled_pairs: Iter
     draws = ledger.draws()
     if draws.empty:
         return None
-    current = _texts(table)["pair_key"]
+    current = keyed_pairs(table)["pair_key"]
     stale = draws["pair_key"] != draws["pair_id"].map(current)
     draws = draws[~stale]
     population = str(draws["population"].iloc[0]) if len(draws) else ""

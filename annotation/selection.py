@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from annotation.keys import pair_key
+from annotation.keys import keyed_pairs
 from judgebias.table import Exclusions
 
 
@@ -173,16 +173,8 @@ def select_pairs(
         gold_panel = [j for j in all_judges if j not in measured] or list(all_judges)
 
     rows = table.assign(_p=prob_a(table), _flip=_order_flip(table))
-    pairs = (
-        rows.drop_duplicates("pair_id", keep="first")
-        .set_index("pair_id")[["prompt", "response_a", "response_b", "generator_a", "generator_b"]]
-        .copy()
-    )
-    pairs["pair_key"] = [
-        pair_key(pid, p, a, b)
-        for pid, p, a, b in zip(pairs.index.tolist(), pairs["prompt"].tolist(), pairs["response_a"].tolist(),
-                                pairs["response_b"].tolist(), strict=True)
-    ]
+    pairs = keyed_pairs(rows).join(rows.drop_duplicates("pair_id").set_index("pair_id")[
+        ["generator_a", "generator_b"]])
     has_human = rows.assign(_h=rows["human"].map(len) > 0).groupby("pair_id", sort=False)["_h"].any()
     pairs["labelled"] = has_human.reindex(pairs.index).fillna(False).astype(bool)
 
