@@ -203,8 +203,9 @@ def kappa(table: np.ndarray) -> dict[str, float]:
 
     table = np.asarray(table, dtype=float)
     n = table.sum()
-    if n == 0:
-        raise InsufficientData("no rated units")
+    if n < 2:
+        # One unit gives kappa 0 [0, 0] (or 1) with no information in it: say so instead.
+        raise InsufficientData(f"Cohen's kappa needs at least 2 rated units, got {int(n)}")
     observed = np.trace(table) / n
     expected = float((table.sum(0) * table.sum(1)).sum() / n**2)
     if expected >= 1.0:

@@ -195,5 +195,8 @@ def test_stats_helpers():
     lo2, hi2, _ = bootstrap_mean(values + np.arange(100) * 1e-9, reps=500, seed=0)  # chunked path
     assert abs(lo2 - lo) < 0.05 and abs(hi2 - hi) < 0.05
     assert math.isnan(kappa(np.array([[5, 0, 0], [0, 0, 0], [0, 0, 0]]))["value"])
+    # One rated unit: not enough data, never "0 [0, 0]" (fault found by feeding analyze one row).
+    with pytest.raises(InsufficientData, match="at least 2 rated units, got 1"):
+        kappa(np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0]]))
     with pytest.raises(InsufficientData):
         bootstrap_mean(np.array([]))
