@@ -471,3 +471,14 @@ def test_cli_import_options_and_errors(cli, tmp_path):
     res = CliRunner().invoke(cli, ["import", "pandalm", str(tmp_path / "missing"), "--out",
                                    str(tmp_path / "x.jsonl")])
     assert res.exit_code == 2 and "testset-v1.json" in res.output and "file does not exist" in res.output
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path):
+    # Fault injection found "every record was excluded: no exclusions" for an empty hh-rlhf file.
+    import gzip
+
+    empty = tmp_path / "empty.jsonl.gz"
+    with gzip.open(empty, "wt"):
+        pass
+    with pytest.raises(TableError, match="the file holds no records: it is empty"):
+        import_dataset("hh-rlhf", empty)

@@ -105,6 +105,8 @@ def finish(rows: list[dict], source: str, exclusions: Exclusions) -> tuple[pd.Da
     """Build the table and hold it to the contract. Importers drop bad records themselves, so a
     validation failure here is an importer bug and is raised, not skipped."""
     if not rows:
+        if not exclusions.total:
+            raise TableError(source, ["the file holds no records: it is empty"])
         raise TableError(source, ["no usable rows (every record was excluded: " + str(exclusions) + ")"])
     df = pd.DataFrame.from_records(rows)
     table, _ = validate(df, source=source)
