@@ -38,11 +38,10 @@ class DesignSettings:
 
 @dataclass
 class Batch:
-    """The pairs to push now: ``rows`` (pair_id, pair_key, prompt, responses), the batch number, whether
-    it resumes an interrupted batch, and a summary of its design for the console."""
+    """The pairs to push now: ``rows`` (pair_id, pair_key, prompt, responses), whether it resumes an
+    interrupted batch, and a summary of its design (batch number included) for the console."""
 
     rows: pd.DataFrame
-    batch: int | None
     resumed: bool
     summary: dict[str, Any]
 
@@ -63,8 +62,7 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
         pending = draws[draws["selected"] & ~draws["pair_key"].isin(pushed)]
         if len(pending):
             rows = texts.loc[pending["pair_id"]].reset_index()
-            return Batch(rows, int(pending["batch"].max()), True,
-                         {"resumed_batch": int(pending["batch"].max()), "to_push": len(rows)})
+            return Batch(rows, True, {"resumed_batch": int(pending["batch"].max()), "to_push": len(rows)})
     frame = population_frame(table, settings.population, judges=settings.judges,
                              gold_judges=settings.gold, self_map=settings.self_map)
     exclude = draws.loc[draws["selected"], "pair_id"] if len(draws) else []
@@ -87,17 +85,22 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
                                                    "gold": list(settings.gold or [])},
                             draws=drawn)
     rows = texts.loc[chosen.index].reset_index()
-    return Batch(rows, number, False, summary)
+    return Batch(rows, False, summary)
 
 
-def design_from_ledger(ledger: Ledger, table: pd.DataFrame, labelled_pairs: Iterable[str]):
-    """(design, pair ids, info) of the labels so far; draws whose pair texts changed since are dropped."""
+def design_from_ledger(ledger: Ledger, table: pd.DataFrame):
+    """(design, pair ids, info) of the labels so far, or None without a recorded batch. A pair counts
+    as labelled when it has a live label for its current texts; draws whose texts changed are dropped."""
+    from annotation.feedback import latest_per_annotator
+
     draws = ledger.draws()
     if draws.empty:
         return None
     current = keyed_pairs(table)["pair_key"]
     stale = draws["pair_key"] != draws["pair_id"].map(current)
     draws = draws[~stale]
+    live = latest_per_annotator(ledger.labels())
+    labelled_pairs = live.loc[live["pair_key"].isin(current), "pair_id"].unique() if len(live) else []
     population = str(draws["population"].iloc[0]) if len(draws) else ""
     design, order, info = combined_design(draws, labelled_pairs, population=population)
     info["stale_draws_dropped"] = int(stale.sum())

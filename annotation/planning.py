@@ -25,7 +25,7 @@ import pandas as pd
 from annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
 from judgebias.metrics import frame as F
 from judgebias.metrics.human import ESTIMANDS, pair_features, population_variables
-from judgebias.metrics.survey import Z, _gradient
+from judgebias.metrics.survey import Z, numerical_gradient
 
 
 def pilot(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, self_map=None, gold=None) -> dict:
@@ -43,7 +43,7 @@ def pilot(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, self_ma
             raise ValueError(f"{figure} is undefined on this population even with the gold panel's "
                              "predictions (no pair in its domain)")
     big_n = mixed.shape[1]
-    grad = _gradient(g, totals)
+    grad = numerical_gradient(g, totals)
     out = {"z": big_n * (grad @ mixed), "labelled": int(labelled.sum()), "resid": None, "lam": None}
     if labelled.sum() >= 10:
         z, zh = big_n * (grad @ y[:, labelled]), big_n * (grad @ yhat[:, labelled])

@@ -13,9 +13,10 @@ known inclusion probability and the draw is random:
   of ``annotation.selection`` (self-judged, gold split, judge-gold disagreement, order flip), floored
   at ``min_prob`` so no pair is left out: the score shapes probabilities, never decides.
 
-Several pushes are batches: each draws from the pairs of the population not drawn before, with its
-probabilities recorded in the ledger (``annotation.store``). ``combined_design`` turns the recorded
-batches and the labels received into the ``SampleDesign`` the estimators need.
+Several pushes are batches, each recorded in the ledger (``annotation.store``) with the probability
+every pair of the population had in it: simple random batches draw from the pairs not drawn before,
+Poisson batches from all of them (a re-draw is free). ``combined_design`` turns the recorded batches
+and the labels received into the ``SampleDesign`` the estimators need.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from annotation.selection import Weights, select_pairs
+from annotation.selection import Weights, score_pairs
 from judgebias.metrics.survey import POISSON, STRATIFIED, SampleDesign
 
 DESIGNS = ("uniform", "stratified", "poisson")
@@ -61,9 +62,9 @@ def population_frame(
     """The declared population of a judgment table, with the scores and strata the designs use."""
     if population not in POPULATIONS:
         raise ValueError(f"unknown population {population!r} (known: {', '.join(POPULATIONS)})")
-    sel = select_pairs(table, len(table), judges=judges, gold_judges=gold_judges, self_map=self_map,
-                       weights=weights, include_labelled=True)
-    pairs = sel.chosen.set_index("pair_id")
+    pairs, _ = score_pairs(table, judges=judges, gold_judges=gold_judges, self_map=self_map,
+                           weights=weights)
+    pairs = pairs[pairs["rated"]]
     if population == "own":
         pairs = pairs[pairs["self"] > 0]
     if pairs.empty:

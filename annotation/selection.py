@@ -113,26 +113,20 @@ def normalize_self_map(pairs: Iterable[str] | Mapping[str, object] | None) -> di
     return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
 
 
-def select_pairs(
+def score_pairs(
     table: pd.DataFrame,
-    budget: int,
     *,
     judges: Iterable[str] | None = None,
     gold_judges: Iterable[str] | None = None,
     self_map: Mapping[str, Iterable[str]] | None = None,
     weights: Weights = Weights(),
-    exclude_keys: Iterable[str] = (),
-    include_labelled: bool = False,
-) -> Selection:
-    """Rank the pairs of a validated judgment table by the value of a human label; keep ``budget``.
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The usefulness score of every pair of a validated judgment table (see the module doc).
 
-    ``judges`` are the measured judges (default: every judge in the table); ``gold_judges`` the gold
-    panel (default: every judge that is not measured, or all judges when all are measured).
-    ``exclude_keys`` are pair keys already pushed. Returns one row per chosen pair with the score,
-    its four components and the human-readable reasons, best first.
+    Returns (pairs, own): one row per pair (index ``pair_id``) with its texts, ``pair_key``,
+    generators, ``labelled``, ``gold``, the four components, ``score`` and ``rated`` (a measured judge
+    rated it); and the measured judges' rows on pairs with their own response (``_self`` = "a"/"b").
     """
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
     missing = [
         c
         for c in (
@@ -158,7 +152,6 @@ def select_pairs(
             f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate"
         )
     self_map = normalize_self_map(self_map)
-    exclusions = Exclusions()
     all_judges = sorted({j for j in table["judge"].dropna().unique() if j})
     measured = sorted(set(judges)) if judges is not None else all_judges
     unknown = [j for j in measured if j not in all_judges]
@@ -197,6 +190,7 @@ def select_pairs(
     own = meas[meas["_self"].notna()]
     own_pairs = set(own["pair_id"].tolist())
     pairs["self"] = [1.0 if pid in own_pairs else 0.0 for pid in pairs.index.tolist()]
+    pairs["rated"] = pairs.index.isin(meas["pair_id"].unique())
 
     pairs["score"] = (
         weights.uncertain * pairs["uncertain"]
@@ -205,6 +199,32 @@ def select_pairs(
         + weights.flip * pairs["flip"]
     )
 
+    return pairs, own
+
+
+def select_pairs(
+    table: pd.DataFrame,
+    budget: int,
+    *,
+    judges: Iterable[str] | None = None,
+    gold_judges: Iterable[str] | None = None,
+    self_map: Mapping[str, Iterable[str]] | None = None,
+    weights: Weights = Weights(),
+    exclude_keys: Iterable[str] = (),
+    include_labelled: bool = False,
+) -> Selection:
+    """Rank the pairs of a validated judgment table by the value of a human label; keep ``budget``.
+
+    ``judges`` are the measured judges (default: every judge in the table); ``gold_judges`` the gold
+    panel (default: every judge that is not measured, or all judges when all are measured).
+    ``exclude_keys`` are pair keys already pushed. Returns one row per chosen pair with the score,
+    its four components and the human-readable reasons, best first.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    pairs, own = score_pairs(table, judges=judges, gold_judges=gold_judges, self_map=self_map,
+                             weights=weights)
+    exclusions = Exclusions()
     pushed = set(exclude_keys)
     keep = pd.Series(True, index=pairs.index)
     if not include_labelled:

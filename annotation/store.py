@@ -9,6 +9,7 @@ leaves it intact, and the next pull catches up. Writes are single transactions.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
@@ -204,8 +205,6 @@ class Ledger:
                      params: dict, draws: pd.DataFrame) -> int:
         """Record one batch: its design and EVERY pair it could have drawn (pair_id index, pair_key,
         stratum, pi, selected), before anything is pushed, in one transaction. Returns the batch."""
-        import json
-
         with closing(self._connect()) as con, con:
             (last,) = con.execute("SELECT COALESCE(MAX(batch), 0) FROM batches").fetchone()
             batch = int(last) + 1

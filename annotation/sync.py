@@ -97,17 +97,17 @@ class SyncResult:
 
 def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
-    from annotation.feedback import merge_labels, recompute
+    from annotation.feedback import recompute
     from annotation.loop import design_from_ledger
     from judgebias.io import read_table, write_table
 
     table, _ = read_table(settings.table)
     ledger = Ledger(settings.ledger_path)
     labels = ledger.labels(include_skipped=True, include_deleted=True)
-    merged, _ = merge_labels(table, labels)
-    labelled = merged.loc[merged["human_annotators"].map(len) > 0, "pair_id"].unique()
-    design = design_from_ledger(ledger, table, labelled)
+    design = design_from_ledger(ledger, table)
     judges = list(settings.judges) or sorted({j for j in table["judge"].dropna() if j})
+    if not judges:
+        raise ValueError(f"{settings.table}: the table names no judge")
     figures: dict[str, dict[str, Any]] = {}
     metrics: dict[str, float] = {}
     for judge in judges:

@@ -125,7 +125,7 @@ def variables(features: pd.DataFrame, estimand: str) -> tuple[np.ndarray, np.nda
 
     judged = (choice == F.A) | (choice == F.B)
     one_own = own >= 0
-    if estimand in ("eo", "dp_human") or estimand in ("tpr", "tnr"):
+    if estimand in ("eo", "tpr", "tnr", "dp_human"):
         e = (one_own & (judged if estimand != "dp_human" else True)).astype(float)
         jo = (choice == own).astype(float)
         ho, hot = (h == own).astype(float), (h == other).astype(float)

@@ -158,7 +158,7 @@ def _estimate(value: float, se: float, design: SampleDesign, method: str, *, s2:
                  "population_size": design.size, "population": design.population, **(details or {})})
 
 
-def _gradient(g: Callable[[np.ndarray], float], t: np.ndarray) -> np.ndarray:
+def numerical_gradient(g: Callable[[np.ndarray], float], t: np.ndarray) -> np.ndarray:
     """Central-difference gradient of ``g`` at the totals ``t`` (steps relative to each total)."""
     grad = np.empty_like(t)
     for j in range(t.size):
@@ -194,7 +194,7 @@ def smooth_estimate(
     t_ht = ys @ w
     if yhat is None:
         value = _checked(g, t_ht, name)
-        u = _gradient(g, t_ht) @ ys
+        u = numerical_gradient(g, t_ht) @ ys
         se = math.sqrt(max(design_cov(u, u, design), 0.0))
         return _estimate(value, se, design, "Hájek (ratio of Horvitz-Thompson totals)",
                          s2=_weighted_var(u, design))
@@ -202,20 +202,19 @@ def smooth_estimate(
     if yhat.shape != y.shape or not np.all(np.isfinite(yhat)):
         raise ValueError(f"yhat must be finite with the shape of y {y.shape}, got {yhat.shape}")
     hs = yhat[:, design.sampled]
-    grad0 = _gradient(g, t_ht) if lam is None else None
-    if lam is None:
+    tuned = lam is None
+    if tuned:
+        # lambda minimising the estimated variance of the linearised figure at the Hájek point.
         _checked(g, t_ht, name)
+        grad0 = numerical_gradient(g, t_ht)
         u0, uh0 = grad0 @ ys, grad0 @ hs
         var_hat = design_cov(uh0, uh0, design)
         lam = 0.0 if var_hat <= 0 else float(np.clip(design_cov(u0, uh0, design) / var_hat, 0.0, 1.0))
-        tuned = True
-    else:
-        if not np.isfinite(lam):
-            raise ValueError(f"lam must be finite, got {lam!r}")
-        tuned = False
+    elif not np.isfinite(lam):
+        raise ValueError(f"lam must be finite, got {lam!r}")
     t_pp = lam * yhat.sum(axis=1) + (ys - lam * hs) @ w
     value = _checked(g, t_pp, name)
-    grad = _gradient(g, t_pp)
+    grad = numerical_gradient(g, t_pp)
     resid = grad @ ys - lam * (grad @ hs)
     se = math.sqrt(max(design_cov(resid, resid, design), 0.0))
     return _estimate(value, se, design, "PPI++ (prediction-powered, power-tuned)" if tuned else
