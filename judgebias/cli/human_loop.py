@@ -123,6 +123,6 @@ def replay_cmd(
     typer.echo(with_pd.to_string(index=False))
     typer.echo(f"wrote {out}/results.csv, summary.csv, summary.json, summary.md, replay.png")
     if mlflow:
-        from tracking.mlflow_run import log_replay
+        from tracking.replay_run import log_replay
 
         typer.echo(f"MLflow run {log_replay(summary, out, vars(settings) | {'table': str(table)})}")
