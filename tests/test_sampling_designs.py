@@ -175,3 +175,22 @@ def test_sync_stops_when_the_target_half_width_is_met():
     assert target_reached(figs, "eo", 0.03) is None
     not_yet = {"J": {"estimates": {"eo": {"ppi": {"value": None, "insufficient": "no label"}}}}}
     assert target_reached(not_yet, "eo", 0.5) is None
+
+
+def test_replay_summary_is_logged_to_mlflow(pandalm, tmp_path, monkeypatch):
+    import mlflow
+
+    from tracking.replay_run import log_replay
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    settings = ReplaySettings(judges=["pandalm-7b"], budgets=(10,), reps=2, batch=5,
+                              figures=("agreement_human",), self_map=SELF)
+    summary = summarize(replay(pandalm, settings))
+    (tmp_path / "out").mkdir()
+    summary.to_csv(tmp_path / "out" / "summary.csv", index=False)
+    run_id = log_replay(summary, tmp_path / "out", {"reps": 2})
+    run = mlflow.tracking.MlflowClient(uri).get_run(run_id)
+    ppi = summary[(summary["method"] == "ppi")].iloc[0]
+    assert run.data.metrics["pandalm-7b.agreement_human.ppi.n10.width"] == pytest.approx(ppi["width"])
+    assert run.data.params["reps"] == "2"
