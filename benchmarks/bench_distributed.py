@@ -77,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     from prefect import flow
 
     from flows.distributed_judging import judge_in_chunks
+    from flows.task_runners import make_task_runner
     from judgebias import models
-    from judgebias.distributed import JudgeSpec, make_task_runner, release_worker_backends
+    from judgebias.backends.builder import JudgeSpec
+    from judgebias.workers import release_worker_backends
 
     pairs = _pairs(args.pairs)
     # Dequantize/resolve once up front so no configuration pays for it.

@@ -1,11 +1,11 @@
 """Chunked judging and generation on a thread pool or a Dask cluster (wiring around
-judgebias.distributed).
+``judgebias.chunks`` and ``judgebias.workers``).
 
     python -m flows.distributed_judging TABLE OUT --model DIR_OR_ALIAS --runner dask --workers 2
 
 or, from another flow or stage, ``judge_in_chunks(pairs, spec, chunk_size=..., task_runner=...)``
 and ``generate_in_chunks(prompts, spec, params, ...)`` with a runner from
-``judgebias.distributed.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
+``flows.task_runners.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
 under ``store_dir`` and every model call is cached by content, so a rerun (or a chunk rescheduled
 after a worker died) repeats no finished work.
 """
@@ -21,25 +21,12 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.task_runners import make_task_runner
+from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.backends.protocol import Generation, GenerationParams, Prompt
-from judgebias.distributed import (
-    Chunk,
-    ChunkResult,
-    ChunkStore,
-    JudgeSpec,
-    ModelSpec,
-    RunSummary,
-    generate_chunk,
-    generations,
-    judge_chunk,
-    make_task_runner,
-    merge,
-    merge_aligned,
-    shard,
-    shard_prompts,
-    summarize,
-)
+from judgebias.chunks import Chunk, ChunkStore, merge, merge_aligned, shard, shard_prompts
 from judgebias.records import Pair
+from judgebias.workers import ChunkResult, RunSummary, generate_chunk, generations, judge_chunk, summarize
 
 
 @task(name="judge-chunk", retries=1, retry_delay_seconds=2)

@@ -34,8 +34,8 @@ def _store(cfg, run_dir: str | None):
 
 
 def configured(flow_obj, cfg):
-    """``flow_obj`` with the config's task runner (threads or Dask, ``judgebias.distributed``)."""
-    from judgebias.distributed import task_runner_from_config
+    """``flow_obj`` with the config's task runner (threads or Dask, ``flows.task_runners``)."""
+    from flows.task_runners import task_runner_from_config
 
     return flow_obj.with_options(task_runner=task_runner_from_config(cfg.task_runner))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgebias.backends.builder import DTYPES
 from judgebias.runstore import atomic_dir
 
 ALIASES: dict[str, dict[str, str]] = {
@@ -266,9 +267,6 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def default_dtype(device: str):

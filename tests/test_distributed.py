@@ -9,8 +9,11 @@ import os
 
 import pytest
 
-from judgebias import distributed as dist
-from judgebias.distributed import ChunkStore, JudgeSpec, merge, shard
+from flows.task_runners import make_task_runner
+from judgebias import chunks as chunking
+from judgebias import workers
+from judgebias.backends.builder import JudgeSpec, ModelSpec
+from judgebias.chunks import ChunkStore, merge, shard
 from judgebias.records import Pair
 
 
@@ -88,13 +91,14 @@ def test_prompts_shard_by_position_and_merge_back_aligned():
     from judgebias.backends.protocol import Prompt
 
     prompts = [Prompt.raw(f"text {i}") for i in range(5)]
-    chunks = dist.shard_prompts(prompts, 2, "gen")
+    chunks = chunking.shard_prompts(prompts, 2, "gen")
     assert [c.keys for c in chunks] == [("0", "1"), ("2", "3"), ("4",)]
-    assert dist.shard_prompts([Prompt.raw("other"), *prompts[1:]], 2, "gen")[0].chunk_id != chunks[0].chunk_id
+    changed = chunking.shard_prompts([Prompt.raw("other"), *prompts[1:]], 2, "gen")
+    assert changed[0].chunk_id != chunks[0].chunk_id
     results = {c.chunk_id: [p.text for p in c.items] for c in chunks}
-    assert dist.merge_aligned(chunks, results) == [p.text for p in prompts]
+    assert chunking.merge_aligned(chunks, results) == [p.text for p in prompts]
     with pytest.raises(ValueError, match=r"chunk 2 .*: 0 results for 1 items"):
-        dist.merge_aligned(chunks, {**results, chunks[2].chunk_id: []})
+        chunking.merge_aligned(chunks, {**results, chunks[2].chunk_id: []})
 
 
 def test_a_chunk_with_a_failed_item_is_not_stored_and_a_rerun_retries_only_that_item(tmp_path, monkeypatch):
@@ -102,24 +106,24 @@ def test_a_chunk_with_a_failed_item_is_not_stored_and_a_rerun_retries_only_that_
 
     from judgebias.backends.protocol import GenerationParams, Prompt
 
-    dist.release_worker_backends()
+    workers.release_worker_backends()
     FlakyEcho.calls.clear()
-    spec = dist.ModelSpec(name="echo", model="echo-1", factory="distributed_backends:flaky_echo",
+    spec = ModelSpec(name="echo", model="echo-1", factory="distributed_backends:flaky_echo",
                           batch_size=8, cache_dir=str(tmp_path / "cache"))
-    chunk = dist.shard_prompts([Prompt.raw("a"), Prompt.raw("FAIL b"), Prompt.raw("c")], 3, "t")[0]
+    chunk = chunking.shard_prompts([Prompt.raw("a"), Prompt.raw("FAIL b"), Prompt.raw("c")], 3, "t")[0]
     store = str(tmp_path / "chunks")
     monkeypatch.setenv("FLAKY_FAIL", "1")
-    first = dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
+    first = workers.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
     assert [r["error"] for r in first.rows] == [None, "simulated timeout", None]
-    assert first.exclusions == {"simulated timeout": 1} and chunk.chunk_id not in dist.ChunkStore(store)
+    assert first.exclusions == {"simulated timeout": 1} and chunk.chunk_id not in chunking.ChunkStore(store)
     monkeypatch.setenv("FLAKY_FAIL", "0")
-    second = dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
+    second = workers.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store)
     assert [r["text"] for r in second.rows] == ["A", "FAIL B", "C"]
     assert (second.calls, second.hits, second.loaded_model) == (1, 2, False)  # only the failed one
     assert FlakyEcho.calls == [3, 1]
-    assert dist.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store).from_store
+    assert workers.generate_chunk(chunk, spec, GenerationParams(), "tpl@1", store).from_store
     assert FlakyEcho.calls == [3, 1]
-    dist.release_worker_backends()
+    workers.release_worker_backends()
 
 
 # --- per-worker backends --------------------------------------------------------------------------------
@@ -127,38 +131,38 @@ def test_a_chunk_with_a_failed_item_is_not_stored_and_a_rerun_retries_only_that_
 
 def test_worker_backend_loads_once_per_model_and_evicts_beyond_capacity(monkeypatch):
     built: list[str] = []
-    monkeypatch.setattr(dist, "_build_backend", lambda spec: built.append(spec.model) or object())
-    dist.release_worker_backends()
+    monkeypatch.setattr(workers, "_build_backend", lambda spec: built.append(spec.model) or object())
+    workers.release_worker_backends()
     a, b = JudgeSpec(name="a", model="m-a"), JudgeSpec(name="b", model="m-b")
-    first, loaded = dist.worker_backend(a)
-    assert loaded and dist.worker_backend(a) == (first, False)
+    first, loaded = workers.worker_backend(a)
+    assert loaded and workers.worker_backend(a) == (first, False)
     # Another template or batch size is the same loaded model.
     same_model = JudgeSpec(name="a", model="m-a", template="mtbench-pair", batch_size=2)
-    assert dist.worker_backend(same_model)[1] is False
-    dist.worker_backend(b)  # capacity 1 (default): a is released
-    assert dist.worker_backend(a)[1] is True
+    assert workers.worker_backend(same_model)[1] is False
+    workers.worker_backend(b)  # capacity 1 (default): a is released
+    assert workers.worker_backend(a)[1] is True
     assert built == ["m-a", "m-b", "m-a"]
-    monkeypatch.setenv(dist.ENV_WORKER_MODELS, "2")
-    dist.worker_backend(b)
-    assert dist.worker_backend(a)[1] is False and dist.worker_backend(b)[1] is False
-    assert dist.worker_stats()["loads"][a.model_key()] == 2
-    dist.release_worker_backends()
+    monkeypatch.setenv(workers.ENV_WORKER_MODELS, "2")
+    workers.worker_backend(b)
+    assert workers.worker_backend(a)[1] is False and workers.worker_backend(b)[1] is False
+    assert workers.worker_stats()["loads"][a.model_key()] == 2
+    workers.release_worker_backends()
 
 
 def test_task_runner_choices():
     from prefect.task_runners import ThreadPoolTaskRunner
     from prefect_dask import DaskTaskRunner
 
-    assert isinstance(dist.make_task_runner("thread", 3), ThreadPoolTaskRunner)
-    local = dist.make_task_runner("dask", 2, torch_threads=3)
+    assert isinstance(make_task_runner("thread", 3), ThreadPoolTaskRunner)
+    local = make_task_runner("dask", 2, torch_threads=3)
     assert isinstance(local, DaskTaskRunner)
     assert local.cluster_kwargs == {"n_workers": 2, "processes": True, "threads_per_worker": 1,
                                     "env": {"JUDGEBIAS_TORCH_THREADS": "3"}}
-    assert dist.make_task_runner("dask", address="tcp://127.0.0.1:8786").address == "tcp://127.0.0.1:8786"
+    assert make_task_runner("dask", address="tcp://127.0.0.1:8786").address == "tcp://127.0.0.1:8786"
     with pytest.raises(ValueError, match="only applies to the 'dask'"):
-        dist.make_task_runner("thread", 1, "tcp://127.0.0.1:8786")
+        make_task_runner("thread", 1, "tcp://127.0.0.1:8786")
     with pytest.raises(ValueError, match="unknown task runner 'ray'"):
-        dist.make_task_runner("ray")
+        make_task_runner("ray")
 
 
 # --- a real run on 2 Dask worker processes -------------------------------------------------------------
@@ -248,11 +252,11 @@ def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny
     direct = LocalBackend(str(tiny_judge_folder), name="tiny")
     reference = [g for s in range(0, 6, 2) for g in direct.generate(prompts[s:s + 2], params)]
 
-    spec = dist.ModelSpec(name="tiny", model=str(tiny_judge_folder), batch_size=2,
+    spec = ModelSpec(name="tiny", model=str(tiny_judge_folder), batch_size=2,
                           cache_dir=str(tmp_path / "call-cache"))
     store = str(tmp_path / "chunks")
-    runner = dist.make_task_runner("thread", 2)  # two chunks at once share one serialized model
-    dist.release_worker_backends()
+    runner = make_task_runner("thread", 2)  # two chunks at once share one serialized model
+    workers.release_worker_backends()
     gens, summary = generate_in_chunks(prompts, spec, params, template_tag="t@1", chunk_size=2,
                                        task_runner=runner, store_dir=store)
     assert [g.text for g in gens] == [g.text for g in reference]
@@ -267,14 +271,14 @@ def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny
     _, other = generate_in_chunks(prompts, spec, params, template_tag="t@2", chunk_size=3,
                                   task_runner=runner, store_dir=store)
     assert (other.chunks_from_store, other.calls, other.hits) == (0, 6, 0)
-    dist.release_worker_backends()
+    workers.release_worker_backends()
 
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_folder, reference_rows,
                                                                   tmp_path, monkeypatch):
-    """One Dask worker process dies (os._exit) after scoring the first of its chunk's two
-    batches. Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
+    """One Dask worker process dies (os._exit) after its chunk's first model call
+    (one batch). Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
     from distributed_backends import MARKER_ENV
     from prefect import flow
@@ -283,17 +287,17 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
 
     marker = tmp_path / "crashed"
     monkeypatch.setenv(MARKER_ENV, str(marker))
-    # batch_size 1: judging scores 4 prompts per call, so a chunk of 3 pairs (6 prompts) is 2 calls.
+    # batch_size 1: one prompt per model call and per cache transaction.
     spec = JudgeSpec(name="tiny", model=str(tiny_judge_folder), batch_size=1,
                      cache_dir=str(tmp_path / "call-cache"), factory="distributed_backends:dies_once")
 
     @flow(name="judge-with-a-crash")
     def run():
-        return judge_in_chunks(_pairs(12), spec, chunk_size=3, task_runner=dist.make_task_runner("dask", 2),
+        return judge_in_chunks(_pairs(12), spec, chunk_size=3, task_runner=make_task_runner("dask", 2),
                                store_dir=str(tmp_path / "chunks"))
 
     rows, summary = run()
     assert marker.exists(), "no worker died: the test did not test anything"
     _assert_same_judgments(rows, reference_rows)
-    # 24 prompts in all; the dead worker's first batch (4 prompts) was cached before it died.
-    assert (summary.calls, summary.hits) == (20, 4)
+    # 24 prompts in all; the dead worker's first call (1 prompt) was cached before it died.
+    assert (summary.calls, summary.hits) == (23, 1)

@@ -93,6 +93,18 @@ def _stop_now(code: int) -> None:
         os._exit(code)
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` ends a chain that began with Ctrl-C (typer turns it into a silent exit 130)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def _on_sigterm(signum, frame) -> None:
     _stop_now(143)
 
@@ -108,6 +120,10 @@ def main() -> None:
             raise
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
+    except SystemExit as exc:
+        if exc.code == 130 and _interrupted(exc):
+            _stop_now(130)
+        raise
     except BaseException as exc:
         code = _stop_code(exc)
         if code is None:

@@ -25,37 +25,24 @@ def _progress(label: str):
     return report
 
 
-def make_backend(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
-                 device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
-                 dtype: str = "auto"):
-    from judgebias.models import DTYPES
+def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
+               device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
+               dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None):
+    """The judge the options describe, as the one spec every command builds backends from."""
+    from judgebias.backends.builder import JudgeSpec
 
-    if dtype not in DTYPES:
-        raise typer.BadParameter(f"unknown --dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    if backend == "local":
-        from judgebias.backends.local import LocalBackend
-
-        return LocalBackend(judge, name=name, gguf_file=gguf_file, device=device, max_batch=batch_size,
-                            token_budget=token_budget, dtype=dtype)
-    if dtype != "auto":
-        raise typer.BadParameter("--dtype only applies to --backend local")
-    if backend == "openai":
-        try:
-            from judgebias.backends.openai_compat import OpenAICompatBackend
-        except ModuleNotFoundError as exc:
-            raise typer.BadParameter(f"the OpenAI-compatible backend is not available ({exc})") from None
-        kwargs = {"model": judge, "prefix_mode": prefix_mode}
-        if base_url:
-            kwargs["base_url"] = base_url
-        if name:
-            kwargs["name"] = name
-        return OpenAICompatBackend(**kwargs)
-    raise typer.BadParameter(f"unknown backend {backend!r}; use local or openai")
+    try:
+        return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
+                         gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
+                         token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
+                         cache_dir=str(cache_dir) if cache_dir else None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).replace("model '': ", "").replace("dtype", "--dtype")) from None
 
 
 def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity: bool = False,
                 ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
-                progress: bool = True):
+                progress: bool = True, chunk_size: int = 256):
     """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``."""
     import pandas as pd
 
@@ -68,7 +55,7 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity:
     template = judge_template(template_name)
     pairs = pairs_from_table(df)
     result = judge_pairs(pairs, backend, template, judge=judge_name,
-                         params=GenerationParams(max_new_tokens=max_new_tokens),
+                         params=GenerationParams(max_new_tokens=max_new_tokens), chunk_size=chunk_size,
                          progress=_progress(f"judging {len(pairs)} pairs x 2 orders") if progress else None)
     out = result.table()
     # Pair-level extra columns of the input (categories, sources) travel with the pair.
@@ -85,7 +72,7 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity:
             done[0] += k
             if report:
                 report(done[0], 2 * n)
-        out = fill_perplexity(out, backend, context=ppl_context, progress=tick)
+        out = fill_perplexity(out, backend, context=ppl_context, chunk_size=chunk_size, progress=tick)
     if keep_other_judges:
         others = df[df["judge"].fillna("") != judge_name]
         out = pd.concat([others, out], ignore_index=True)
@@ -138,19 +125,21 @@ def register(app: typer.Typer) -> None:
         values; off-format answers are excluded with their reason in judge_error, never scored 0.5.
         Model calls are cached by content, so a rerun only computes what is missing.
         """
-        from judgebias.cache import CachedBackend, ResponseCache
+        from judgebias.backends.builder import build_backend, cached
+        from judgebias.cache import ResponseCache
         from judgebias.io import read_table, write_table
 
+        spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
+                          batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
+                          dtype=dtype, template=template, cache_dir=cache_dir)
         df, _ = read_table(table)
-        inner = make_backend(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
-                             batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
-                             dtype=dtype)
-        cache = ResponseCache(None) if no_cache else (ResponseCache(cache_dir) if cache_dir
-                                                      else ResponseCache.from_env())
-        runner = CachedBackend(inner, cache)
+        inner = build_backend(spec)
+        # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
+        runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
         judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
                                          perplexity=perplexity, ppl_context=ppl_context,
-                                         max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges)
+                                         max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges,
+                                         chunk_size=batch_size)
         path = write_table(judged, out)
         scored = int(sum(1 for p in judged["p_a"] if isinstance(p, float) and not math.isnan(p)))
         typer.echo(f"wrote {path}: {len(judged)} rows, {scored} with p_a; judge {inner.name!r}, "

@@ -46,25 +46,17 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     """A cached backend for a generator/judge/rewriter entry of the config, released on exit
     (models are reloaded per stage from the dequantized cache in 0.2-2 s; keeping them all resident
     would not fit the demo's memory budget)."""
-    from judgebias.cache import CachedBackend
+    from judgebias.backends.builder import ModelSpec, build_backend, cached
 
     gc.collect()  # the previous stage's model (and a peft wrapper's reference cycles) goes first
-    if ref.backend == "openai":
-        from judgebias.backends.openai_compat import OpenAICompatBackend
-
-        # The key is read from the named environment variable by the backend; never in the config.
-        inner = OpenAICompatBackend(
-            model=ref.model, base_url=ref.base_url, name=name, api_key_env=ref.api_key_env
-        )
-    else:
-        from judgebias.backends.local import LocalBackend
-
-        inner = LocalBackend(loaded if loaded is not None else ref.model, name=name, dtype=ref.dtype)
+    spec = ModelSpec.from_config(ref, name=name)
+    inner = build_backend(spec, loaded=loaded)
     try:
-        yield CachedBackend(inner, cache)
+        yield cached(inner, spec, cache)
     finally:
         del inner
         gc.collect()
+
 
 def _adapted(ref, adapter: dict | None):
     """A ``LoadedModel`` of ``ref``'s model with a LoRA adapter merged in, or None (plain model)."""

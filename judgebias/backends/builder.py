@@ -1,0 +1,136 @@
+"""One way to build a model backend: from a small, frozen, picklable spec.
+
+Every command builds its backends here: ``judgebias judge`` from its options, the experiment's
+stages from the config's generator/judge entries, a distributed worker from the spec it was sent.
+A spec names the model, not a loaded one, so it can travel to another process or machine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from judgebias.backends.protocol import Backend
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build one model backend.
+
+    ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` or
+    the API's model name for ``"openai"`` (its key is read from ``api_key_env`` where the backend is
+    built, never stored in the spec). ``batch_size`` is the number of items per model call, and so
+    per call-cache transaction: what a killed run keeps is at most one batch short.
+    """
+
+    name: str
+    model: str
+    backend: Literal["local", "openai"] = "local"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    batch_size: int = 8
+    cache_dir: str | None = None  # None: $JUDGEBIAS_CACHE_DIR where the backend is built
+    # "package.module:function": called with this spec to build any other Backend (an in-house
+    # client, a wrapped model); importable wherever the spec is built.
+    factory: str | None = None
+    dtype: str = "auto"
+    device: str | None = None
+    gguf_file: str | None = None
+    max_batch: int | None = None  # local: most prompts per forward pass (None: the backend's default)
+    token_budget: int | None = None  # local: most tokens per forward pass (None: by device)
+    prefix_mode: str = "none"  # openai: how an answer prefix is sent
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("local", "openai"):
+            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; use local or openai")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"model {self.name!r}: unknown dtype {self.dtype!r}; "
+                             f"use one of {', '.join(DTYPES)}")
+        if self.backend == "openai" and self.dtype != "auto":
+            raise ValueError(f"model {self.name!r}: dtype only applies to backend 'local'")
+        if self.batch_size < 1:
+            raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
+
+    def model_key(self) -> str:
+        """What identifies the built backend (not the batch size or the cache location)."""
+        key = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+               "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
+        # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
+        for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none")):
+            if getattr(self, extra) != default:
+                key[extra] = getattr(self, extra)
+        return json.dumps(key, sort_keys=True)
+
+    @classmethod
+    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any):
+        """From a model entry of ``judgebias.config`` (model, backend, ...); ``name`` defaults to the
+        entry's own (a rewriter has none)."""
+        extra.setdefault("name", getattr(ref, "name", None) or ref.model)
+        return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
+                   api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
+                   dtype=getattr(ref, "dtype", "auto"), **extra)
+
+
+@dataclass(frozen=True)
+class JudgeSpec(ModelSpec):
+    """A judge: a model plus the template it judges with. ``chat=None`` picks the chat prompt when
+    the model has a chat template."""
+
+    template: str = "dbg-ab"
+    chat: bool | None = None
+
+    def task_key(self) -> str:
+        """What determines the judgments (for chunk ids): batch size and cache location do not."""
+        return json.dumps({"model": self.model_key(), "template": self.template, "chat": self.chat},
+                          sort_keys=True)
+
+    @classmethod
+    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
+        """From a ``judgebias.config.JudgeConfig`` entry."""
+        chat = None if ref.prompt_kind == "auto" else ref.prompt_kind == "chat"
+        return super().from_config(ref, cache_dir, template=ref.template, chat=chat, **extra)
+
+
+def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
+    """The uncached backend ``spec`` describes. ``loaded``: an already loaded local model (e.g. with
+    a LoRA adapter merged in) to use instead of loading ``spec.model``."""
+    if spec.factory:
+        import importlib
+
+        module, _, function = spec.factory.partition(":")
+        try:
+            build = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"model {spec.name!r}: factory {spec.factory!r} cannot be imported "
+                             f"here ({exc})") from None
+        return build(spec)
+    if spec.backend == "openai":
+        from judgebias.backends.openai_compat import OpenAICompatBackend
+
+        kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode}
+        if spec.base_url:
+            kwargs["base_url"] = spec.base_url
+        if spec.api_key_env:
+            # The key is read from the named environment variable by the backend; never in a spec.
+            kwargs["api_key_env"] = spec.api_key_env
+        return OpenAICompatBackend(spec.model, **kwargs)
+    from judgebias.backends.local import LocalBackend
+
+    kwargs = {"name": spec.name or None, "device": spec.device, "dtype": spec.dtype,
+              "gguf_file": spec.gguf_file, "token_budget": spec.token_budget}
+    if spec.max_batch is not None:
+        kwargs["max_batch"] = spec.max_batch
+    return LocalBackend(loaded if loaded is not None else spec.model, **kwargs)
+
+
+def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
+    """``inner`` behind the content-keyed call cache, one transaction per ``spec.batch_size`` calls.
+    ``cache``: a ``ResponseCache`` (default: ``spec.cache_dir``, else $JUDGEBIAS_CACHE_DIR)."""
+    from judgebias.cache import CachedBackend, ResponseCache
+
+    if cache is None:
+        cache = ResponseCache(spec.cache_dir) if spec.cache_dir else ResponseCache.from_env()
+    return CachedBackend(inner, cache, chunk_size=spec.batch_size)
