@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from judgebias.cli.bench import register
+from cli.bench import register
 
 
 def main() -> None:

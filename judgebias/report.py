@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 
 HEADLINE = (
@@ -62,8 +63,8 @@ def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
 
 def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:
     out = {}
-    style = f"style-{cfg.ablation_hash('style_rewrite')}/comparison.json"
-    ft = f"finetune-{cfg.ablation_hash('finetune')}/comparison.json"
+    style = RunLayout.style_root(cfg.ablation_hash("style_rewrite")).comparison
+    ft = RunLayout.finetune(cfg.ablation_hash("finetune")).comparison
     if cfg.ablations.style_rewrite.enabled and store.has(style):
         out["style rewrite"] = store.read_json(style)
     if cfg.ablations.finetune.enabled and store.has(ft):
@@ -85,7 +86,7 @@ def comparison_line(row: dict) -> str:
 
 
 def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str, Any]) -> str:
-    metrics = store.read_json("metrics.json") if store.has("metrics.json") else {}
+    metrics = store.read_json(RunLayout().metrics) if store.has(RunLayout().metrics) else {}
     ds = metrics.get("dataset", {})
     lines = [
         f"# judgebias experiment `{cfg.name}`",
@@ -141,7 +142,7 @@ def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
 def console_report(
     cfg: ExperimentConfig, store: RunStore, result: dict, *, wall_s: float, peak_rss_gb: float
 ) -> str:
-    metrics = store.read_json("metrics.json") if store.has("metrics.json") else {}
+    metrics = store.read_json(RunLayout().metrics) if store.has(RunLayout().metrics) else {}
     uri = result.get("tracking_uri", "")
     lines = [
         "",

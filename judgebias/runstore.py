@@ -19,7 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-MANIFEST = "manifest.json"
+from judgebias.layout import RunLayout
+
+MANIFEST = RunLayout.manifest
+
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

@@ -135,7 +135,9 @@ def publish_summary(cfg, store, tracking: dict):
 
 @stage_task
 def sync_annotations(cfg, store, push: bool = True):
-    return stages.sync_annotations(cfg, store, push=push, progress=_log)
+    from annotation.experiment import sync_annotations as sync
+
+    return sync(cfg, store, push=push, progress=_log)
 
 
 @stage_task

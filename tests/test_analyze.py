@@ -196,7 +196,7 @@ def test_tracking_settings(monkeypatch, tmp_path):
 
 
 def test_cli_analyze_writes_json_and_logs(tmp_path, mlflow_uri, monkeypatch):
-    from judgebias.cli import app
+    from cli import app
 
     table = tmp_path / "t.jsonl"
     write_table(synthetic(60), table)

@@ -12,7 +12,7 @@ from annotation.keys import pair_key
 from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
 from annotation.selection import select_pairs
 from annotation.store import Label, Ledger, PushedTask
-from judgebias.cli import app
+from cli import app
 from judgebias.io import read_table, write_table
 
 runner = CliRunner()

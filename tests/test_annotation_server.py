@@ -226,7 +226,7 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
 def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, monkeypatch):
     from typer.testing import CliRunner
 
-    from judgebias.cli import app
+    from cli import app
 
     client = world["client"]
     ledger = Ledger(world["root"] / "judgments.labels.sqlite")
@@ -339,11 +339,11 @@ def test_start_stop_scripts(ls_server, tmp_path):
 
 
 def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch, tmp_path):
-    """The nightly flow's stage (judgebias.stages.sync_annotations) on a run folder: push the next batch
+    """The nightly flow's stage (annotation.experiment.sync_annotations) on a run folder: push the next batch
     from the config's budget, then pull labels, merge and log, through annotation.sync.sync."""
+    from annotation.experiment import sync_annotations
     from judgebias.config import ExperimentConfig
     from judgebias.runstore import RunStore
-    from judgebias.stages import sync_annotations
 
     model = {"model": "smollm2-135m-instruct"}
     cfg = ExperimentConfig.model_validate(
@@ -396,7 +396,7 @@ def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_serve
     from conftest import DATA
     from typer.testing import CliRunner
 
-    from judgebias.cli import app
+    from cli import app
     from judgebias.importers.pandalm import import_pandalm
     from judgebias.metrics.human import estimate, pair_features, variables
     from judgebias.metrics.survey import STRATIFIED, SampleDesign, wilson_design
@@ -485,7 +485,7 @@ def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, t
     path = write_table(table, tmp_path / "race.jsonl")
     title = "judgebias concurrent push"
     env = {**os.environ, "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.api_key}
-    cmd = [sys.executable, "-m", "judgebias.cli", "annotate", "push", str(path), "--design", "uniform",
+    cmd = [sys.executable, "-m", "cli", "annotate", "push", str(path), "--design", "uniform",
            "--budget", "4", "--project-title", title]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]

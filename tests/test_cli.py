@@ -15,7 +15,7 @@ COMMANDS = [["import"], ["analyze"], ["judge"], ["run"], ["demo"], ["serve"], ["
 
 
 def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "judgebias.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -52,7 +52,7 @@ def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     out = subprocess.run(
-        [sys.executable, "-m", "judgebias.cli", "judge", str(table), "--backend", "openai", "--base-url", url,
+        [sys.executable, "-m", "cli", "judge", str(table), "--backend", "openai", "--base-url", url,
          "--judge", "m", "--out", str(tmp_path / "o.jsonl")],
         capture_output=True, text=True, timeout=180, env={**os.environ, "OPENAI_API_KEY": "k"})
     assert out.returncode == 2, out.stderr

@@ -184,7 +184,7 @@ def test_overrides_are_validated_too():
 def test_cli_run_reports_config_errors_with_key_paths(tmp_path):
     from typer.testing import CliRunner
 
-    from judgebias.cli import app
+    from cli import app
 
     bad = tmp_path / "exp.yaml"
     data = minimal()

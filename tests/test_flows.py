@@ -395,7 +395,7 @@ def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tin
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "judgebias.cli", "run", str(config)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     started = threading.Event()

@@ -435,7 +435,7 @@ def test_unknown_format():
 
 @pytest.fixture()
 def cli():
-    from judgebias.cli import importers
+    from cli import importers
 
     app = typer.Typer()
 

@@ -166,7 +166,7 @@ def tiny_folder(tmp_path_factory):
 def test_cli_judge_writes_a_table_analyze_reads(tiny_folder, tmp_path):
     from typer.testing import CliRunner
 
-    from judgebias.cli import app
+    from cli import app
 
     out = tmp_path / "judged.jsonl"
     args = ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out), "--name", "tiny",
@@ -211,7 +211,7 @@ def test_real_smollm2_judges_real_pairs(smollm2):
 def test_cli_explain_first_off_format_is_counted_not_scored(tiny_folder, tmp_path):
     from typer.testing import CliRunner
 
-    from judgebias.cli import app
+    from cli import app
 
     out = tmp_path / "mt.jsonl"
     res = CliRunner().invoke(app, ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out),

@@ -295,7 +295,7 @@ def test_sliding_window_models_reuse_prefixes_only_inside_the_window(tokenizer, 
 
 
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
-    from judgebias.cli import bench
+    from cli import bench
 
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
@@ -316,7 +316,7 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
 
 
 def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
-    from judgebias.cli import bench
+    from cli import bench
 
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,

@@ -141,7 +141,7 @@ def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pa
     from typer.testing import CliRunner
 
     from annotation.planning import labels_needed, pilot
-    from judgebias.cli import app
+    from cli import app
     from judgebias.metrics.survey import required_labels
 
     frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.config import ExperimentConfig, flatten
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
     estimate_metrics,
@@ -102,8 +103,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
     from judgebias.stages import data_hash
 
     settings = _settings(cfg)
-    metrics = store.read_json("metrics.json")
-    instructions = store.read_frame("instructions.parquet")
+    metrics = store.read_json(RunLayout().metrics)
+    instructions = store.read_frame(RunLayout.instructions)
     tags = {
         "judgebias.config_hash": cfg.config_hash(),
         "judgebias.run_folder": str(store.root.resolve()),
@@ -122,7 +123,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         )
         params.update({f"version.{k}": v for k, v in package_versions().items()})
         _log_params(params)
-        log_analysis(metrics, table_path=store.path("table.parquet"))
+        log_analysis(metrics, table_path=store.path(RunLayout().table))
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }
@@ -134,7 +135,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             else json.dumps(cfg.model_dump(mode="json"), indent=2)
         )
         mlflow.log_text(config_text, "config/experiment.yaml")
-        _log_pngs(store.path("plots"), "plots")
+        _log_pngs(store.path(RunLayout().plots), "plots")
 
         flat = flatten_metrics(metrics)
         for judge, per in metrics.get("judges", {}).items():
@@ -161,7 +162,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
     result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
-    store.write_json("mlflow.json", result)  # the nightly annotation sync links its runs to this one
+    store.write_json(RunLayout.mlflow_link, result)  # the nightly annotation sync links its runs to this one
     return result
 
 
@@ -171,7 +172,7 @@ def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, floa
 
     out: dict[str, float] = {}
     for judge, own in cfg.self_map.items():
-        name = f"attention/{judge}.parquet"
+        name = RunLayout.attention(judge)
         if store.has(name):
             values = attention_own_minus_other(store.read_frame(name), own)
             out.update({f"{judge}.attention_own_minus_other.{k}": v for k, v in values.items()})
@@ -181,10 +182,10 @@ def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, floa
 def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     import mlflow
 
-    base = f"style-{cfg.ablation_hash('style_rewrite')}/"
-    if not store.has(f"{base}comparison.json"):
+    base = RunLayout.style_root(cfg.ablation_hash("style_rewrite"))
+    if not store.has(base.comparison):
         return
-    comp = store.read_json(f"{base}comparison.json")
+    comp = store.read_json(base.comparison)
     rw = cfg.ablations.style_rewrite
     run_tags = {**tags, "judgebias.kind": "ablation", "judgebias.ablation": "style_rewrite"}
     with mlflow_run("ablation:style_rewrite", tags=run_tags):
@@ -199,30 +200,30 @@ def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
             }
         )
         values = comparison_metrics(comp)
-        if store.has(f"{base}semantic.parquet"):
-            sem = store.read_frame(f"{base}semantic.parquet")
+        if store.has(base.semantic):
+            sem = store.read_frame(base.semantic)
             for style, part in sem.groupby("style"):
                 values[f"semantic_cosine.{style}.mean"] = float(part["cosine"].mean())
                 values[f"semantic_cosine.{style}.min"] = float(part["cosine"].min())
                 values[f"semantic_cosine.{style}.n"] = float(len(part))
-            log_files([store.path(f"{base}semantic.parquet")], "semantic")
+            log_files([store.path(base.semantic)], "semantic")
         log_metrics_dict(values)
         mlflow.log_dict(comp, "comparison.json")
-        _log_pngs(store.path(f"{base}plots"), "plots")
+        _log_pngs(store.path(base.plots), "plots")
         for style in rw.styles:
-            prefix = f"{base}{style}/"
-            if store.has(f"{prefix}table.parquet"):
-                log_files([store.path(f"{prefix}table.parquet")], f"tables/{style}")
-            _log_pngs(store.path(f"{prefix}plots"), f"plots/{style}")
+            variant = RunLayout.style(cfg.ablation_hash("style_rewrite"), style)
+            if store.has(variant.table):
+                log_files([store.path(variant.table)], f"tables/{style}")
+            _log_pngs(store.path(variant.plots), f"plots/{style}")
 
 
 def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     import mlflow
 
-    base = f"finetune-{cfg.ablation_hash('finetune')}/"
-    if not store.has(f"{base}comparison.json"):
+    base = RunLayout.finetune(cfg.ablation_hash("finetune"))
+    if not store.has(base.comparison):
         return
-    comp = store.read_json(f"{base}comparison.json")
+    comp = store.read_json(base.comparison)
     ft = cfg.ablations.finetune
     run_tags = {**tags, "judgebias.kind": "ablation", "judgebias.ablation": "finetune"}
     with mlflow_run("ablation:finetune", tags=run_tags):
@@ -242,7 +243,7 @@ def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
         )
         log_metrics_dict(comparison_metrics(comp))
         for gen in cfg.finetune_generators:
-            name = f"{base}adapters/{gen}.json"
+            name = base.adapter_record(gen)
             if not store.has(name):
                 continue
             info = store.read_json(name)
@@ -250,10 +251,10 @@ def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
                 log_metrics_dict({f"{gen}.train_loss": loss}, step=step)
             log_metrics_dict({f"{gen}.trainable_params": float(info.get("trainable_params", 0))})
             mlflow.log_artifacts(info["adapter_dir"], artifact_path=f"adapters/{gen}")
-        if store.has(f"{base}table.parquet"):
-            log_files([store.path(f"{base}table.parquet")], "table")
+        if store.has(base.table):
+            log_files([store.path(base.table)], "table")
         mlflow.log_dict(comp, "comparison.json")
-        _log_pngs(store.path(f"{base}plots"), "plots")
+        _log_pngs(store.path(base.plots), "plots")
 
 
 def _log_params(params: dict[str, Any]) -> None:

@@ -8,8 +8,7 @@ nothing here knows about Prefect or MLflow.
 One module per group of stages; every stage function is importable from here.
 """
 
-from judgebias.stages._common import call_cache, open_backend
-from judgebias.stages.annotation import annotated_metrics, sync_annotations
+from judgebias.stages._common import Progress, call_cache, open_backend
 from judgebias.stages.data import (
     data_hash,
     dataset_path,
@@ -28,10 +27,17 @@ from judgebias.stages.explain import (
 from judgebias.stages.finetune import compare_finetune, finetune_generator, finetune_instructions
 from judgebias.stages.generation import build_pairs, generate_responses
 from judgebias.stages.judge import judge_pairs
-from judgebias.stages.results import aggregate_gold, assemble_table, compute_metrics, gold_for
+from judgebias.stages.results import (
+    aggregate_gold,
+    annotated_metrics,
+    assemble_table,
+    compute_metrics,
+    gold_for,
+)
 from judgebias.stages.style import compare_style, rewrite_style, rewriter_judges, semantic_preservation
 
 __all__ = [
+    "Progress",
     "aggregate_gold",
     "annotated_metrics",
     "assemble_table",
@@ -60,5 +66,4 @@ __all__ = [
     "semantic_preservation",
     "style_prefix",
     "subset",
-    "sync_annotations",
 ]

@@ -29,8 +29,6 @@ def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     store.record_stage(stage, time.perf_counter() - start, **extra)
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 

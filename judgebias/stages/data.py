@@ -10,6 +10,7 @@ import pandas as pd
 
 from judgebias.config import BUNDLED_DATASETS, ExperimentConfig, bundled_file
 from judgebias.io import iter_jsonl
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import _timed
 
@@ -47,7 +48,7 @@ def read_instructions(path: str | Path) -> pd.DataFrame:
 
 
 def load_instructions(cfg: ExperimentConfig, store: RunStore) -> pd.DataFrame:
-    name = "instructions.parquet"
+    name = RunLayout.instructions
     if store.has(name):
         return store.read_frame(name)
     with _timed(store, "load_instructions") as info:
@@ -76,8 +77,12 @@ def subset(df: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
 
 
 def style_prefix(cfg: ExperimentConfig, style: str) -> str:
-    return f"style-{cfg.ablation_hash('style_rewrite')}/{style}/"
+    return RunLayout.style(cfg.ablation_hash("style_rewrite"), style).prefix
+
+
+def style_root(cfg: ExperimentConfig) -> RunLayout:
+    return RunLayout.style_root(cfg.ablation_hash("style_rewrite"))
 
 
 def finetune_prefix(cfg: ExperimentConfig) -> str:
-    return f"finetune-{cfg.ablation_hash('finetune')}/"
+    return RunLayout.finetune(cfg.ablation_hash("finetune")).prefix

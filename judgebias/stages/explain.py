@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
 from judgebias.stages.data import subset
 from judgebias.stages.generation import _pairs
 from judgebias.stages.judge import _chat
@@ -18,7 +19,7 @@ def perplexity_analysis(
     """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
     from judgebias.perplexity import fill_perplexity
 
-    name = f"perplexity/{_slug(judge)}.parquet"
+    name = RunLayout.perplexity(judge)
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
@@ -43,7 +44,7 @@ def attention_analysis(
     from judgebias.attention import summarize
     from judgebias.prompts import judge_template
 
-    name = f"attention/{_slug(judge)}.parquet"
+    name = RunLayout.attention(judge)
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
@@ -89,7 +90,7 @@ def attention_analysis(
             from judgebias import plots
 
             plots.save_figure(plots.attention_layers(attention_by_generator(df), judge),
-                              store.path(f"plots/attention_{_slug(judge)}.png"))
+                              store.path(RunLayout().plot(f"attention_{slug(judge)}")))
     progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
     return df
 

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from judgebias.config import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
+from judgebias.layout import ADAPTER_RESULT, RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache
+from judgebias.stages._common import Progress, _noop, _timed, call_cache
 from judgebias.stages.compare import _dbg, _fmt_compare
 from judgebias.stages.data import finetune_prefix, subset
 from judgebias.stages.results import compute_metrics, gold_for
@@ -28,7 +29,7 @@ def finetune_generator(
     from judgebias.prompts import generation_template
 
     prefix = finetune_prefix(cfg)
-    name = f"{prefix}adapters/{_slug(generator)}.json"
+    name = RunLayout(prefix).adapter_record(generator)
     if store.has(name):
         return store.read_json(name)
     ft = cfg.ablations.finetune
@@ -48,14 +49,14 @@ def finetune_generator(
         result: dict = {"base_model": g.model, "base_identity": model.identity}
         key = _adapter_key(model.identity, data, ft, template.tag(chat))
         cached = _adapter_cache(cfg, key)
-        if cached is not None and (cached / "result.json").exists():
+        if cached is not None and (cached / ADAPTER_RESULT).exists():
             # Same base weights, data, layout and recipe: training is deterministic, reuse it.
             folder = store.write_dir(
-                f"{prefix}adapters/{_slug(generator)}",
+                RunLayout(prefix).adapter(generator),
                 lambda tmp: shutil.copytree(cached, tmp, dirs_exist_ok=True),
             )
             result.update(
-                json.loads((cached / "result.json").read_text()), adapter_dir=str(folder), from_cache=True
+                json.loads((cached / ADAPTER_RESULT).read_text()), adapter_dir=str(folder), from_cache=True
             )
             info.update(steps=ft.steps, from_cache=True)
             store.write_json(name, result)
@@ -85,7 +86,7 @@ def finetune_generator(
             )
             result.update(r.to_json())
 
-        folder = store.write_dir(f"{prefix}adapters/{_slug(generator)}", fill)
+        folder = store.write_dir(RunLayout(prefix).adapter(generator), fill)
         result["adapter_dir"] = str(folder)
         info.update(steps=ft.steps, final_loss=result["losses"][-1] if result["losses"] else None)
         if cached is not None:
@@ -122,7 +123,7 @@ def _store_adapter(target: Path, folder: Path, result: dict) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     try:
         shutil.copytree(folder, tmp, dirs_exist_ok=True)
-        (tmp / "result.json").write_text(json.dumps({k: v for k, v in result.items() if k != "adapter_dir"}))
+        (tmp / ADAPTER_RESULT).write_text(json.dumps({k: v for k, v in result.items() if k != "adapter_dir"}))
         if target.exists():  # another process stored the same adapter meanwhile
             shutil.rmtree(tmp)
         else:
@@ -145,7 +146,7 @@ def compare_finetune(
 ) -> dict:
     """DBG per judge of the original models vs their fine-tuned versions (same instructions)."""
     prefix = finetune_prefix(cfg)
-    name = f"{prefix}comparison.json"
+    name = RunLayout(prefix).comparison
     if store.has(name):
         return store.read_json(name)
     with _timed(store, f"{prefix}compare_finetune"):
@@ -168,7 +169,7 @@ def compare_finetune(
         from judgebias import plots
 
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
-                          store.path(f"{prefix}plots/dbg_before_after.png"))
+                          store.path(RunLayout(prefix).plot("dbg_before_after")))
     progress("fine-tune ablation DBG: " + _fmt_compare(out))
     return out
 

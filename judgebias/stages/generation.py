@@ -7,9 +7,10 @@ import itertools
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
 from judgebias.table import Exclusions
 
 
@@ -27,7 +28,7 @@ def generate_responses(
     from judgebias.backends.protocol import GenerationParams
     from judgebias.prompts import generation_template
 
-    name = f"{prefix}responses/{_slug(generator)}.parquet"
+    name = RunLayout(prefix).responses(generator)
     if store.has(name):
         return store.read_frame(name)
     g = cfg.generator(generator)
@@ -65,7 +66,7 @@ def build_pairs(
 ) -> pd.DataFrame:
     """One pair per instruction and unordered generator pair (A = earlier generator in the config;
     both orders are judged). A failed response excludes its pairs, counted by reason."""
-    name = f"{prefix}pairs.parquet"
+    name = RunLayout(prefix).pairs
     if store.has(name):
         return store.read_frame(name)
     excluded = Exclusions()
@@ -107,7 +108,7 @@ def build_pairs(
     dup = df.duplicated("pair_id")
     excluded.add("duplicate_pair", int(dup.sum()))
     df = df[~dup].reset_index(drop=True)
-    store.write_json(f"{prefix}pairs_exclusions.json", excluded.to_dict())
+    store.write_json(RunLayout(prefix).pairs_exclusions, excluded.to_dict())
     store.write_frame(name, df)
     progress(f"{len(df)} pairs ({excluded})")
     return df

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
 from judgebias.stages.generation import _pairs
 
 
@@ -30,7 +31,7 @@ def judge_pairs(
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
-    name = f"{prefix}judgments/{_slug(judge)}.parquet"
+    name = RunLayout(prefix).judgments(judge)
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed
 from judgebias.table import validate
@@ -24,7 +25,7 @@ def assemble_table(
     """All judges' rows in one validated judgment table (with each judge's perplexities)."""
     from judgebias.io import read_table, write_table
 
-    name = f"{prefix}table.parquet"
+    name = RunLayout(prefix).table
     if store.has(name):
         return read_table(store.path(name))[0]
     frames = []
@@ -68,7 +69,7 @@ def aggregate_gold(
     from judgebias.metrics.frame import PAIR, prepare
     from judgebias.stats import InsufficientData
 
-    name = f"{prefix}gold.parquet"
+    name = RunLayout(prefix).gold
     if store.has(name):
         return store.read_frame(name)
     prepared = prepare(table)
@@ -114,7 +115,7 @@ def compute_metrics(
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
     from judgebias.analysis import analyze
 
-    name = f"{prefix}metrics.json"
+    name = RunLayout(prefix).metrics
     if store.has(name):
         return store.read_json(name)
     with _timed(store, f"{prefix}compute_metrics"):
@@ -125,7 +126,7 @@ def compute_metrics(
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
         )
-        _plots(result, store.path(f"{prefix}plots"))
+        _plots(result, store.path(RunLayout(prefix).plots))
         store.write_json(name, result)
     progress(f"metrics for {len(result['judges'])} judge(s)")
     return result
@@ -135,3 +136,16 @@ def _plots(result: dict, folder: Path) -> list[Path]:
     from judgebias import plots
 
     return plots.save_figures(plots.figures_for(result), folder)
+
+
+def annotated_metrics(
+    cfg: ExperimentConfig, store: RunStore, merged_table: str, *, progress: Progress = _noop
+) -> dict:
+    """``analyze`` on the table with the human labels merged in; one folder per distinct merged table."""
+    import hashlib
+
+    from judgebias.io import read_table
+
+    digest = hashlib.sha256(Path(merged_table).read_bytes()).hexdigest()[:12]
+    table, _ = read_table(merged_table)
+    return compute_metrics(cfg, store, table, prefix=RunLayout.annotated(digest).prefix, progress=progress)

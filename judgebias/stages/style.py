@@ -7,10 +7,11 @@ from typing import Any
 import pandas as pd
 
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _slug, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
 from judgebias.stages.compare import _dbg, _fmt_compare
-from judgebias.stages.data import style_prefix, subset
+from judgebias.stages.data import style_prefix, style_root, subset
 from judgebias.stages.results import compute_metrics, gold_for
 
 
@@ -39,7 +40,7 @@ def rewrite_style(
     from judgebias.backends.protocol import GenerationParams
 
     prefix = style_prefix(cfg, style)
-    names = {g: f"{prefix}responses/{_slug(g)}.parquet" for g in responses}
+    names = {g: RunLayout(prefix).responses(g) for g in responses}
     if all(store.has(n) for n in names.values()):
         return {g: store.read_frame(n) for g, n in names.items()}
     rw = cfg.ablations.style_rewrite
@@ -77,18 +78,18 @@ def semantic_preservation(
     from judgebias.ablations.style import Embedder
     from judgebias.ablations.style import semantic_preservation as measure
 
-    base = f"style-{cfg.ablation_hash('style_rewrite')}/"
-    name = f"{base}semantic.parquet"
+    base = style_root(cfg)
+    name = base.semantic
     if store.has(name):
         return store.read_frame(name)
-    with _timed(store, f"{base}semantic_preservation"):
+    with _timed(store, base.stage("semantic_preservation")):
         frames = [df for per_gen in rewrites.values() for df in per_gen.values()]
         both = pd.concat(frames, ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
         if len(sem) >= 1:
             from judgebias import plots
 
-            plots.save_figure(plots.semantic_shift(sem), store.path(f"{base}plots/semantic_shift.png"))
+            plots.save_figure(plots.semantic_shift(sem), store.path(base.plot("semantic_shift")))
         store.write_frame(name, sem)
     summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
     progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
@@ -107,12 +108,12 @@ def compare_style(
 ) -> dict:
     """DBG per judge before and after each rewrite, on the same instructions and the same gold panel
     (the rewriter left out), side by side; plus the usual metrics of each rewritten table."""
-    base = f"style-{cfg.ablation_hash('style_rewrite')}/"
-    name = f"{base}comparison.json"
+    base = style_root(cfg)
+    name = base.comparison
     if store.has(name):
         return store.read_json(name)
     exclude = rewriter_judges(cfg)
-    with _timed(store, f"{base}compare_style"):
+    with _timed(store, base.stage("compare_style")):
         keep = set(next(iter(after.values()))["prompt"]) if after else set()
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before, exclude)
@@ -134,6 +135,6 @@ def compare_style(
         from judgebias import plots
 
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after style rewrite"),
-                          store.path(f"{base}plots/dbg_before_after.png"))
+                          store.path(base.plot("dbg_before_after")))
     progress("style ablation DBG: " + _fmt_compare(out))
     return out

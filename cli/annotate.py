@@ -225,6 +225,6 @@ def status_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    from judgebias.cli import human_loop  # noqa: F401  (adds `annotate plan` and `annotate replay`)
+    from cli import human_loop  # noqa: F401  (adds `annotate plan` and `annotate replay`)
 
     app.add_typer(annotate_app, name="annotate")

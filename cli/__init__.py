@@ -33,9 +33,9 @@ _COMMAND_MODULES = ("importers", "analyze", "judge", "pipeline", "annotate", "be
 def _register_all() -> None:
     for name in _COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"judgebias.cli.{name}")
+            module = importlib.import_module(f"cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"judgebias.cli.{name}":
+            if exc.name == f"cli.{name}":
                 continue
             raise
         module.register(app)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.annotate import _SELF_HELP, _fail, _ledger_for, _self_map, annotate_app
+from cli.annotate import _SELF_HELP, _fail, _ledger_for, _self_map, annotate_app
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):

@@ -1,13 +1,17 @@
-"""Scheduled annotation sync: pull human labels, recompute the human-anchored figures."""
+"""The experiment's scheduled annotation sync: the run folder's judgment table in, Label Studio's
+labels back, the human-anchored figures recomputed (the Prefect flow ``flows/sync.py`` runs it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from annotation.sync import SyncSettings, sync
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop
-from judgebias.stages.results import compute_metrics, gold_for
+from judgebias.stages import Progress, gold_for
+
+
+def _noop(_: str) -> None:
+    pass
 
 
 def sync_annotations(
@@ -16,18 +20,17 @@ def sync_annotations(
     """Pull new human labels from Label Studio into the experiment's table, send the next batch of
     pairs (``annotation.budget``), recompute the human-anchored figures and log them to MLflow
     (linked to the experiment's last run)."""
-    from annotation.sync import SyncSettings, sync
-
-    table = store.path("table.parquet")
+    layout = RunLayout()
+    table = store.path(layout.table)
     if not table.exists():
         raise ValueError(f"{table}: no judgment table yet; run the experiment first (judgebias run CONFIG)")
-    last = store.read_json("mlflow.json") if store.has("mlflow.json") else {}
+    last = store.read_json(layout.mlflow_link) if store.has(layout.mlflow_link) else {}
     a = cfg.annotation
     settings = SyncSettings(
         table=table,
         judges=list(cfg.self_map),
         self_map={k: [v] for k, v in cfg.self_map.items()},
-        gold=gold_for(cfg, store.read_frame("table.parquet")),
+        gold=gold_for(cfg, store.read_frame(layout.table)),
         budget=a.budget if push else 0,
         project_title=a.project_title,
         url_env=a.url_env,
@@ -47,16 +50,3 @@ def sync_annotations(
         + (f"; {result['stopped']}" if result.get("stopped") else "")
     )
     return result
-
-
-def annotated_metrics(
-    cfg: ExperimentConfig, store: RunStore, merged_table: str, *, progress: Progress = _noop
-) -> dict:
-    """``analyze`` on the table with the human labels merged in; one folder per distinct merged table."""
-    import hashlib
-
-    from judgebias.io import read_table
-
-    digest = hashlib.sha256(Path(merged_table).read_bytes()).hexdigest()[:12]
-    table, _ = read_table(merged_table)
-    return compute_metrics(cfg, store, table, prefix=f"annotated-{digest}/", progress=progress)

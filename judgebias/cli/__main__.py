@@ -1,3 +1,0 @@
-from judgebias.cli import main
-
-main()

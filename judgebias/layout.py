@@ -1,0 +1,121 @@
+"""Every path of a run folder, named once.
+
+A run folder holds the main experiment at its root and each variant (a style rewrite, the
+fine-tuned generators, the table with human labels merged in) in a subfolder with the same files.
+``RunLayout()`` is the root; ``RunLayout.style(h, "humorous")`` a variant. Paths are relative to
+the run folder (``RunStore`` resolves them); no other module spells a run-folder file name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def slug(name: str) -> str:
+    """A model or judge name as a file name: other characters than ``[A-Za-z0-9-_.]`` become ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The files of one variant of a run; ``prefix`` is its subfolder ("" for the main run)."""
+
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.prefix and not self.prefix.endswith("/"):
+            raise ValueError(f"a variant prefix ends with '/': {self.prefix!r}")
+
+    # --- variants ---------------------------------------------------------------------------------
+    @staticmethod
+    def style_root(ablation_hash: str) -> RunLayout:
+        """The style-rewrite ablation's folder (its comparison and semantic shift)."""
+        return RunLayout(f"style-{ablation_hash}/")
+
+    @staticmethod
+    def style(ablation_hash: str, style: str) -> RunLayout:
+        """The pairs rewritten into one style, judged again."""
+        return RunLayout(f"style-{ablation_hash}/{style}/")
+
+    @staticmethod
+    def finetune(ablation_hash: str) -> RunLayout:
+        return RunLayout(f"finetune-{ablation_hash}/")
+
+    @staticmethod
+    def annotated(table_digest: str) -> RunLayout:
+        """The metrics of the table with human labels merged in (one folder per merged table)."""
+        return RunLayout(f"annotated-{table_digest}/")
+
+    def _at(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    # --- files of the main run only ---------------------------------------------------------------
+    manifest = "manifest.json"  # stage timings, shared by all variants
+    instructions = "instructions.parquet"
+    mlflow_link = "mlflow.json"  # the MLflow run the experiment was logged to (for the sync flow)
+
+    @staticmethod
+    def perplexity(judge: str) -> str:
+        return f"perplexity/{slug(judge)}.parquet"
+
+    @staticmethod
+    def attention(judge: str) -> str:
+        return f"attention/{slug(judge)}.parquet"
+
+    # --- files of every variant -------------------------------------------------------------------
+    def responses(self, generator: str) -> str:
+        return self._at(f"responses/{slug(generator)}.parquet")
+
+    @property
+    def pairs(self) -> str:
+        return self._at("pairs.parquet")
+
+    @property
+    def pairs_exclusions(self) -> str:
+        return self._at("pairs_exclusions.json")
+
+    def judgments(self, judge: str) -> str:
+        return self._at(f"judgments/{slug(judge)}.parquet")
+
+    @property
+    def table(self) -> str:
+        return self._at("table.parquet")
+
+    @property
+    def gold(self) -> str:
+        return self._at("gold.parquet")
+
+    @property
+    def metrics(self) -> str:
+        return self._at("metrics.json")
+
+    @property
+    def comparison(self) -> str:
+        """An ablation's before/after figures."""
+        return self._at("comparison.json")
+
+    @property
+    def semantic(self) -> str:
+        """The style rewrite's semantic shift per response."""
+        return self._at("semantic.parquet")
+
+    def adapter(self, generator: str) -> str:
+        """The fine-tuned generator's LoRA adapter folder."""
+        return self._at(f"adapters/{slug(generator)}")
+
+    def adapter_record(self, generator: str) -> str:
+        return self._at(f"adapters/{slug(generator)}.json")
+
+    @property
+    def plots(self) -> str:
+        return self._at("plots")
+
+    def plot(self, name: str) -> str:
+        return self._at(f"plots/{name}.png")
+
+    def stage(self, name: str) -> str:
+        """A stage's key in the manifest."""
+        return self._at(name)
+
+
+ADAPTER_RESULT = "result.json"  # inside an adapter folder: the fine-tuning run's figures
