@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from annotation.keys import keyed_pairs
-from judgebias.table import Exclusions, majority
+from judgebias.labels import majority
+from judgebias.table import Exclusions
 
 HUMAN_GOLD_JUDGE = "__human_gold__"
 LABEL_VALUE = {"a": 1.0, "b": 0.0, "tie": 0.5}

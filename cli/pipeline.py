@@ -129,8 +129,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _overrides(sample: int | None, no_ablations: bool, dtype: str | None = None) -> dict | None:
-    from judgebias.config import LOCAL_DTYPE
-    from judgebias.models import DTYPES
+    from judgebias.backends.builder import DTYPES
+    from judgebias.overrides import LOCAL_DTYPE
 
     out: dict = {}
     if sample is not None:

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from judgebias.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
+
 BUNDLED_DATASETS = {"mt-bench-40": "mt_bench_40.jsonl"}
 BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
 STYLES = ("attractive", "humorous")
@@ -373,35 +375,6 @@ def load_config(path: str | os.PathLike, overrides: dict | None = None) -> Exper
     return parse_config(data, str(path))
 
 
-# An override key (``judgebias run --dtype``), not a config key: sets ``dtype`` on every local
-# generator, judge and rewriter, whatever the file says.
-LOCAL_DTYPE = "local_dtype"
-
-
-def with_local_dtype(data: dict, dtype: str) -> dict:
-    out = dict(data)
-    for key in ("generators", "judges"):
-        if isinstance(out.get(key), list):
-            out[key] = [_set_dtype(e, dtype) for e in out[key]]
-    ablations = out.get("ablations")
-    if isinstance(ablations, dict) and isinstance(ablations.get("style_rewrite"), dict):
-        out["ablations"] = {**ablations, "style_rewrite": _set_dtype(ablations["style_rewrite"], dtype)}
-    return out
-
-
-def _set_dtype(entry, dtype: str):
-    if isinstance(entry, dict) and entry.get("backend", "local") == "local":
-        return {**entry, "dtype": dtype}
-    return entry
-
-
-def deep_merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def bundled_file(name: str) -> Path:
     """Path of a file shipped in ``judgebias/data`` (works from an installed package too)."""
     path = Path(str(resources.files("judgebias") / "data" / name))
@@ -412,24 +385,3 @@ def bundled_file(name: str) -> Path:
 
 def demo_config_path() -> Path:
     return bundled_file(DEMO_CONFIG)
-
-
-def flatten(cfg: ExperimentConfig) -> dict[str, str]:
-    """Dotted ``key -> value`` view for tracking params. Only names of secret-holding environment
-    variables appear in a config (never their values); they are dropped here all the same."""
-    out: dict[str, str] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            for i, v in enumerate(value):
-                walk(f"{prefix}.{i}", v)
-        else:
-            if prefix.rsplit(".", 1)[-1] in ("api_key_env", "api_key", "url_env"):
-                return
-            out[prefix] = json.dumps(value) if isinstance(value, list | dict) else str(value)
-
-    walk("", cfg.model_dump(mode="json"))
-    return out

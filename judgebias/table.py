@@ -24,29 +24,20 @@ Any other column is carried through untouched.
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from itertools import chain, islice
 
 import numpy as np
 import pandas as pd
 
+from judgebias.exclusions import Exclusions
+from judgebias.labels import LABELS, _as_label_list, majority, normalize_label
+
 REQUIRED = ("pair_id", "prompt", "response_a", "response_b")
 TEXT_OPTIONAL = ("generator_a", "generator_b", "judge")
 PROB_COLUMNS = ("p_a", "p_a_ab", "p_a_ba")
 PPL_COLUMNS = ("ppl_a", "ppl_b")
-LABELS = ("a", "b", "tie")
 VERDICT_COLUMNS = ("verdict", "verdict_ab", "verdict_ba")
 CANONICAL = (*REQUIRED, *TEXT_OPTIONAL, *PROB_COLUMNS, *VERDICT_COLUMNS, "human", *PPL_COLUMNS)
-
-# Spellings met in real data files; everything else is an error, never a guess.
-_LABEL_ALIASES = {
-    "a": "a", "b": "b", "tie": "tie",
-    "model_a": "a", "model_b": "b", "1": "a", "2": "b", "0": "tie",
-    "response_a": "a", "response_b": "b", "[[a]]": "a", "[[b]]": "b", "[[c]]": "tie",
-    "draw": "tie", "tie (bothbad)": "tie", "tie_bothbad": "tie", "tie (both bad)": "tie",
-}
 
 MAX_LISTED_PROBLEMS = 50
 
@@ -61,111 +52,6 @@ class TableError(ValueError):
         more = len(problems) - len(shown)
         tail = f"\n  ... and {more} more" if more > 0 else ""
         super().__init__(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(shown) + tail)
-
-
-@dataclass
-class Exclusions:
-    """Rows (or pairs) left out of a computation, counted by reason so nothing vanishes silently."""
-
-    counts: Counter = field(default_factory=Counter)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, reason: str, n: int = 1, example: str | None = None) -> None:
-        if n <= 0:
-            return
-        self.counts[reason] += n
-        if example is not None:
-            bucket = self.examples.setdefault(reason, [])
-            if len(bucket) < 5:
-                bucket.append(example)
-
-    def add_mask(self, reason: str, mask: pd.Series, ids: pd.Series | None = None) -> None:
-        n = int(mask.sum())
-        if n:
-            self.counts[reason] += n
-            if ids is not None:
-                bucket = self.examples.setdefault(reason, [])
-                bucket.extend(str(x) for x in ids[mask].head(5 - len(bucket)))
-
-    def merge(self, other: Exclusions) -> Exclusions:
-        for reason, n in other.counts.items():
-            self.counts[reason] += n
-        for reason, ex in other.examples.items():
-            bucket = self.examples.setdefault(reason, [])
-            bucket.extend(ex[: max(0, 5 - len(bucket))])
-        return self
-
-    @property
-    def total(self) -> int:
-        return int(sum(self.counts.values()))
-
-    def to_dict(self) -> dict[str, int]:
-        return {k: int(v) for k, v in sorted(self.counts.items())}
-
-    def __str__(self) -> str:
-        if not self.counts:
-            return "no exclusions"
-        return ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items()))
-
-
-def normalize_label(value: object) -> str | None:
-    """Map one label spelling to "a" | "b" | "tie"; None for empty. Raises ValueError when unknown."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"boolean {value!r} is not a label")
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if value.is_integer():
-            value = int(value)
-    text = str(value).strip().lower()
-    if text in ("", "nan", "none", "null"):
-        return None
-    try:
-        return _LABEL_ALIASES[text]
-    except KeyError:
-        raise ValueError(f"unknown label {value!r} (expected a, b or tie)") from None
-
-
-def _as_label_list(value: object) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        # CSV cannot hold a list column: accept "a|b|tie" and JSON-ish "['a', 'b']".
-        if text.startswith("[") and text.endswith("]"):
-            text = text[1:-1].replace("'", "").replace('"', "")
-            parts = [p for p in (s.strip() for s in text.split(",")) if p]
-        elif "|" in text:
-            parts = [p.strip() for p in text.split("|") if p.strip()]
-        else:
-            parts = [text] if text else []
-        labels = [normalize_label(p) for p in parts]
-    elif isinstance(value, (list, tuple, np.ndarray)):
-        labels = [normalize_label(v) for v in value]
-    else:
-        labels = [normalize_label(value)]
-    return [x for x in labels if x is not None]
-
-
-def majority(labels: Iterable[str]) -> str | None:
-    """Strict majority of the labels (more than half); None when there is none."""
-    labels = list(labels)
-    if not labels:
-        return None
-    (top, n), *_ = Counter(labels).most_common(1)
-    return top if n * 2 > len(labels) else None
-
-
-def plurality(labels: Iterable[str]) -> str | None:
-    """Most frequent label, None on a tie for first place or no labels."""
-    counts = Counter(labels).most_common()
-    if not counts:
-        return None
-    if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return None
-    return counts[0][0]
 
 
 def _is_missing(value: object) -> bool:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judgebias.config import ConfigError, demo_config_path, flatten, load_config, parse_config
+from judgebias.config import ConfigError, demo_config_path, load_config, parse_config
+from tracking.params import flatten
 
 ROOT = Path(__file__).resolve().parents[1]
 

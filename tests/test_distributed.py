@@ -14,6 +14,7 @@ from judgebias import chunks as chunking
 from judgebias import workers
 from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.chunks import ChunkStore, merge, shard
+from judgebias.random_weights import random_model
 from judgebias.records import Pair
 
 
@@ -176,7 +177,7 @@ def tiny_judge_folder(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-judge")
     tok = models.load_tokenizer("smollm2-135m-instruct")
-    lm = models.random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)
+    lm = random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)
     lm.model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder

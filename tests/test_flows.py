@@ -19,6 +19,8 @@ import yaml
 from conftest import free_port
 from servers import running
 
+from judgebias.random_weights import random_model
+
 pytestmark = pytest.mark.slow
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +49,7 @@ def tiny_models(tmp_path_factory):
     tok = models.load_tokenizer("smollm2-135m-instruct")
     paths = {}
     for name, seed in (("tiny-a", 1), ("tiny-b", 2)):
-        lm = models.random_model("tiny-llama", tokenizer=tok, seed=seed, device="cpu", initializer_range=0.2)
+        lm = random_model("tiny-llama", tokenizer=tok, seed=seed, device="cpu", initializer_range=0.2)
         lm.model.save_pretrained(out / name)
         tok.save_pretrained(out / name)
         paths[name] = str(out / name)

@@ -14,6 +14,7 @@ from judgebias.cache import CachedBackend, ResponseCache
 from judgebias.io import read_table
 from judgebias.judging import OFF_FORMAT, judge_pairs, pairs_from_table
 from judgebias.prompts import DBG_AB, MTBENCH_PAIR
+from judgebias.random_weights import random_model
 from judgebias.records import Pair
 from judgebias.table import validate
 
@@ -157,7 +158,7 @@ def tiny_folder(tmp_path_factory):
     """A tiny random Llama saved as a plain local model folder (what a user's fine-tune looks like)."""
     folder = tmp_path_factory.mktemp("tiny-judge")
     tok = models.load_tokenizer(ALIAS)
-    lm = models.random_model("tiny-llama", tokenizer=tok, seed=1, device="cpu", initializer_range=0.2)
+    lm = random_model("tiny-llama", tokenizer=tok, seed=1, device="cpu", initializer_range=0.2)
     lm.model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder

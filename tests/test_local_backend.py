@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from judgebias import models
-from judgebias.backends.local import LocalBackend, option_variants, token_batches
+from judgebias.backends.local import MIN_SHARED_PREFIX, LocalBackend
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
+from judgebias.backends.token_batching import option_variants, pair_groups, token_batches
 from judgebias.prompts import DBG_AB
+from judgebias.random_weights import random_model
 
 ALIAS = "smollm2-135m-instruct"
 
@@ -34,7 +36,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def tiny(tokenizer):
     # initializer_range 0.2: peaked enough that greedy choices are not near-ties.
-    lm = models.random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu", initializer_range=0.2)
+    lm = random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu", initializer_range=0.2)
     return LocalBackend(lm, token_budget=512, max_batch=3)
 
 
@@ -49,9 +51,9 @@ def test_is_a_backend(tiny):
 
 
 def test_random_model_is_seeded(tokenizer):
-    a = models.random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
-    b = models.random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
-    c = models.random_model("tiny-llama", tokenizer=tokenizer, seed=4, device="cpu")
+    a = random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
+    b = random_model("tiny-llama", tokenizer=tokenizer, seed=3, device="cpu")
+    c = random_model("tiny-llama", tokenizer=tokenizer, seed=4, device="cpu")
     wa, wb, wc = (m.model.get_input_embeddings().weight for m in (a, b, c))
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
 
@@ -95,7 +97,7 @@ def test_batched_scoring_equals_one_at_a_time(tiny):
 def test_bf16_engine_tracks_the_fp32_reference(tiny):
     # Same weights cast to bf16 (the opt-in fast CPU dtype): the fast paths stay close to a plain
     # bf16 forward pass, and bf16 as a whole stays close to fp32. The dtype is in the cache identity.
-    half = models.LoadedModel(model=models.random_model(
+    half = models.LoadedModel(model=random_model(
         "tiny-llama", tokenizer=tiny.tokenizer, seed=0, device="cpu", initializer_range=0.2).model.to(
         torch.bfloat16), tokenizer=tiny.tokenizer, name="tiny-bf16", identity={"dtype": "bfloat16"})
     fast = LocalBackend(half, token_budget=512, max_batch=3)
@@ -129,7 +131,7 @@ def test_duplicate_prompts_give_identical_scores_in_input_order(tiny):
 
 
 def test_too_long_prompt_is_an_error_not_a_crash(tokenizer):
-    lm = models.random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu",
+    lm = random_model("tiny-llama", tokenizer=tokenizer, seed=0, device="cpu",
                              max_position_embeddings=64)
     be = LocalBackend(lm)
     long_p, short_p = DBG_AB.build("q " * 100, "a", "b"), Prompt.raw("Answer: ")
@@ -141,7 +143,7 @@ def test_too_long_prompt_is_an_error_not_a_crash(tokenizer):
 def test_chat_prompt_on_a_model_without_chat_template_is_refused(tokenizer):
     base_tok = models.load_tokenizer(ALIAS)
     base_tok.chat_template = None
-    lm = models.random_model("tiny-llama", tokenizer=base_tok, seed=0, device="cpu")
+    lm = random_model("tiny-llama", tokenizer=base_tok, seed=0, device="cpu")
     be = LocalBackend(lm)
     assert not be.is_chat
     with pytest.raises(ValueError, match="no chat template"):
@@ -255,7 +257,7 @@ def test_shared_prefix_reuse_is_exact(tiny):
     chat_both = prompts[:4] + prompts[8:]
     encoded = [tiny.encode(p) for p in chat_both]
     start = tiny._shared_prefix(encoded)[0]
-    groups = tiny._pair_groups([encoded[i] for i in (0, 4, 1, 2)], start)
+    groups = pair_groups([encoded[i] for i in (0, 4, 1, 2)], start, MIN_SHARED_PREFIX)
     assert [(m, s > 0) for m, s in groups] == [([0, 1], True), ([2], False), ([3], False)]
     plain = LocalBackend(tiny.loaded, token_budget=tiny.token_budget, max_batch=tiny.max_batch,
                          reuse_prefix=False)
@@ -277,7 +279,7 @@ TINY_GEMMA3 = dict(
 def test_sliding_window_models_reuse_prefixes_only_inside_the_window(tokenizer, monkeypatch, window, reused):
     # Gemma 3 attends within a sliding window in most layers: a reused prefix is exact while every
     # prompt fits the window (windowed = full attention there), and is left off beyond it.
-    lm = models.random_model(dict(TINY_GEMMA3, sliding_window=window), tokenizer=tokenizer, seed=0,
+    lm = random_model(dict(TINY_GEMMA3, sliding_window=window), tokenizer=tokenizer, seed=0,
                              device="cpu", initializer_range=0.2)
     fast = LocalBackend(lm, token_budget=512, max_batch=3)
     plain = LocalBackend(lm, token_budget=512, max_batch=3, reuse_prefix=False)
@@ -295,7 +297,7 @@ def test_sliding_window_models_reuse_prefixes_only_inside_the_window(tokenizer, 
 
 
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
-    from cli import bench
+    from judgebias import throughput as bench
 
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
@@ -316,7 +318,7 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
 
 
 def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
-    from cli import bench
+    from judgebias import throughput as bench
 
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from judgebias.config import ExperimentConfig, flatten
+from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
@@ -33,6 +33,7 @@ from tracking.log_analysis import (
     sanitize,
 )
 from tracking.mlflow_run import mlflow_run
+from tracking.params import flatten
 from tracking.settings import TrackingSettings
 
 PACKAGES = ("judgebias", "torch", "transformers", "peft", "prefect", "mlflow", "pandas", "numpy")

@@ -22,6 +22,13 @@ from judgebias.backends.protocol import (
     Prompt,
     TokenLogprobs,
 )
+from judgebias.backends.token_batching import (
+    attention_window,
+    common_prefix,
+    option_variants,
+    pair_groups,
+    token_batches,
+)
 from judgebias.models import LoadedModel, load_model
 
 # Architectures whose DynamicCache + explicit position ids reproduce a full forward pass (checked
@@ -30,60 +37,6 @@ from judgebias.models import LoadedModel, load_model
 # window, where windowed and full attention see the same tokens.
 PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma3_text"}
 MIN_SHARED_PREFIX = 16
-
-
-def attention_window(config) -> int | None:
-    """The sliding-window size a model's attention actually uses, or None (full attention)."""
-    if getattr(config, "use_sliding_window", True) is False:  # qwen2 ships a window it leaves off
-        return None
-    window = getattr(config, "sliding_window", None)
-    return int(window) if window else None
-
-
-def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
-    """Token ids that spell each option alone: "A", " A", "A.", "\\nA" but not "About" or "An".
-
-    A tokenizer may begin the answer with any of these, so the option's probability is the sum
-    over all of them. Raises ValueError when an option has no such token.
-    """
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    n = len(tokenizer)
-    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False,
-                                   clean_up_tokenization_spaces=False)
-    out: dict[str, list[int]] = {o: [] for o in options}
-    for i, text in enumerate(texts):
-        if i in special:
-            continue
-        s = text.lstrip()
-        if not s:
-            continue
-        for option in options:
-            if s.startswith(option) and (len(s) == len(option) or not s[len(option)].isalnum()):
-                out[option].append(i)
-                break
-    missing = [o for o, ids in out.items() if not ids]
-    if missing:
-        raise ValueError(f"the tokenizer has no token for option(s) {missing}")
-    return out
-
-
-def token_batches(lengths: Sequence[int], token_budget: int, max_batch: int) -> list[list[int]]:
-    """Index batches, longest first, each with (rows x longest row) <= token_budget tokens.
-
-    Sorting by length keeps padding small; a single row longer than the budget is its own batch.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and ((len(current) + 1) * lengths[current[0]] > token_budget or len(current) >= max_batch):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
 
 class LocalBackend:
     """A transformers causal LM (alias, folder, GGUF or hub id; see ``judgebias.models``)."""
@@ -197,44 +150,18 @@ class LocalBackend:
 
         if not self._reuse_for(rows) or len(rows) < 2:
             return None
-        size = min(len(r) for r in rows) - 1  # every row keeps >= 1 token of its own
-        first = rows[0]
-        for r in rows[1:]:
-            k = 0
-            while k < size and r[k] == first[k]:
-                k += 1
-            size = k
+        size = common_prefix(rows, 0, min(len(r) for r in rows) - 1)  # each row keeps >= 1 own token
         if size < MIN_SHARED_PREFIX:
             return None
-        out = self._body()(input_ids=torch.tensor([first[:size]], device=self.device), use_cache=True)
+        out = self._body()(input_ids=torch.tensor([rows[0][:size]], device=self.device), use_cache=True)
         return size, out.past_key_values
-
-    def _pair_groups(self, rows: list[list[int]], start: int) -> list[tuple[list[int], int]] | None:
-        """Rows that share a further prefix after ``start`` (the two orders of a pair share the
-        query): [(row indices, shared length)], covering every row (length 0: no partner)."""
-        buckets: dict[tuple, list[int]] = {}
-        for i, r in enumerate(rows):
-            head = tuple(r[start: start + MIN_SHARED_PREFIX])
-            key = head if len(r) - start > MIN_SHARED_PREFIX else ("alone", i)
-            buckets.setdefault(key, []).append(i)
-        groups = []
-        for members in buckets.values():
-            size = min(len(rows[m]) for m in members) - 1 - start if len(members) > 1 else 0
-            first = rows[members[0]]
-            for m in members[1:]:
-                k = 0
-                while k < size and rows[m][start + k] == first[start + k]:
-                    k += 1
-                size = k
-            groups.append((members, size if size >= MIN_SHARED_PREFIX else 0))
-        return groups if any(size for _, size in groups) else None
 
     def _last_hidden(self, rows: list[list[int]], prefix: tuple[int, Any] | None):
         """Hidden state at each row's last token [n, d], reusing shared prefixes when possible."""
         import torch
 
         start = prefix[0] if prefix else 0
-        groups = self._pair_groups(rows, start) if self._reuse_for(rows) else None
+        groups = pair_groups(rows, start, MIN_SHARED_PREFIX) if self._reuse_for(rows) else None
         if groups is None:
             hidden, lengths = self._hidden(rows, prefix)
             last = torch.tensor(lengths, device=self.device) - 1

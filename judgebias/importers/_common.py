@@ -22,7 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.table import Exclusions, TableError, normalize_label, validate
+from judgebias.labels import normalize_label
+from judgebias.table import Exclusions, TableError, validate
 
 RECODED = "recoded:"
 

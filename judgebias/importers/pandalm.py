@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, get, label, load_records, text_problem
-from judgebias.table import Exclusions, TableError, normalize_label
+from judgebias.labels import normalize_label
+from judgebias.table import Exclusions, TableError
 
 TESTSET = "testset-v1.json"
 ANNOTATORS = ("annotator1", "annotator2", "annotator3")

@@ -1,0 +1,373 @@
+"""How fast the local judge runs, three ways, on this machine (``judgebias bench``).
+
+Modes, side by side on the same pairs (both presentation orders each):
+
+- ``batched``: ``LocalBackend.score_options`` (length-sorted token-budget batches, right padding,
+  output layer on the last token only, shared-prefix KV reuse) in the engine's ``--dtype``;
+- ``unbatched``: the plain way, one prompt per forward pass with full logits
+  (``model(ids).logits[0, -1]``), summed over the same option tokens, in ``--baseline-dtype``
+  (the device's reference: fp32 on CPU); when the engine's dtype differs, it runs again in the
+  engine's (``unbatched-<dtype>``), so the batching gain and the dtype gain read apart;
+- ``explain``: MT-bench pair-v2 generate-then-parse (batched greedy generation, then P(A), P(B)
+  after "[["). A different prompt, so its verdicts are compared, not required to match.
+
+Reported per mode: pairs/s, prompt tokens/s, effective TFLOP/s (2 x parameters x prompt tokens,
+plus generated tokens for ``explain``) and its share of the device peak for the row's dtype,
+peak memory, how many times faster ``batched`` is per pair, and, against ``batched``, verdict
+agreement and the largest |dP(A)|. CPU peaks are measured here (best 2048x2048 matmul in each
+dtype) and labelled as such; GPU peaks are the vendor's dense bf16 figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from judgebias.random_weights import random_model
+
+# Dense bf16 tensor-core peaks (vendor data sheets, TFLOP/s, no sparsity). torch names the SXM
+# H100 "NVIDIA H100 80GB HBM3", the others "... PCIe" / "... NVL": the longest matching key wins.
+GPU_BF16_PEAK_TFLOPS = {
+    "H200": 989.0, "H100": 989.0, "H100 NVL": 835.0, "H100 PCIE": 756.0,
+    "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0, "RTX 4090": 165.0,
+}
+
+
+def gpu_peak_tflops(device_name: str) -> float | None:
+    name = device_name.upper()
+    for key in sorted(GPU_BF16_PEAK_TFLOPS, key=len, reverse=True):
+        if key in name:
+            return GPU_BF16_PEAK_TFLOPS[key]
+    return None
+
+
+def measured_cpu_peak_tflops(n: int = 2048, repeats: int = 6, dtype=None) -> float:
+    """Best matmul rate of this CPU in ``dtype`` (default fp32) with torch's threads: the practical
+    peak, not a data sheet."""
+    import torch
+
+    dtype = dtype or torch.float32
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    torch.mm(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e12
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+class PeakMemory:
+    """Peak resident memory (CPU, Linux VmHWM reset per mode) or peak allocated GPU memory."""
+
+    def __init__(self, device: str):
+        self.cuda = device.startswith("cuda")
+
+    def reset(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            with contextlib.suppress(OSError):
+                Path("/proc/self/clear_refs").write_text("5")
+
+    def peak_gib(self) -> float:
+        if self.cuda:
+            import torch
+
+            return torch.cuda.max_memory_allocated() / 2**30
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**20
+        except OSError:
+            pass
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
+    """Real instructions and responses (bundled LLMBar-Natural): each instruction's own response
+    against the next instruction's, alternating sides, so the right answer is known."""
+    from importlib.resources import files
+
+    from judgebias.records import Pair
+
+    rows = [json.loads(line) for line in
+            files("judgebias").joinpath("data/llmbar_natural_sft.jsonl").read_text().splitlines() if line]
+    pairs = []
+    for i in range(n):
+        own, other = rows[i % len(rows)], rows[(i + 1) % len(rows)]
+        a, b = (own["response"], other["response"]) if i % 2 == 0 else (other["response"], own["response"])
+        if prompt_tokens:
+            a, b = _stretch(own["instruction"], a, b, prompt_tokens, tokenizer, template)
+        pairs.append(Pair(pair_id=f"bench-{i}", prompt=own["instruction"], response_a=a, response_b=b,
+                          human=("a",) if i % 2 == 0 else ("b",)))
+    return pairs
+
+
+def _stretch(query: str, a: str, b: str, target: int, tokenizer, template) -> tuple[str, str]:
+    """Repeat both responses (whole sentences' worth of text) until the judge prompt is ~target tokens."""
+    base_a, base_b = a, b
+    def size(x: str, y: str) -> int:
+        return len(tokenizer(template.build(query, x, y, chat=True).messages[-1].content).input_ids)
+    while size(a, b) < target:
+        a, b = a + " " + base_a, b + " " + base_b
+    return a, b
+
+
+def _verdicts(values: list[float]) -> list[str]:
+    return ["a" if p > 0.5 else "b" if p < 0.5 else "tie" for p in values]
+
+
+def _unbatched_p_first(model, encode, prompts, ids_a, ids_b) -> list[float]:
+    """The plain way: one prompt per forward pass, full logits, P(A) / (P(A) + P(B))."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for p in prompts:
+            ids = torch.tensor([encode(p)], device=ids_a.device)
+            probs = torch.softmax(model(input_ids=ids).logits[0, -1].float(), -1)
+            pa, pb = float(probs[ids_a].sum()), float(probs[ids_b].sum())
+            out.append(pa / (pa + pb))
+    return out
+
+
+def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_tokens: int,
+                  explain_pairs: int, explain_tokens: int, modes: list[str], device: str | None,
+                  token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
+                  baseline_dtype: str = "auto") -> dict[str, Any]:
+    """Time each mode on the same prompts. ``dtype`` is the engine's (batched, explain); the plain
+    one-at-a-time baseline runs in ``baseline_dtype`` (default: the device's exact reference), and
+    when the two differ it also runs in the engine's dtype, so the report separates what batching
+    gains from what the dtype gains and shows what the dtype costs in P(A)."""
+    import copy
+
+    import torch
+    import transformers
+
+    from judgebias import models
+    from judgebias.backends.local import LocalBackend
+    from judgebias.backends.protocol import GenerationParams
+    from judgebias.judging import judge_pairs
+    from judgebias.prompts import DBG_AB, MTBENCH_PAIR
+
+    device = device or models.default_device()
+    engine_dtype = models.resolve_dtype(dtype, device)
+    ref_dtype = models.resolve_dtype(baseline_dtype, device)
+    if arch:
+        tokenizer = models.load_tokenizer("smollm2-135m-instruct")
+        reference = random_model(arch, tokenizer=tokenizer, seed=seed, device=device, dtype=ref_dtype)
+        label = f"{arch} (random weights, SmolLM2 tokenizer)"
+    else:
+        reference = models.load_model(model or "smollm2-135m-instruct", device=device, dtype=ref_dtype)
+        label = reference.name
+    loaded = reference
+    if engine_dtype != ref_dtype:
+        # The same weights cast, as a checkpoint loaded in that dtype would be.
+        loaded = models.LoadedModel(model=copy.deepcopy(reference.model).to(engine_dtype),
+                                    tokenizer=reference.tokenizer, name=reference.name,
+                                    identity={**reference.identity, "dtype": models.dtype_name(engine_dtype)})
+    backend = LocalBackend(loaded, token_budget=token_budget, max_batch=batch_size)
+    chat = backend.is_chat
+    n_params = loaded.n_params
+    pairs = bench_pairs(n_pairs, prompt_tokens, backend.tokenizer, DBG_AB)
+    items = [(p, o) for p in pairs for o in ("ab", "ba")]
+    prompts = [DBG_AB.build(p.prompt, *p.shown(o), chat=chat) for p, o in items]
+    lengths = [len(backend.encode(p)) for p in prompts]
+    total_tokens = sum(lengths)
+    on_gpu = device.startswith("cuda")
+    peaks: dict[str, float | None] = {}
+    if on_gpu:
+        dev_name = torch.cuda.get_device_name(0)
+        vendor = gpu_peak_tflops(dev_name)
+        peak_kind = "vendor dense bf16 (bf16/fp16 rows only)"
+        for d in dict.fromkeys((engine_dtype, ref_dtype)):
+            peaks[models.dtype_name(d)] = vendor if d in (torch.bfloat16, torch.float16) else None
+    else:
+        n_threads = torch.get_num_threads()
+        dev_name = f"{cpu_name()} ({n_threads} thread{'s' if n_threads != 1 else ''})"
+        peak_kind = "measured 2048x2048 matmul in the row's dtype on this machine"
+        for d in dict.fromkeys((engine_dtype, ref_dtype)):
+            peaks[models.dtype_name(d)] = measured_cpu_peak_tflops(dtype=d)
+    memory = PeakMemory(device)
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize()
+
+    # Warm-up: option variants, kernels, allocator.
+    backend.score_options(prompts[:2], DBG_AB.options)
+    sync()
+
+    results: dict[str, dict[str, Any]] = {}
+    p_first: dict[str, list[float]] = {}
+    cpu_start = [0.0]
+
+    def record(mode: str, row_dtype, seconds: float, pairs_done: int, tokens: int,
+               extra: dict | None = None) -> None:
+        tflops = 2 * n_params * tokens / seconds / 1e12
+        peak = peaks.get(models.dtype_name(row_dtype))
+        results[mode] = {
+            "dtype": models.dtype_name(row_dtype),
+            "pairs": pairs_done, "seconds": round(seconds, 3), "pairs_per_s": pairs_done / seconds,
+            # Process CPU time: on a shared machine it moves less than wall time does.
+            "cpu_seconds": round(time.process_time() - cpu_start[0], 3),
+            "prompt_tokens": tokens, "tokens_per_s": tokens / seconds, "tflops": tflops,
+            "peak_tflops": peak, "share_of_peak": (tflops / peak) if peak else None,
+            "peak_memory_gib": memory.peak_gib(), **(extra or {}),
+        }
+
+    def begin() -> float:
+        memory.reset()
+        cpu_start[0] = time.process_time()
+        return time.perf_counter()
+
+    if "batched" in modes:
+        start = begin()
+        scores = backend.score_options(prompts, DBG_AB.options)
+        sync()
+        record("batched", engine_dtype, time.perf_counter() - start, len(pairs), total_tokens)
+        p_first["batched"] = [s.probs["A"] for s in scores]
+
+    if "unbatched" in modes:
+        variants = backend.variants(DBG_AB.options)
+        ids_a = torch.tensor(variants["A"], device=backend.device)
+        ids_b = torch.tensor(variants["B"], device=backend.device)
+        runs = [("unbatched", reference.model, ref_dtype)]
+        if engine_dtype != ref_dtype:
+            runs.append((f"unbatched-{models.dtype_name(engine_dtype)}", loaded.model, engine_dtype))
+        for mode, net, row_dtype in runs:
+            start = begin()
+            p_first[mode] = _unbatched_p_first(net, backend.encode, prompts, ids_a, ids_b)
+            sync()
+            record(mode, row_dtype, time.perf_counter() - start, len(pairs), total_tokens)
+
+    if "explain" in modes and chat:
+        sub = pairs[:explain_pairs]
+        sub_prompts = [MTBENCH_PAIR.build(p.prompt, *p.shown(o)) for p in sub for o in ("ab", "ba")]
+        start = begin()
+        result = judge_pairs(sub, backend, MTBENCH_PAIR,
+                             params=GenerationParams(max_new_tokens=explain_tokens))
+        sync()
+        seconds = time.perf_counter() - start
+        prompt_toks = sum(len(backend.encode(p)) for p in sub_prompts)
+        generated = sum(len(backend.tokenizer(j.raw_output, add_special_tokens=False).input_ids)
+                        for j in result.judgments)
+        # Second pass re-reads prompt + explanation for the judgments that reached "[[".
+        reread = sum(len(backend.encode(p)) for p, j in zip(sub_prompts, result.judgments, strict=True)
+                     if j.ok) + generated
+        extra = {"generated_tokens": generated, "max_new_tokens": explain_tokens,
+                 "off_format_rate": result.exclusions.total / len(result.judgments)}
+        if "batched" in modes:
+            ref = dict(zip([(p.pair_id) for p in pairs],
+                           _pair_verdicts(p_first["batched"], len(pairs)), strict=True))
+            judged = [(r["pair_id"], r["verdict"]) for r in result.rows if r["verdict"]]
+            extra["verdict_agreement_with_batched"] = (sum(ref[k] == v for k, v in judged) / len(judged)
+                                                       if judged else None)
+        record("explain", engine_dtype, seconds, len(sub), prompt_toks + generated + reread, extra)
+
+    if "batched" in results:
+        bat = results["batched"]
+        for mode, row in results.items():
+            if mode == "batched":
+                continue
+            # How many times faster batched judging is than this row, per pair (rows may judge
+            # different numbers of pairs: explain runs on a subset).
+            row["batched_speedup"] = bat["pairs_per_s"] / row["pairs_per_s"]
+            row["batched_speedup_cpu_time"] = ((row["cpu_seconds"] / row["pairs"])
+                                               / max(bat["cpu_seconds"] / bat["pairs"], 1e-9))
+            if mode in p_first:
+                va, vb = _verdicts(p_first["batched"]), _verdicts(p_first[mode])
+                row["verdict_agreement_with_batched"] = sum(
+                    x == y for x, y in zip(va, vb, strict=True)) / len(va)
+                row["max_abs_p_diff"] = max(abs(x - y) for x, y in
+                                            zip(p_first["batched"], p_first[mode], strict=True))
+
+    gpu_note = "measured on this device" if on_gpu else "not measured (no GPU in this run)"
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "model": label, "parameters": n_params, "device": dev_name,
+        "device_type": "cuda" if on_gpu else "cpu",
+        "dtype": models.dtype_name(engine_dtype), "baseline_dtype": models.dtype_name(ref_dtype),
+        "peak_tflops": peaks, "peak_kind": peak_kind, "pairs": len(pairs),
+        "mean_prompt_tokens": total_tokens / len(prompts), "token_budget": backend.token_budget,
+        "max_batch": backend.max_batch, "prefix_reuse": backend.reuse_prefix,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "python": platform.python_version()},
+        "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "gpu": gpu_note, "modes": results,
+    }
+
+
+def _pair_verdicts(p_first: list[float], n_pairs: int) -> list[str]:
+    """Per pair, the verdict of both orders averaged (ab gives P(A); ba gives P(B) first)."""
+    out = []
+    for i in range(n_pairs):
+        p_a = (p_first[2 * i] + (1 - p_first[2 * i + 1])) / 2
+        out.append("a" if p_a > 0.5 else "b" if p_a < 0.5 else "tie")
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    def fmt(x, spec=".3g"):
+        return "n/a" if x is None else format(x, spec)
+
+    peaks = ", ".join(f"{k} {fmt(v)}" for k, v in report["peak_tflops"].items())
+    lines = [
+        f"### {report['model']} on {report['device']} ({report['date']})",
+        "",
+        f"{report['parameters'] / 1e6:.1f} M parameters, engine {report['dtype']}, baseline "
+        f"{report['baseline_dtype']}, {report['pairs']} pairs x 2 orders, mean judge prompt "
+        f"{report['mean_prompt_tokens']:.0f} tokens, token budget {report['token_budget']}, prefix "
+        f"reuse {'on' if report['prefix_reuse'] else 'off'}. Peak TFLOP/s: {peaks} "
+        f"({report['peak_kind']}). torch {report['versions']['torch']}, transformers "
+        f"{report['versions']['transformers']}, Python {report['versions']['python']}; 1-min load "
+        f"average at the end {fmt(report['load_avg'], '.2f')}.",
+        "",
+        "| mode | dtype | pairs/s | prompt tok/s | TFLOP/s | share of peak | peak mem GiB | wall s | CPU s "
+        "| batched is x faster (wall / CPU) | verdicts agree | max abs dP(A) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, r in report["modes"].items():
+        agree = r.get("verdict_agreement_with_batched")
+        share = r.get("share_of_peak")
+        speedup = ("-" if "batched_speedup" not in r else
+                   f"{r['batched_speedup']:.2f} / {r['batched_speedup_cpu_time']:.2f}")
+        lines.append(
+            f"| {mode} | {r['dtype']} | {r['pairs_per_s']:.3g} | {r['tokens_per_s']:.0f} | "
+            f"{r['tflops']:.3g} | "
+            f"{'n/a' if share is None else f'{100 * share:.1f}%'} | {r['peak_memory_gib']:.2f} | "
+            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {speedup} | "
+            f"{'-' if agree is None else f'{100 * agree:.0f}%'} | {fmt(r.get('max_abs_p_diff'), '.2g')} |")
+    if "explain" in report["modes"]:
+        e = report["modes"]["explain"]
+        lines.append("")
+        lines.append(f"explain = MT-bench pair-v2, {e['pairs']} pairs, at most {e['max_new_tokens']} new "
+                     f"tokens, {e['generated_tokens']} generated; off-format "
+                     f"{100 * e['off_format_rate']:.0f}% of judgments; its agreement is with the "
+                     "A/B prompt's verdict (a different prompt).")
+    if report["device_type"] == "cpu":
+        lines.append("")
+        lines.append("GPU (bf16, SDPA): not measured in this run (no GPU available).")
+    return "\n".join(lines) + "\n"
