@@ -318,6 +318,13 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     for i in np.flatnonzero(dup.to_numpy()):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
+    # A pair_id names one (prompt, response_a, response_b): gold, DBG and agreement join judges on
+    # it, so rows that disagree would silently compare different texts.
+    for column in REQUIRED[1:]:
+        first_text = out.groupby("pair_id", sort=False)[column].transform("first")
+        differs = (out[column] != first_text) & out[column].notna() & first_text.notna()
+        for i in np.flatnonzero(differs.to_numpy()):
+            flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 
     exclusions = Exclusions()
     if problems:

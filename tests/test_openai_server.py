@@ -59,7 +59,7 @@ class Scripted:
         self.inflight = self.peak = 0
         self.lock = threading.Lock()
 
-    def then(self, status: int, body: dict | None = None, headers: dict | None = None) -> Scripted:
+    def then(self, status: int, body: dict | bytes | None = None, headers: dict | None = None) -> Scripted:
         self.script.append((status, body or {"error": {"message": f"scripted {status}"}}, headers or {}))
         return self
 
@@ -77,7 +77,7 @@ def scripted():
                 state.peak = max(state.peak, state.inflight)
                 status, reply, headers = state.script.pop(0) if state.script else state.default
             time.sleep(state.delay_s)
-            data = json.dumps(reply).encode()
+            data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()  # bytes: sent as is
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -129,6 +129,32 @@ def test_5xx_then_answers_and_retry_after_is_read(scripted):
     scripted.then(503, headers={"Retry-After": "0"}).then(500)
     (scores,) = backend_for(scripted).score_options([PROMPT], ["A", "B"])
     assert scores.error is None and len(scripted.requests) == 3
+
+
+def test_malformed_json_is_retried_then_answers(scripted):
+    # A proxy cut short or a server bug: HTTP 200 with a body that is not the JSON it claims.
+    scripted.then(200, b'{"id": "chatcmpl-1", "choices": [{"mess').then(200, b"<html>Bad Gateway</html>")
+    b = backend_for(scripted)
+    (scores,) = b.score_options([PROMPT], ["A", "B"])
+    assert scores.error is None and len(scripted.requests) == 3
+    assert [u.tries for u in b.usage_log] == [3]
+
+
+def test_malformed_json_every_time_gives_up_naming_the_endpoint(scripted):
+    scripted.default = (200, b"not json", {})
+    with pytest.raises(ServiceUnavailable, match=rf"{scripted.base_url} did not answer after 2 tries.*JSON"):
+        backend_for(scripted, max_tries=2).score_options([PROMPT], ["A", "B"])
+
+
+def test_retry_after_is_waited_in_full(scripted):
+    # Jitter may lengthen the server's Retry-After, never shorten it.
+    scripted.then(429, headers={"Retry-After": "2"}).then(503, headers={"Retry-After": "0.5"})
+    b = backend_for(scripted, max_backoff_s=30)
+    waits: list[float] = []
+    delay = b._delay
+    b._delay = lambda attempt, retry_after: waits.append(delay(attempt, retry_after)) or waits[-1]
+    b.score_options([PROMPT], ["A", "B"])
+    assert len(waits) == 2 and 2.0 <= waits[0] <= 2.5 and 0.5 <= waits[1] <= 0.75, waits
 
 
 def test_gives_up_naming_the_endpoint(scripted):

@@ -62,6 +62,18 @@ def test_validate_names_file_row_and_field_of_every_problem():
     assert "row 4, field 'pair_id': duplicate" in msg
 
 
+def test_one_pair_id_with_two_texts_is_an_error_naming_the_rows():
+    # Two judges' rows of p1 must hold the same texts: gold and DBG join judges on pair_id.
+    df = pd.DataFrame([_rows(), _rows(judge="k", response_b="a different answer"), _rows(judge="m")])
+    with pytest.raises(TableError) as err:
+        validate(df, "t.jsonl")
+    assert str(err.value).startswith("t.jsonl: 1 problem(s)")
+    expected = "row 2, field 'response_b': pair_id 'p1' has another response_b in an earlier row"
+    assert expected in str(err.value)
+    out, excl = validate(df, "t.jsonl", skip_invalid=True)
+    assert out["judge"].tolist() == ["j", "m"] and excl.to_dict() == {"invalid_response_b": 1}
+
+
 def test_skip_invalid_excludes_and_counts_by_reason():
     df = pd.DataFrame([_rows(), _rows(pair_id="p2", p_a="high"), _rows(pair_id="p3", prompt="")])
     out, excl = validate(df, "t.csv", skip_invalid=True)

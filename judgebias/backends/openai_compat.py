@@ -3,7 +3,8 @@
 
 Requests and responses go through the pure functions of ``openai_parsing``; this module adds the
 I/O: bounded concurrency (a thread pool of ``max_concurrency``), its own retries with exponential
-backoff and jitter on 408/409/429/5xx, timeouts and connection errors (the client's own retries are
+backoff and jitter on 408/409/429/5xx (never sooner than a Retry-After), timeouts, connection errors
+and replies that are not valid JSON (the client's own retries are
 off so the policy is one place and tested), a ``ServiceUnavailable`` naming the endpoint when it
 stays down, and a usage log (tokens in/out, wall time, tries, cost from an optional price table).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import inspect
+import json
 import math
 import os
 import random
@@ -176,11 +178,12 @@ class OpenAICompatBackend:
             return self._client
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        base = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-        if retry_after is not None:
-            base = min(self.max_backoff_s, max(base, retry_after))
         with self._lock:
-            return base * (0.5 + 0.5 * self._rng.random())  # jitter: spread clients that failed together
+            spread = self._rng.random()  # jitter: spread clients that failed together
+        if retry_after is not None:
+            # The server said when: never sooner (up to the cap), spread over a quarter more.
+            return min(self.max_backoff_s, retry_after * (1 + 0.25 * spread))
+        return min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + 0.5 * spread)
 
     def _request(self, operation: str, create: Callable[..., Any], kwargs: dict) -> tuple[dict, float, int]:
         """One request with retries: (response as dict, seconds of the successful try, tries)."""
@@ -195,6 +198,8 @@ class OpenAICompatBackend:
                 return response.model_dump(), time.perf_counter() - started, attempt
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
+            except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all
+                last = ValueError(f"the reply is not valid JSON ({exc})")
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 where = f"OpenAI-compatible endpoint {self.base_url}"
