@@ -54,6 +54,7 @@ _USER_ERRORS = {
     ("judgebias.backends.openai_compat", "ServiceUnavailable"),
     ("judgebias.backends.openai_compat", "EndpointError"),
     ("annotation.labelstudio", "LabelStudioError"),
+    ("tracking.settings", "TrackingUnavailable"),
 }
 
 

@@ -42,6 +42,10 @@ def analyze_cmd(
     from judgebias.io import read_table
     from judgebias.table import TableError
 
+    if mlflow:  # a tracking server that does not answer is said before the work, not minutes after
+        from tracking.settings import TrackingSettings
+
+        TrackingSettings().check_reachable()
     try:
         self_map = parse_self_map(self_ or [])
     except ValueError as exc:

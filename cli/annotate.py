@@ -175,6 +175,10 @@ def pull_cmd(
         parent_run_id=parent_run_id,
         reps=reps,
     )
+    if mlflow and not offline:
+        from tracking.settings import TrackingSettings
+
+        TrackingSettings(**({"tracking_uri": tracking_uri} if tracking_uri else {})).check_reachable()
     try:
         if offline:
             figures, _ = recompute_from_ledger(settings)

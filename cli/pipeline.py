@@ -56,8 +56,12 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None) 
         import torch
 
         torch.set_num_threads(threads)
-    # MLflow: the config's tracking_uri, else MLFLOW_TRACKING_URI, else ./mlflow.db (tracking.settings).
+    # MLflow: the config's tracking_uri, else MLFLOW_TRACKING_URI, else ./mlflow.db (tracking.settings);
+    # a server that does not answer is said now, not after the run.
     from flows.experiment import experiment
+    from tracking.experiment import settings_for
+
+    settings_for(cfg).check_reachable()
     from judgebias.report import console_report
     from judgebias.runstore import RunStore
 

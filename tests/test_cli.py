@@ -58,3 +58,22 @@ def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     assert out.returncode == 2, out.stderr
     assert f"OpenAI-compatible endpoint {url} did not answer" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", ["analyze", "run", "pull"])
+def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command):
+    # MLflow's client retries a closed port for minutes, then fails after the work is done.
+    from judgebias.config import demo_config_path
+
+    table = tmp_path / "t.jsonl"
+    table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y", "judge": "j", '
+                     '"p_a": 0.7}\n')
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    args = {"analyze": ["analyze", str(table), "--out", str(tmp_path / "m.json")],
+            "run": ["run", str(demo_config_path())],
+            "pull": ["annotate", "pull", str(table)]}[command]
+    out = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"MLflow tracking server {uri} does not answer" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()

@@ -84,7 +84,7 @@ def comparison_metrics(comp: dict) -> dict[str, float]:
     return out
 
 
-def _settings(cfg: ExperimentConfig) -> TrackingSettings:
+def settings_for(cfg: ExperimentConfig) -> TrackingSettings:
     # The config's URI wins; otherwise TrackingSettings reads MLFLOW_TRACKING_URI or uses ./mlflow.db.
     extra = {"tracking_uri": cfg.tracking.tracking_uri} if cfg.tracking.tracking_uri else {}
     return TrackingSettings(experiment_name=cfg.tracking.experiment, **extra)
@@ -103,7 +103,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
 
     from judgebias.stages import data_hash
 
-    settings = _settings(cfg)
+    settings = settings_for(cfg)
     metrics = store.read_json(RunLayout().metrics)
     instructions = store.read_frame(RunLayout.instructions)
     tags = {

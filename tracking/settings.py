@@ -16,6 +16,11 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EXPERIMENT = "judgebias"
+REACH_TIMEOUT_S = 5.0
+
+
+class TrackingUnavailable(RuntimeError):
+    """The MLflow tracking server does not answer: said before any work, not after minutes of retries."""
 DB_NAME = "mlflow.db"
 
 
@@ -38,6 +43,25 @@ class TrackingSettings(BaseSettings):
         base = Path(workdir) if workdir is not None else Path.cwd()
         return f"sqlite:///{(base / DB_NAME).resolve()}"
 
+    def check_reachable(self, timeout_s: float = REACH_TIMEOUT_S) -> None:
+        """Raise ``TrackingUnavailable`` naming the server when an HTTP tracking URI does not answer
+        within ``timeout_s`` (MLflow's client would retry for minutes, then fail after the work)."""
+        import urllib.error
+        import urllib.request
+
+        uri = self.resolved_uri()
+        if not uri.startswith(("http://", "https://")):
+            return  # a local store: nothing to reach
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s).close()
+        except urllib.error.HTTPError:
+            return  # something answered (a proxy asking for credentials is MLflow's business)
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TrackingUnavailable(
+                f"MLflow tracking server {uri} does not answer ({reason}); start it, point "
+                "MLFLOW_TRACKING_URI at a reachable one, or unset it to log to ./mlflow.db") from None
+
     def export_env(self) -> None:
         """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""
         if self.disable_telemetry:
@@ -46,6 +70,7 @@ class TrackingSettings(BaseSettings):
     def apply(self, workdir: str | os.PathLike | None = None) -> str:
         """Point the ``mlflow`` module at this store and experiment; returns the URI used."""
         self.export_env()
+        self.check_reachable()
         import mlflow
 
         # A new sqlite store logs a dozen schema-migration lines that bury the command's own output.
