@@ -426,3 +426,45 @@ def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tin
     assert "Stopping temporary server" in out
     _gone, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, [c.cmdline() for c in alive]
+
+
+def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_path):
+    # SIGKILL while the runs are being logged (after the parent and per-judge runs, before the
+    # ablations): the parent would stay RUNNING forever and the rerun would add a second parent.
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from tracking.experiment import log_experiment
+
+    cfg, config_path, base = experiment_run["cfg"], experiment_run["config_path"], experiment_run["base"]
+    script = tmp_path / "die_while_logging.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import tracking.experiment as te\n"
+        "from judgebias.config import load_config\n"
+        "from judgebias.runstore import RunStore\n"
+        "te._log_style = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "cfg = load_config(sys.argv[1])\n"
+        "te.log_experiment(cfg, RunStore(cfg.run_path()), config_source=sys.argv[1])\n")
+    died = subprocess.run([sys.executable, str(script), str(config_path)], cwd=base, capture_output=True,
+                          text=True, timeout=300)
+    assert died.returncode == -9, died.stderr
+    client = MlflowClient(tracking_uri=cfg.tracking.tracking_uri)
+    exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+    same = f"tags.`judgebias.config_hash` = '{cfg.config_hash()}'"
+    (killed,) = client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
+    children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{killed.info.run_id}'")
+    assert {r.info.run_name for r in children} == {"judge:ta", "judge:tb"}
+
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        result = log_experiment(cfg, experiment_run["store"], config_source=str(config_path))
+    finally:
+        os.chdir(cwd)
+    assert not client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
+    # Ended and deleted (restorable) with its finished per-judge runs, not left beside the new one.
+    assert client.get_run(killed.info.run_id).info.status == "KILLED"
+    assert {client.get_run(r.info.run_id).info.lifecycle_stage for r in (killed, *children)} == {"deleted"}
+    assert client.get_run(result["run_id"]).info.status == "FINISHED"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,50 @@ def _log_pngs(folder: Path, artifact_dir: str) -> int:
     return len(pngs)
 
 
+def _alive(host: str | None, pid: str | None) -> bool:
+    """Whether the process that opened a run may still be logging to it. Untagged runs (older
+    versions) count as gone; another machine's process cannot be checked and counts as alive."""
+    if host is None or not (pid or "").isdigit():
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def retire_interrupted(settings: TrackingSettings, tags: dict[str, str]) -> list[str]:
+    """End (KILLED) and delete the runs a killed process left RUNNING for the same run folder and
+    config, with their nested runs, so a rerun leaves one parent run instead of a second one beside
+    a run that stays RUNNING forever. Returns the retired run ids (deleted runs can be restored)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=settings.resolved_uri())
+    experiment = client.get_experiment_by_name(settings.experiment_name)
+    if experiment is None:
+        return []
+    ids = [experiment.experiment_id]
+    stale = [r for r in client.search_runs(
+        ids, filter_string=f"tags.`judgebias.config_hash` = '{tags['judgebias.config_hash']}' "
+                           "and attributes.status = 'RUNNING'")
+        if r.data.tags.get("judgebias.run_folder") == tags["judgebias.run_folder"]
+        and not _alive(r.data.tags.get("judgebias.host"), r.data.tags.get("judgebias.pid"))]
+    retired = []
+    for parent in stale:
+        children = client.search_runs(
+            ids, filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+        for run in (*children, parent):
+            if run.info.status == "RUNNING":
+                client.set_terminated(run.info.run_id, "KILLED")
+            client.delete_run(run.info.run_id)
+            retired.append(run.info.run_id)
+    return retired
+
+
 def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str) -> dict[str, Any]:
     """Log the run folder's results to MLflow; returns ``run_id``, ``experiment_id``, ``tracking_uri``
     (also written to the run folder's ``mlflow.json``)."""
@@ -112,6 +157,10 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         "judgebias.config_source": config_source,
         "judgebias.kind": "experiment",
     }
+    settings.apply()
+    retire_interrupted(settings, tags)
+    # Which process logs: a rerun retires this run only when that process is gone.
+    tags = {**tags, "judgebias.host": socket.gethostname(), "judgebias.pid": str(os.getpid())}
     with mlflow_run(f"{cfg.name}-{cfg.config_hash()}", settings=settings, tags=tags) as parent:
         params = {f"config.{k}": v for k, v in flatten(cfg).items()}
         params.update(
