@@ -52,6 +52,9 @@ Dtype = Annotated[str | None, typer.Option(
 def _run(config_path: Path, overrides: dict | None, threads: int | None = None) -> None:
     cfg = _load_or_exit(config_path, overrides)
     _prepare_env()
+    from flows.server_guard import guard_temporary_server
+
+    guard_temporary_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
     if threads:
         import torch
 

@@ -468,3 +468,43 @@ def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_pat
     assert client.get_run(killed.info.run_id).info.status == "KILLED"
     assert {client.get_run(r.info.run_id).info.lifecycle_stage for r in (killed, *children)} == {"deleted"}
     assert client.get_run(result["run_id"]).info.status == "FINISHED"
+
+
+def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_path):
+    # SIGKILL runs no exit handler: Prefect's temporary server (230-260 MB) used to outlive the run.
+    import signal
+    import subprocess
+    import threading
+
+    import psutil
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Beginning subflow run" in line:
+                started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert started.wait(240), "".join(lines)
+        servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "prefect.server" in " ".join(c.cmdline())]
+        assert servers, "".join(lines)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _gone, alive = psutil.wait_procs(servers, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
