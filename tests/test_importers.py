@@ -72,6 +72,21 @@ def test_pandalm_counts_every_real_quirk(pandalm):
     validate(df)  # the contract holds
 
 
+def test_pandalm_verdict_spelled_otherwise_than_1_or_2_is_listed_as_recoded(tmp_path):
+    import shutil
+
+    folder = tmp_path / "pandalm"
+    shutil.copytree(PANDALM, folder)
+    path = folder / "gpt-3.5-turbo-testset-v1.json"
+    records = json.loads(path.read_text())
+    records[0]["gpt_result"], records[1]["gpt_result"] = "A", "b"
+    path.write_text(json.dumps(records))
+    df, excl = import_dataset("pandalm", folder)
+    _, recoded = split_counts(excl)
+    assert recoded["verdict_a_spelled_A"] == 1 and recoded["verdict_b_spelled_b"] == 1
+    assert _row(df, "pandalm/0", "gpt-3.5-turbo").verdict == "a"
+
+
 def test_pandalm_rows_match_source(pandalm):
     df, _ = pandalm
     r = _row(df, "pandalm/0", "gpt-3.5-turbo")

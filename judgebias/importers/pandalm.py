@@ -13,7 +13,7 @@ and the verdicts of LLM judges in ``<judge>-testset-v1.json`` files next to it.
 Real quirks handled (counted): responses that JSON stored as the boolean ``true`` instead of the
 text the model wrote (pair left out: the exact text is unknown), empty responses (pair left out),
 a verdict ``"garbage"`` (row kept, no verdict, ``judge_error`` says why), ties spelled ``0`` and
-``"Tie"`` (recoded).
+``"Tie"`` and any other spelling than ``1``/``2`` of a and b, such as ``"A"`` (recoded, counted).
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def _judge_verdict(raw, path: Path, row: int, exclusions: Exclusions) -> tuple[s
     if verdict is None:
         exclusions.add("verdict_missing", example=f"{path.name} row {row}")
         return None, "no verdict"
-    if verdict == "tie":
-        exclusions.add(f"{RECODED}verdict_tie_spelled_{raw!s}")
+    native = str(raw).strip() in ("1", "2")  # the test set's own spelling of a and b
+    if verdict == "tie" or not native:
+        exclusions.add(f"{RECODED}verdict_{verdict}_spelled_{raw!s}")
     return verdict, None
 
 
