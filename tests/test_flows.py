@@ -256,6 +256,11 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
     arts = {a.path for a in client.list_artifacts(names["ablation:style_rewrite"].info.run_id, "plots")}
     assert {"plots/semantic_shift.png", "plots/dbg_before_after.png"} <= arts
     assert not any("OPENAI" in v or "sk-" in v for v in params.values())
+    # The run's description (rendered by the UI) is the headline table, and the link goes to the run.
+    note = parent.data.tags["mlflow.note.content"]
+    assert "| judge | metric | estimate [95% CI] |" in note and "| ta |" in note
+    page = f"/#/experiments/{parent.info.experiment_id}/runs/{run_id}"
+    assert experiment_run["result"]["run_url"].endswith(page)
 
 
 def test_prefect_markdown_artifact_names_the_mlflow_run(experiment_run):

@@ -22,6 +22,7 @@ from typing import Any
 
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.report import summary_markdown
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
     estimate_metrics,
@@ -95,6 +96,13 @@ def _log_pngs(folder: Path, artifact_dir: str) -> int:
     pngs = sorted(folder.glob("*.png")) if folder.is_dir() else []
     log_files(pngs, artifact_dir)
     return len(pngs)
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page: on the tracking server, or on ``mlflow ui``'s default address for a local
+    store. A direct link: a fresh UI otherwise opens an experiment on its traces view."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _alive(host: str | None, pid: str | None) -> bool:
@@ -211,7 +219,10 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             _log_finetune(cfg, store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
-    result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
+        result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
+        result["run_url"] = run_url(result["tracking_uri"], experiment_id, run_id)
+        # The run's description in the UI: the headline figures with their intervals, not 160 rows.
+        mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result))
     store.write_json(RunLayout.mlflow_link, result)  # the nightly annotation sync links its runs to this one
     return result
 
