@@ -10,12 +10,8 @@ from judgebias.runstore import RunStore
 from judgebias.stages import Progress, gold_for
 
 
-def _noop(_: str) -> None:
-    pass
-
-
 def sync_annotations(
-    cfg: ExperimentConfig, store: RunStore, *, push: bool = True, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, *, push: bool = True, progress: Progress | None = None
 ) -> dict:
     """Pull new human labels from Label Studio into the experiment's table, send the next batch of
     pairs (``annotation.budget``), recompute the human-anchored figures and log them to MLflow
@@ -45,7 +41,7 @@ def sync_annotations(
         target_half_width=a.target_half_width,
     )
     result = sync(settings).summary()
-    progress(
+    (progress or print)(
         f"annotation sync: pulled {result['pulled']}, pushed {result['pushed']}, merged table {result['out']}"
         + (f"; {result['stopped']}" if result.get("stopped") else "")
     )

@@ -19,7 +19,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Measure, explain and reduce the biases of LLM-as-a-judge evaluators."""

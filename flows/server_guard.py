@@ -70,8 +70,11 @@ def guard_temporary_server() -> bool:
         from prefect.server.api import server
     except ImportError:
         return False
-    if not hasattr(server, "SubprocessASGIServer") or getattr(server, "subprocess", None) is not subprocess:
-        return isinstance(getattr(server, "subprocess", None), _GuardedSubprocess)
+    current = getattr(server, "subprocess", None)
+    if isinstance(current, _GuardedSubprocess):
+        return True
+    if current is not subprocess or not hasattr(server, "SubprocessASGIServer"):
+        return False
     server.subprocess = _GuardedSubprocess()
     return True
 

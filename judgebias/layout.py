@@ -26,20 +26,18 @@ class RunLayout:
         if self.prefix and not self.prefix.endswith("/"):
             raise ValueError(f"a variant prefix ends with '/': {self.prefix!r}")
 
-    # --- variants ---------------------------------------------------------------------------------
+    # --- variants (each ablation's folder is keyed by the hash of the config it depends on) ----------
     @staticmethod
-    def style_root(ablation_hash: str) -> RunLayout:
-        """The style-rewrite ablation's folder (its comparison and semantic shift)."""
-        return RunLayout(f"style-{ablation_hash}/")
+    def style(cfg, style: str | None = None) -> RunLayout:
+        """The style-rewrite ablation's folder (its comparison and semantic shift), or with ``style``
+        the pairs rewritten into that style, judged again. ``cfg``: an ``ExperimentConfig``."""
+        root = f"style-{cfg.ablation_hash('style_rewrite')}/"
+        return RunLayout(f"{root}{style}/" if style else root)
 
     @staticmethod
-    def style(ablation_hash: str, style: str) -> RunLayout:
-        """The pairs rewritten into one style, judged again."""
-        return RunLayout(f"style-{ablation_hash}/{style}/")
-
-    @staticmethod
-    def finetune(ablation_hash: str) -> RunLayout:
-        return RunLayout(f"finetune-{ablation_hash}/")
+    def finetune(cfg) -> RunLayout:
+        """The fine-tuned generators' folder. ``cfg``: an ``ExperimentConfig``."""
+        return RunLayout(f"finetune-{cfg.ablation_hash('finetune')}/")
 
     @staticmethod
     def annotated(table_digest: str) -> RunLayout:

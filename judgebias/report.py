@@ -63,8 +63,7 @@ def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
 
 def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:
     out = {}
-    style = RunLayout.style_root(cfg.ablation_hash("style_rewrite")).comparison
-    ft = RunLayout.finetune(cfg.ablation_hash("finetune")).comparison
+    style, ft = RunLayout.style(cfg).comparison, RunLayout.finetune(cfg).comparison
     if cfg.ablations.style_rewrite.enabled and store.has(style):
         out["style rewrite"] = store.read_json(style)
     if cfg.ablations.finetune.enabled and store.has(ft):

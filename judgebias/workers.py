@@ -33,7 +33,6 @@ ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
 ENV_TORCH_THREADS = "JUDGEBIAS_TORCH_THREADS"
 
 
-
 class _Serialized:
     """A local model shared by the threads of one worker, used by one call at a time: a forward
     pass already uses every core torch was given, and HF fast tokenizers fail ("Already borrowed")

@@ -165,11 +165,10 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         "judgebias.config_source": config_source,
         "judgebias.kind": "experiment",
     }
-    settings.apply()
-    retire_interrupted(settings, tags)
     # Which process logs: a rerun retires this run only when that process is gone.
-    tags = {**tags, "judgebias.host": socket.gethostname(), "judgebias.pid": str(os.getpid())}
-    with mlflow_run(f"{cfg.name}-{cfg.config_hash()}", settings=settings, tags=tags) as parent:
+    owner = {"judgebias.host": socket.gethostname(), "judgebias.pid": str(os.getpid())}
+    with mlflow_run(f"{cfg.name}-{cfg.config_hash()}", settings=settings, tags={**tags, **owner}) as parent:
+        retire_interrupted(settings, tags)  # this run's process is alive: it is never among them
         params = {f"config.{k}": v for k, v in flatten(cfg).items()}
         params.update(
             {
@@ -243,7 +242,7 @@ def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, floa
 def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     import mlflow
 
-    base = RunLayout.style_root(cfg.ablation_hash("style_rewrite"))
+    base = RunLayout.style(cfg)
     if not store.has(base.comparison):
         return
     comp = store.read_json(base.comparison)
@@ -272,7 +271,7 @@ def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
         mlflow.log_dict(comp, "comparison.json")
         _log_pngs(store.path(base.plots), "plots")
         for style in rw.styles:
-            variant = RunLayout.style(cfg.ablation_hash("style_rewrite"), style)
+            variant = RunLayout.style(cfg, style)
             if store.has(variant.table):
                 log_files([store.path(variant.table)], f"tables/{style}")
             _log_pngs(store.path(variant.plots), f"plots/{style}")
@@ -281,7 +280,7 @@ def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
 def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     import mlflow
 
-    base = RunLayout.finetune(cfg.ablation_hash("finetune"))
+    base = RunLayout.finetune(cfg)
     if not store.has(base.comparison):
         return
     comp = store.read_json(base.comparison)

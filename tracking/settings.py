@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EXPERIMENT = "judgebias"
 REACH_TIMEOUT_S = 5.0
+_REACHED: set[str] = set()  # servers that answered in this process: asked once, not per run opened
 
 
 class TrackingUnavailable(RuntimeError):
@@ -50,17 +51,18 @@ class TrackingSettings(BaseSettings):
         import urllib.request
 
         uri = self.resolved_uri()
-        if not uri.startswith(("http://", "https://")):
-            return  # a local store: nothing to reach
+        if not uri.startswith(("http://", "https://")) or uri in _REACHED:
+            return  # a local store has nothing to reach; a server that answered was asked already
         try:
             urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s).close()
         except urllib.error.HTTPError:
-            return  # something answered (a proxy asking for credentials is MLflow's business)
+            pass  # something answered (a proxy asking for credentials is MLflow's business)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TrackingUnavailable(
                 f"MLflow tracking server {uri} does not answer ({reason}); start it, point "
                 "MLFLOW_TRACKING_URI at a reachable one, or unset it to log to ./mlflow.db") from None
+        _REACHED.add(uri)
 
     def export_env(self) -> None:
         """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from judgebias.stats import ALPHA, Estimate, InsufficientData
+from judgebias.stats import ALPHA, Estimate, InsufficientData, wilson
 
 POISSON, STRATIFIED = "poisson", "stratified"
 VARIANCES = (POISSON, STRATIFIED)
@@ -264,12 +264,9 @@ def wilson_design(p: float, se: float, labelled: int) -> tuple[float, float]:
     does the same for its Wilson-type intervals). Unlike the Wald interval it stays inside [0, 1] and
     keeps its coverage for small domains and rates near 0 or 1. When the sample shows no spread
     (p = 0 or 1, se = 0) n* is the number of labelled units in the domain."""
-    n_eff = p * (1 - p) / se**2 if se > 0 and 0 < p < 1 else float(labelled)
-    n_eff = max(n_eff, 1e-9)
-    z2 = Z**2
-    centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
-    half = Z * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff**2)) / (1 + z2 / n_eff)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    n_eff = max(p * (1 - p) / se**2 if se > 0 and 0 < p < 1 else float(labelled), 1e-9)
+    _, low, high = wilson(p * n_eff, n_eff)  # statsmodels' Wilson takes a fractional n as it is
+    return max(0.0, low), min(1.0, high)
 
 
 def newcomb_design(p1: float, ci1: tuple[float, float], p2: float, ci2: tuple[float, float]) -> tuple[

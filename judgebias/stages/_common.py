@@ -29,10 +29,6 @@ def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     store.record_stage(stage, time.perf_counter() - start, **extra)
 
 
-
-
-
-
 def call_cache(cfg: ExperimentConfig):
     from judgebias.cache import ResponseCache, default_cache_dir
 

@@ -77,12 +77,8 @@ def subset(df: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
 
 
 def style_prefix(cfg: ExperimentConfig, style: str) -> str:
-    return RunLayout.style(cfg.ablation_hash("style_rewrite"), style).prefix
-
-
-def style_root(cfg: ExperimentConfig) -> RunLayout:
-    return RunLayout.style_root(cfg.ablation_hash("style_rewrite"))
+    return RunLayout.style(cfg, style).prefix
 
 
 def finetune_prefix(cfg: ExperimentConfig) -> str:
-    return RunLayout.finetune(cfg.ablation_hash("finetune")).prefix
+    return RunLayout.finetune(cfg).prefix

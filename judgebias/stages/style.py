@@ -11,7 +11,7 @@ from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
 from judgebias.stages.compare import _dbg, _fmt_compare
-from judgebias.stages.data import style_prefix, style_root, subset
+from judgebias.stages.data import style_prefix, subset
 from judgebias.stages.results import compute_metrics, gold_for
 
 
@@ -78,7 +78,7 @@ def semantic_preservation(
     from judgebias.ablations.style import Embedder
     from judgebias.ablations.style import semantic_preservation as measure
 
-    base = style_root(cfg)
+    base = RunLayout.style(cfg)
     name = base.semantic
     if store.has(name):
         return store.read_frame(name)
@@ -108,7 +108,7 @@ def compare_style(
 ) -> dict:
     """DBG per judge before and after each rewrite, on the same instructions and the same gold panel
     (the rewriter left out), side by side; plus the usual metrics of each rewritten table."""
-    base = style_root(cfg)
+    base = RunLayout.style(cfg)
     name = base.comparison
     if store.has(name):
         return store.read_json(name)
