@@ -19,24 +19,40 @@ FIGSIZE = (8.0, 5.0)
 DPI = 100
 
 
+MIN_JOINED_N = 5  # bins with fewer pairs are drawn hollow and not joined: their rate is noise
+
+
 def _figure(figsize=FIGSIZE) -> tuple[Figure, Any]:
-    fig = Figure(figsize=figsize, dpi=DPI)
+    # Constrained layout keeps titles, tick labels and legends inside the saved canvas.
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
     return fig, fig.add_subplot(1, 1, 1)
+
+
+def ink(rgba) -> str:
+    """Black or white, whichever reads better on a cell of colour ``rgba`` (WCAG relative luminance)."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(float(c)) for c in rgba[:3])
+    luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    # Contrast with black is (L + 0.05) / 0.05, with white 1.05 / (L + 0.05): equal at L = 0.179.
+    return "black" if luminance > 0.179 else "white"
 
 
 def confusion_matrix(confusion: Mapping[str, int], title: str = "") -> Figure:
     """Wataoka Fig. 2: rows = human (own better / other better), columns = judge, with row rates."""
     m = np.array([[confusion["tp"], confusion["fn"]], [confusion["fp"], confusion["tn"]]], dtype=float)
-    fig, ax = _figure((5.0, 4.5))
+    fig, ax = _figure((5.6, 4.8))
     rates = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
-    ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
+    image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
     for (i, j), v in np.ndenumerate(m):
-        ax.text(j, i, f"{int(v)}\n({rates[i, j]:.0%})", ha="center", va="center",
-                color="white" if rates[i, j] > 0.6 else "black")
+        ax.text(j, i, f"{int(v)}\n({rates[i, j]:.0%} of row)", ha="center", va="center",
+                color=ink(image.cmap(image.norm(rates[i, j]))))
     ax.set_xticks([0, 1], ["judge: own", "judge: other"])
-    ax.set_yticks([0, 1], ["human: own", "human: other"])
-    ax.set_title(title or "Self-preference confusion matrix")
-    fig.tight_layout()
+    ax.set_yticks([0, 1], ["human:\nown", "human:\nother"])
+    ax.set_xlabel("judge's choice")
+    ax.set_ylabel("human's choice")
+    ax.set_title(title or "Self-preference confusion matrix", fontsize=10, wrap=True)
     return fig
 
 
@@ -55,45 +71,79 @@ def win_rate_heatmap(records: Sequence[Mapping[str, Any]], title: str = "") -> F
         grid[i, j], counts[i, j] = r["win_rate_x"], r["n"]
     width = max(6.0, 1.3 * len(pairings) + 3)
     fig, ax = _figure((width, max(3.0, 0.6 * len(raters) + 2)))
-    ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=0, vmax=1, aspect="auto")
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=0, vmax=1, aspect="auto")
     for (i, j), v in np.ndenumerate(grid):
         if not np.isnan(v):
-            ax.text(j, i, f"{v:.0%}\nn={int(counts[i, j])}", ha="center", va="center", fontsize=8)
+            ax.text(j, i, f"{v:.0%}\nn={int(counts[i, j])}", ha="center", va="center", fontsize=8,
+                    color=ink(image.cmap(image.norm(v))))
     ax.set_xticks(range(len(pairings)), [f"{x}\nvs {y}" for x, y in pairings], fontsize=8)
     ax.set_yticks(range(len(raters)), raters)
     if special:
         ax.axhline(len(raters) - len(special) - 0.5, color="black", linewidth=1.5)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="win rate of the first-named generator")
     ax.set_title(title or "Win rate of the first-named generator, per rater")
-    fig.tight_layout()
     return fig
 
 
-def _centers(bins: Sequence[Mapping[str, Any]], step: float) -> np.ndarray:
-    out = []
-    for b in bins:
-        lo, hi = b["low"], b["high"]
-        if lo is None:
-            out.append(hi - step / 2)
-        elif hi is None:
-            out.append(lo + step / 2)
-        else:
-            out.append((lo + hi) / 2)
-    return np.array(out, dtype=float)
+def bin_label(b: Mapping[str, Any], unit: str = "") -> str:
+    """``[-20, 0)`` as "-20..0", the open ends as "< -100" / ">= 100" (what the bin holds)."""
+    lo, hi = b["low"], b["high"]
+
+    def num(v: float) -> str:
+        return f"{v:g}{unit}"
+
+    if lo is None:
+        return f"< {num(hi)}"
+    if hi is None:
+        return f">= {num(lo)}"
+    return f"{num(lo)}..{num(hi)}"
 
 
-def _curve(ax, bins, step, label, marker="o"):
-    bins = [b for b in bins if b["n"] > 0 and b["rate"] is not None]
-    if not bins:
+def _key(b: Mapping[str, Any]) -> tuple[float, float]:
+    return (-np.inf if b["low"] is None else b["low"], np.inf if b["high"] is None else b["high"])
+
+
+def binned_rates(ax, series: Mapping[str, Sequence[Mapping[str, Any]]], unit: str = "") -> None:
+    """One curve per series over the same bins, one x position per bin (labelled with its range and
+    n per series, so open-ended bins are not drawn at a made-up value and n never covers a bar).
+    Bins with n < MIN_JOINED_N are hollow and not joined; an empty bin breaks the line."""
+    spans = [_key(b) for bins in series.values() for b in bins if b["n"] > 0]
+    if not spans:
+        ax.text(0.5, 0.5, "no data in any bin", transform=ax.transAxes, ha="center", va="center")
         return
-    x = _centers(bins, step)
-    y = np.array([b["rate"] for b in bins], dtype=float)
-    lo = np.array([b["ci_low"] for b in bins], dtype=float)
-    hi = np.array([b["ci_high"] for b in bins], dtype=float)
-    ax.errorbar(x, y, yerr=[np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)], marker=marker, capsize=3,
-                label=label)
-    for xi, yi, b in zip(x, y, bins, strict=True):
-        ax.annotate(f"({b['n']})", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center",
-                    fontsize=7)
+    # Every bin from the first to the last with data, empty ones included, so positions keep order.
+    every = {_key(b): b for bins in series.values() for b in bins}
+    keys = [k for k in sorted(every) if min(spans) <= k <= max(spans)]
+    by_key = {label: {_key(b): b for b in bins if b["n"] > 0 and b["rate"] is not None}
+              for label, bins in series.items()}
+    dodge = 0.12 if len(series) > 1 else 0.0
+    for k, ((label, bins), marker) in enumerate(zip(by_key.items(), "osD^v", strict=False)):
+        x = np.arange(len(keys)) + (k - (len(series) - 1) / 2) * dodge
+        present = np.array([key in bins for key in keys])
+        y = np.array([bins[key]["rate"] if key in bins else np.nan for key in keys], dtype=float)
+        n = np.array([bins[key]["n"] if key in bins else 0 for key in keys])
+        low = np.array([bins[key]["ci_low"] if key in bins else np.nan for key in keys], dtype=float)
+        high = np.array([bins[key]["ci_high"] if key in bins else np.nan for key in keys], dtype=float)
+        bars = [np.clip(y - low, 0, None)[present], np.clip(high - y, 0, None)[present]]
+        line = ax.errorbar(x[present], y[present], yerr=bars, fmt=marker, capsize=3, label=label,
+                           clip_on=False)
+        color = line[0].get_color()
+        small = present & (n < MIN_JOINED_N)
+        if small.any():
+            ax.plot(x[small], y[small], marker, mfc="white", mec=color, clip_on=False, zorder=3)
+        ax.plot(x, np.where(n >= MIN_JOINED_N, y, np.nan), "-", color=color, linewidth=1.2)
+    ticks = []
+    for key in keys:
+        ns = [str(bins[key]["n"]) if key in bins else "0" for bins in by_key.values()]
+        ticks.append(f"{bin_label(every[key], unit)}\nn={'/'.join(ns)}")
+    ax.set_xticks(range(len(keys)), ticks, fontsize=7)
+    ax.set_xlim(-0.6, len(keys) - 0.4)
+    ax.set_ylim(-0.04, 1.04)
+
+
+def _small_note(series) -> str:
+    small = any(0 < b["n"] < MIN_JOINED_N for bins in series.values() for b in bins)
+    return f"; hollow: n < {MIN_JOINED_N}, not joined" if small else ""
 
 
 def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
@@ -102,13 +152,11 @@ def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
     """Saito Fig. 5: agreement with humans by (len_chosen - len_rejected) / len_rejected in %
     (or any rate binned by a relative word-count difference, e.g. Fig. 4 for humans)."""
     fig, ax = _figure()
-    _curve(ax, bins, 20.0, ylabel)
-    ax.set_xlabel(xlabel)
+    series = {ylabel: bins}
+    binned_rates(ax, series, "%")
+    ax.set_xlabel(xlabel + " (bins; 95% Wilson intervals" + _small_note(series) + ")")
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 1.05)
-    ax.axvline(0, color="grey", linewidth=0.8)
     ax.set_title(title or "Verbosity: human alignment by length difference")
-    fig.tight_layout()
     return fig
 
 
@@ -117,16 +165,22 @@ def perplexity_curves(series: Mapping[str, Sequence[Mapping[str, Any]]], title: 
     """Wataoka Figs. 3-4: win rate of A by log-perplexity difference, one curve per series
     (judge vs human, or own vs other)."""
     fig, ax = _figure()
-    for (label, bins), marker in zip(series.items(), "osD^v", strict=False):
-        _curve(ax, bins, 0.5, label, marker)
-    ax.set_xlabel(xlabel)
+    binned_rates(ax, series)
+    ax.set_xlabel(xlabel + " (bins; n per series in legend order; 95% Wilson intervals"
+                  + _small_note(series) + ")")
     ax.set_ylabel("P(A wins)")
-    ax.set_ylim(0, 1.05)
     ax.axhline(0.5, color="grey", linewidth=0.8)
-    ax.legend()
+    ax.legend(fontsize=8)
     ax.set_title(title or "Win rate by perplexity difference")
-    fig.tight_layout()
     return fig
+
+
+def _span(values: Sequence[float]) -> tuple[float, float]:
+    """Y limits that hold zero and every value with a margin, so no interval ends on the frame."""
+    finite = [v for v in values if v is not None and np.isfinite(v)] + [0.0]
+    lo, hi = min(finite), max(finite)
+    pad = max(0.08 * (hi - lo), 0.02)
+    return lo - pad, hi + pad
 
 
 def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", ylabel: str = "") -> Figure:
@@ -134,18 +188,18 @@ def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", y
     items = [(k, e) for k, e in estimates.items() if e and e.get("value") is not None]
     if not items:
         raise ValueError("no estimate to plot")
-    names = [k for k, _ in items]
     v = np.array([e["value"] for _, e in items], dtype=float)
     lo = np.array([e["ci_low"] if e.get("ci_low") is not None else np.nan for _, e in items], dtype=float)
     hi = np.array([e["ci_high"] if e.get("ci_high") is not None else np.nan for _, e in items], dtype=float)
     fig, ax = _figure()
     ax.bar(range(len(v)), v, yerr=[np.nan_to_num(v - lo), np.nan_to_num(hi - v)], capsize=4,
            color=["tab:red" if x > 0 else "tab:blue" for x in v])
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(v)), names, rotation=20, ha="right")
+    ax.axhline(0, color="black", linewidth=1.0, zorder=3)
+    ax.set_ylim(*_span([*v, *lo, *hi]))
+    # The value and n under each name: text over a bar would cover its interval.
+    ax.set_xticks(range(len(v)), [f"{k}\n{e['value']:+.2f} (n={e.get('n', '?')})" for k, e in items])
     ax.set_ylabel(ylabel or "DBG score")
     ax.set_title(title or "DBG score (judge - gold win rate on own responses), 95% CI")
-    fig.tight_layout()
     return fig
 
 
@@ -163,9 +217,11 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
         pp = m.get("perplexity_preference")
         if pp:
             series = {judge: pp["judge_bins"]}
+            title = f"{judge}: P(A wins) by perplexity difference (no human labels)"
             if pp.get("human_bins"):
                 series["human"] = pp["human_bins"]
-            figs[f"perplexity_{judge}"] = perplexity_curves(series, f"{judge} vs humans by perplexity")
+                title = f"{judge} vs humans: P(A wins) by perplexity difference"
+            figs[f"perplexity_{judge}"] = perplexity_curves(series, title)
         oo = m.get("perplexity_own_other")
         if oo:
             figs[f"perplexity_own_other_{judge}"] = perplexity_curves(
@@ -191,6 +247,9 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
     conditions = list(next(iter(out["judges"].values())).keys()) if judges else []
     fig, ax = _figure((6.4, 4.0))
     width = 0.8 / max(1, len(conditions))
+    vals_all: list[float] = []
+    los_all: list[float] = []
+    his_all: list[float] = []
     for k, cond in enumerate(conditions):
         vals, lo, hi = [], [], []
         for j in judges:
@@ -200,16 +259,21 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
             lo.append(0 if v is None or e.get("ci_low") is None else v - e["ci_low"])
             hi.append(0 if v is None or e.get("ci_high") is None else e["ci_high"] - v)
         x = np.arange(len(judges)) + k * width
+        vals_all += vals
+        los_all += lo
+        his_all += hi
         ax.bar(x, vals, width, yerr=[lo, hi], capsize=3, label=cond)
         for xi, v in zip(x, vals, strict=True):
             if np.isnan(v):  # not computable (e.g. no gold judge left): say so instead of a blank
                 ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3")
-    ax.axhline(0, color="0.4", lw=0.8)
+    ax.axhline(0, color="black", lw=1.0, zorder=3)
+    ends = [v + d for v, d in zip(vals_all, his_all, strict=True)]
+    ends += [v - d for v, d in zip(vals_all, los_all, strict=True)]
+    ax.set_ylim(*_span(ends))
     ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, judges)
     ax.set_ylabel("DBG score (judge - gold win rate)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -226,7 +290,6 @@ def attention_layers(per_layer, judge: str) -> Figure:
     ax.set_ylabel("mean attention from the answer position")
     ax.set_title(f"Judge {judge}: attention to each generator's responses (both orders)", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -244,7 +307,6 @@ def semantic_shift(sem, title: str = "Responses before and after rewriting (PCA 
     ax.set_ylabel("PC 2")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -253,7 +315,7 @@ def replay_figure(summary) -> Figure:
     line per method, one column per (judge, figure). Coverage has the 0.95 target drawn."""
     panels = list(summary.groupby(["judge", "figure"], sort=True).groups)
     cols = max(len(panels), 1)
-    fig = Figure(figsize=(3.6 * cols, 6.4), dpi=DPI)
+    fig = Figure(figsize=(3.6 * cols, 6.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(2, cols, squeeze=False)
     styles = {"ranking": ("tab:red", "x"), "uniform": ("tab:gray", "o"), "design": ("tab:blue", "s"),
               "ppi": ("tab:green", "^")}
@@ -277,7 +339,6 @@ def replay_figure(summary) -> Figure:
     axes[0, 0].set_ylabel("mean 95% interval width")
     axes[1, 0].set_ylabel("coverage of the all-labels figure")
     axes[0, 0].legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
