@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.builder import DTYPES
+from judgebias.conversion import exclusive, gguf_parsed_once
 from judgebias.runstore import atomic_dir
 
 ALIASES: dict[str, dict[str, str]] = {
@@ -46,7 +47,6 @@ ALIASES: dict[str, dict[str, str]] = {
 }
 
 _FINGERPRINTS = "fingerprints.json"
-
 
 class ModelNotFound(FileNotFoundError):
     """A model spec that names nothing loadable here."""
@@ -134,8 +134,9 @@ def _alias_gguf(alias: str) -> tuple[Path, str | None]:
     helper = importlib.import_module(info["assemble"])
     target = cache_root() / "gguf" / helper.MODEL_NAME
     # The helper re-hashes an existing file on every call; skip it when the dequantized copy exists.
-    if not target.exists() and not _dequantized_dir(alias, helper.EXPECTED_SHA256).exists():
-        helper.assemble(output_path=target)
+    with exclusive(target):  # the prefetch process may be assembling the same file
+        if not target.exists() and not _dequantized_dir(alias, helper.EXPECTED_SHA256).exists():
+            helper.assemble(output_path=target)
     return target, helper.EXPECTED_SHA256
 
 
@@ -174,21 +175,29 @@ def _complete(folder: Path) -> bool:
 
 def _dequantize(resolved: ResolvedSpec, sha: str) -> Path:
     """Load a GGUF once through transformers and keep the dequantized fp32 copy."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     target = _dequantized_dir(resolved.name, sha)
     if _complete(target):
         return target
+    with exclusive(target):
+        if _complete(target):  # converted by the prefetch process while this one waited
+            return target
+        return _convert(resolved, sha, target)
+
+
+def _convert(resolved: ResolvedSpec, sha: str, target: Path) -> Path:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     gguf = Path(resolved.source)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    with gguf_parsed_once():
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model.hf_quantizer = None  # save_pretrained refuses a model still marked as quantized
 
     def fill(folder: Path) -> None:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         (folder / "judgebias-complete.json").write_text(json.dumps(
-            {"gguf": gguf.name, "sha256": sha,
+            {"gguf": gguf.name, "sha256": sha, "pid": os.getpid(),  # which process converted it
              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
 
     atomic_dir(target, fill)
@@ -203,6 +212,25 @@ def local_folder(spec: str | os.PathLike, gguf_file: str | None = None) -> tuple
     sha = resolved.sha256 or file_sha256(resolved.source)
     resolved = ResolvedSpec(resolved.name, resolved.kind, resolved.source, sha)
     return resolved, str(_dequantize(resolved, sha))
+
+
+def converted_by(folder: str | os.PathLike) -> int | None:
+    """The id of the process that converted the de-quantized ``folder`` (None: not recorded)."""
+    try:
+        return json.loads((Path(folder) / "judgebias-complete.json").read_text()).get("pid")
+    except (OSError, ValueError):
+        return None
+
+
+def needs_conversion(spec: str | os.PathLike) -> bool:
+    """Whether loading ``spec`` would first de-quantize a GGUF (cold model cache)."""
+    try:
+        resolved = resolve(spec)
+    except ModelNotFound:
+        return False
+    if resolved.kind != "gguf":
+        return False
+    return not _complete(_dequantized_dir(resolved.name, resolved.sha256 or file_sha256(resolved.source)))
 
 
 def load_tokenizer(spec: str | os.PathLike, gguf_file: str | None = None):
@@ -234,6 +262,17 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def native_bf16_units() -> list[str]:
+    """This CPU's bfloat16 matmul units (Linux ``/proc/cpuinfo`` flags), empty when it has none:
+    bf16 then runs 2.5-4x faster than fp32 here, and slower than fp32 without them."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    words = set(flags.split())
+    return [unit for unit in ("amx_bf16", "avx512_bf16") if unit in words]
 
 
 def default_dtype(device: str):
@@ -305,3 +344,4 @@ def _folder_fingerprint(folder: Path) -> str:
     for p in files:
         digest.update(p.name.encode() + b"\0" + file_sha256(p).encode())
     return digest.hexdigest()
+

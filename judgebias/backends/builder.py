@@ -7,7 +7,11 @@ A spec names the model, not a loaded one, so it can travel to another process or
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -134,3 +138,44 @@ def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
     if cache is None:
         cache = ResponseCache(spec.cache_dir) if spec.cache_dir else ResponseCache.from_env()
     return CachedBackend(inner, cache, chunk_size=spec.batch_size)
+
+
+ENV_RESIDENT_MODELS = "JUDGEBIAS_RESIDENT_MODELS"
+_RESIDENT: OrderedDict[tuple, Any] = OrderedDict()
+_RESIDENT_LOCK = threading.Lock()
+
+
+def resident_model(spec: ModelSpec):
+    """The loaded weights of a local ``spec``, kept between the stages of one process.
+
+    An experiment opens each model 5-10 times (generate, judge, perplexity, attention, ablations);
+    reloading gemma-3-270m in bf16 takes ~5 s each time. The last ``JUDGEBIAS_RESIDENT_MODELS``
+    (default 2) stay loaded; 0 reloads every time. Only plain weights are shared: a fine-tuned
+    model is built apart (``loaded=``), so no adapter can leak into another stage."""
+    from judgebias.models import load_model
+
+    try:
+        capacity = int(os.environ.get(ENV_RESIDENT_MODELS, "2"))
+    except ValueError:
+        raise ValueError(f"{ENV_RESIDENT_MODELS} must be a whole number, got "
+                         f"{os.environ[ENV_RESIDENT_MODELS]!r}") from None
+    key = (spec.model, spec.gguf_file, spec.device, spec.dtype)
+    if capacity <= 0:
+        release_resident_models()
+        return load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
+    with _RESIDENT_LOCK:
+        if key in _RESIDENT:
+            _RESIDENT.move_to_end(key)
+            return _RESIDENT[key]
+        while len(_RESIDENT) >= capacity:
+            _RESIDENT.popitem(last=False)
+            gc.collect()  # release the oldest before loading the next: peak memory stays bounded
+        loaded = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
+        _RESIDENT[key] = loaded
+        return loaded
+
+
+def release_resident_models() -> None:
+    with _RESIDENT_LOCK:
+        _RESIDENT.clear()
+    gc.collect()

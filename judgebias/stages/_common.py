@@ -37,13 +37,15 @@ def call_cache(cfg: ExperimentConfig):
 
 @contextlib.contextmanager
 def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
-    """A cached backend for a generator/judge/rewriter entry of the config, released on exit
-    (models are reloaded per stage from the dequantized cache in 0.2-2 s; keeping them all resident
-    would not fit the demo's memory budget)."""
-    from judgebias.backends.builder import ModelSpec, build_backend, cached
+    """A cached backend for a generator/judge/rewriter entry of the config. A local model's plain
+    weights stay resident between stages (``resident_model``: the last two models loaded); a
+    fine-tuned one (``loaded``) is released on exit."""
+    from judgebias.backends.builder import ModelSpec, build_backend, cached, resident_model
 
-    gc.collect()  # the previous stage's model (and a peft wrapper's reference cycles) goes first
+    gc.collect()  # the previous stage's fine-tuned model (and a peft wrapper's reference cycles) goes first
     spec = ModelSpec.from_config(ref, name=name)
+    if loaded is None and spec.backend == "local" and not spec.factory:
+        loaded = resident_model(spec)
     inner = build_backend(spec, loaded=loaded)
     try:
         yield cached(inner, spec, cache)

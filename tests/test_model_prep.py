@@ -1,0 +1,82 @@
+"""Getting models ready fast on a cold machine: a GGUF converted once (parsed once, by one process,
+ahead of need) and plain weights kept resident between stages."""
+
+from __future__ import annotations
+
+import pytest
+
+from judgebias import conversion, models
+from judgebias.backends import builder
+from judgebias.random_weights import random_model
+
+ALIAS = "smollm2-135m-instruct"
+
+
+def test_the_prefetch_child_and_a_stage_convert_a_model_once_between_them(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("JUDGEBIAS_MODEL_CACHE", str(tmp_path / "models"))
+    assert models.needs_conversion(ALIAS)
+    child = conversion.prefetch([ALIAS, ALIAS])  # named twice: converted once
+    assert child is not None
+    parses = []
+    import gguf
+
+    original = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: parses.append(a) or original(*a, **k))
+    # A stage asks for the model at once: whichever of the two takes the lock first converts it, the
+    # other waits and finds it done (in a run, Prefect's start-up gives the child the head start).
+    _, folder = models.local_folder(ALIAS)
+    assert child.wait(timeout=300) == 0
+    by_child = models.converted_by(folder) == child.pid
+    assert by_child != bool(parses), (by_child, parses)  # one of them parsed it, never both
+    assert (f"model {ALIAS}: ready" in capfd.readouterr().out) == by_child  # says so only if it did
+    assert (tmp_path / "models").joinpath(folder).exists() and not models.needs_conversion(ALIAS)
+    assert conversion.prefetch([ALIAS]) is None  # nothing left to convert: no child at all
+
+
+def test_one_conversion_parses_the_gguf_once(tmp_path, monkeypatch):
+    # transformers reads a GGUF for the config, the weights and the tokenizer: three parses of a
+    # 262k-token vocabulary for gemma-3 without this.
+    monkeypatch.setenv("JUDGEBIAS_MODEL_CACHE", str(tmp_path / "models"))
+    import gguf
+
+    opened = []
+    original = gguf.GGUFReader
+
+    class Counting(original):
+        def __init__(self, *args, **kwargs):
+            opened.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    _, folder = models.local_folder(ALIAS)
+    assert len(opened) == 1
+    loaded = models.load_model(folder)
+    assert loaded.n_params > 100_000_000 and loaded.tokenizer("hello").input_ids
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny") / "tiny-a"
+    tok = models.load_tokenizer(ALIAS)
+    random_model("tiny-llama", tokenizer=tok, seed=1, device="cpu").model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def test_plain_weights_stay_resident_and_the_oldest_goes_first(tiny_folder, monkeypatch):
+    builder.release_resident_models()
+    spec = builder.ModelSpec(name="a", model=tiny_folder)
+    first = builder.resident_model(spec)
+    assert builder.resident_model(builder.ModelSpec(name="other-name", model=tiny_folder)) is first
+    in_bf16 = builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder, dtype="bfloat16"))
+    assert in_bf16 is not first  # another dtype is other weights
+    # Two stay (the default): a third load releases the least recently used, here the fp32 copy.
+    builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder, dtype="float16"))
+    assert builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder, dtype="bfloat16")) is in_bf16
+    assert builder.resident_model(spec) is not first
+    monkeypatch.setenv(builder.ENV_RESIDENT_MODELS, "0")
+    assert builder.resident_model(spec) is not builder.resident_model(spec)  # 0: reload every time
+    monkeypatch.setenv(builder.ENV_RESIDENT_MODELS, "two")
+    with pytest.raises(ValueError, match="JUDGEBIAS_RESIDENT_MODELS"):
+        builder.resident_model(spec)
+    builder.release_resident_models()
