@@ -55,6 +55,8 @@ def main_stages(cfg, store) -> dict[str, Any]:
     pairs = t.build_pairs(cfg, store, responses)
     judgments = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs)
     local = [j.name for j in cfg.judges if j.backend == "local"]
+    for judge in local:
+        t.dtype_fidelity(cfg, store, judge, judgments[judge])
     perplexity = each(t.perplexity_analysis, local, cfg, store, pairs) if cfg.analyses.perplexity else {}
     if cfg.analyses.attention:
         each(t.attention_analysis, local, cfg, store, pairs)

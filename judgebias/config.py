@@ -282,6 +282,14 @@ class ExperimentConfig(_Strict):
     def finetune_generators(self) -> list[str]:
         return list(self.ablations.finetune.generators) or [g.name for g in self.generators]
 
+    def local_models(self) -> list[str]:
+        """Every in-process model, in the order the stages first use it (generators, judges, then
+        the style rewriter when that ablation is on), each once."""
+        refs: list[_ModelRef] = [*self.generators, *self.judges]
+        if self.ablations.style_rewrite.enabled:
+            refs.append(self.ablations.style_rewrite)
+        return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))
+
     def judge(self, name: str) -> JudgeConfig:
         return next(j for j in self.judges if j.name == name)
 

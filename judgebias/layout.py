@@ -60,6 +60,11 @@ class RunLayout:
     def attention(judge: str) -> str:
         return f"attention/{slug(judge)}.parquet"
 
+    @staticmethod
+    def fidelity(judge: str) -> str:
+        """A reduced-precision judge re-scored in float32 on a few pairs: what its dtype costs."""
+        return f"fidelity/{slug(judge)}.json"
+
     # --- files of every variant -------------------------------------------------------------------
     def responses(self, generator: str) -> str:
         return self._at(f"responses/{slug(generator)}.parquet")

@@ -31,6 +31,28 @@ MUTUAL_GOLD_NOTE = (
 )
 
 
+def plan(cfg: ExperimentConfig) -> str:
+    """What the run will do, printed before it starts (the first minute of a cold run is spent
+    converting models, and a newcomer should know what the wait is for)."""
+    n = cfg.dataset.sample or "all"
+    gens, judges = [g.name for g in cfg.generators], [j.name for j in cfg.judges]
+    lines = [f"plan: {len(gens)} generators ({', '.join(gens)}) answer {n} instructions; "
+             f"{len(judges)} judges ({', '.join(judges)}) judge every pair in both orders"]
+    an = cfg.analyses
+    extra = [k for k, on in (("perplexity", an.perplexity), ("attention", an.attention)) if on]
+    if extra:
+        lines.append(f"      then {' and '.join(extra)} per judge, gold panels and metrics")
+    sr, ft = cfg.ablations.style_rewrite, cfg.ablations.finetune
+    if sr.enabled:
+        lines.append(f"      style-rewrite ablation: {', '.join(sr.styles)} "
+                     f"on {sr.sample or 'all'} instructions")
+    if ft.enabled:
+        lines.append(f"      fine-tune ablation: LoRA {ft.steps} steps on "
+                     f"{', '.join(cfg.finetune_generators)}, {ft.sample or 'all'} instructions")
+    lines.append("      every stage is saved as it finishes: an interrupted run resumes where it stopped")
+    return "\n".join(lines)
+
+
 def mutual_gold(cfg: ExperimentConfig) -> bool:
     """Exactly two measured judges, each the other's only gold judge."""
     measured = list(cfg.self_map)
@@ -160,6 +182,14 @@ def console_report(
     width = max((len(j) for j, _, _ in headline_rows(metrics)), default=5)
     for judge, label, est in headline_rows(metrics):
         lines.append(f"  {judge:<{width}}  {label:<52} {est}")
+    fidelity = [store.read_json(RunLayout.fidelity(j.name)) for j in cfg.judges
+                if store.has(RunLayout.fidelity(j.name))]
+    if fidelity:
+        lines.append("\nwhat the reduced precision costs (float32 re-score of a few pairs, both orders):")
+        for f in fidelity:
+            lines.append(f"  {f['judge']}: {f['dtype']} vs float32 on {f['judgments']} judgments: "
+                         f"max |dP(A)| {f['max_abs_dp_a']:.3f}, mean {f['mean_abs_dp_a']:.3f}, "
+                         f"{f['verdicts_changed']} verdict(s) changed (--dtype float32 for the exact run)")
     for title, comp in _comparisons(store, cfg).items():
         lines.append(f"\n{title} ablation, DBG per judge:")
         for judge, row in comp["judges"].items():

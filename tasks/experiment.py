@@ -52,6 +52,11 @@ def judge_pairs(cfg, store, judge: str, pairs, prefix: str = "", adapter: Any = 
     return stages.judge_pairs(cfg, store, judge, pairs, prefix=prefix, adapter=adapter, progress=_log)
 
 
+@task(name="dtype_fidelity", cache_policy=NO_CACHE, task_run_name="dtype_fidelity[{judge}]")
+def dtype_fidelity(cfg, store, judge: str, judgments):
+    return stages.dtype_fidelity(cfg, store, judge, judgments, progress=_log)
+
+
 @task(name="perplexity_analysis", cache_policy=NO_CACHE, task_run_name="perplexity_analysis[{judge}]")
 def perplexity_analysis(cfg, store, judge: str, pairs):
     return stages.perplexity_analysis(cfg, store, judge, pairs, progress=_log)

@@ -26,7 +26,7 @@ from judgebias.stages.explain import (
 )
 from judgebias.stages.finetune import compare_finetune, finetune_generator, finetune_instructions
 from judgebias.stages.generation import build_pairs, generate_responses
-from judgebias.stages.judge import judge_pairs
+from judgebias.stages.judge import dtype_fidelity, judge_pairs
 from judgebias.stages.results import (
     aggregate_gold,
     annotated_metrics,
@@ -51,6 +51,7 @@ __all__ = [
     "compute_metrics",
     "data_hash",
     "dataset_path",
+    "dtype_fidelity",
     "finetune_generator",
     "finetune_instructions",
     "finetune_prefix",
