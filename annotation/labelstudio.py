@@ -24,8 +24,11 @@ from judgebias.table import Exclusions
 
 CHOICE_FIELD = "preference"
 REASON_FIELD = "reason"
-# Both the aliases (what the UI stores) and the displayed values are accepted.
-_SHOWN = {"left": "left", "right": "right", "tie": "tie", "response 1": "left", "response 2": "right"}
+# Both the aliases (what the UI stores) and the displayed values are accepted. "Both bad" is a tie
+# for every preference figure; the ledger keeps that it was one (``Label.both_bad``).
+_SHOWN = {"left": "left", "right": "right", "tie": "tie", "response 1": "left", "response 2": "right",
+          "both_bad": "tie", "both bad": "tie"}
+_BOTH_BAD = {"both_bad", "both bad"}
 DEFAULT_MAX_ANNOTATIONS = 3
 URL_ENV, KEY_ENV = "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"
 INSTRUCTIONS = (
@@ -33,8 +36,10 @@ INSTRUCTIONS = (
     "correct, helpful, and following the instructions it was given.</p>"
     "<ul><li>Judge the content. Do not prefer a response for being longer, for its formatting, or "
     "for being shown first: the sides are shuffled.</li>"
-    "<li>Choose <b>Tie</b> only when neither is better: both equally good, or both equally bad.</li>"
-    "<li>Keys: <b>1</b> Response 1, <b>2</b> Response 2, <b>3</b> Tie; the reason is optional.</li>"
+    "<li>Choose <b>Tie</b> when both are acceptable and neither is better, <b>Both bad</b> when "
+    "neither answers the prompt acceptably.</li>"
+    "<li>Keys: <b>1</b> Response 1, <b>2</b> Response 2, <b>3</b> Tie, <b>4</b> Both bad; the reason "
+    "is optional and is saved with your choice.</li>"
     "</ul><p>Your choices are used to measure how far an automatic judge can be trusted.</p>"
 )
 
@@ -100,10 +105,12 @@ def parse_annotation(ann: dict, task: PushedTask) -> Label:
     if isinstance(who, dict):
         who = who.get("id", who.get("email"))
     label = reason = None
+    both_bad = False
     for item in ann.get("result") or []:
         value = item.get("value") or {}
         if item.get("from_name") == CHOICE_FIELD and value.get("choices"):
             label = shown_to_original(str(value["choices"][0]), task.swapped)
+            both_bad = str(value["choices"][0]).strip().lower() in _BOTH_BAD
         elif item.get("from_name") == REASON_FIELD and value.get("text"):
             text = value["text"]
             reason = "\n".join(text) if isinstance(text, list) else str(text)
@@ -119,6 +126,7 @@ def parse_annotation(ann: dict, task: PushedTask) -> Label:
         skipped=skipped,
         reason=reason,
         updated_at=_canonical_time(ann.get("updated_at") or ann.get("created_at")),
+        both_bad=both_bad and not skipped,
     )
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 ledgers lack the design tables; opening one adds them (its tasks stay "hand-picked").
-_UPGRADABLE = {1}
+# Versions 1-2 lack ``labels.both_bad``; opening one adds it (0: nobody could say so then).
+_UPGRADABLE = {1, 2}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS labels (
     updated_at    TEXT NOT NULL,
     pulled_at     TEXT NOT NULL,
     deleted       INTEGER NOT NULL DEFAULT 0,
+    both_bad      INTEGER NOT NULL DEFAULT 0,  -- a tie the annotator marked "both bad"
     PRIMARY KEY (server_url, annotation_id)
 );
 CREATE TABLE IF NOT EXISTS batches (
@@ -106,6 +108,7 @@ class Label:
     skipped: bool
     reason: str | None
     updated_at: str
+    both_bad: bool = False  # label "tie", chosen as "both bad": neither response is acceptable
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,9 @@ class Ledger:
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             (version,) = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if int(version) in _UPGRADABLE:
+                columns = {r[1] for r in con.execute("PRAGMA table_info(labels)")}
+                if "both_bad" not in columns:
+                    con.execute("ALTER TABLE labels ADD COLUMN both_bad INTEGER NOT NULL DEFAULT 0")
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
                 version = SCHEMA_VERSION
         if int(version) != SCHEMA_VERSION:
@@ -248,7 +254,7 @@ class Ledger:
         with closing(self._connect()) as con, con:
             for lab in labels:
                 row = con.execute(
-                    "SELECT updated_at, label, skipped, reason, deleted FROM labels "
+                    "SELECT updated_at, label, skipped, reason, deleted, both_bad FROM labels "
                     "WHERE server_url = ? AND annotation_id = ?",
                     (lab.server_url, lab.annotation_id),
                 ).fetchone()
@@ -265,16 +271,18 @@ class Ledger:
                 )
                 if row is None:
                     con.execute(
-                        "INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                        (lab.annotation_id, lab.server_url, *values),
+                        "INSERT INTO labels (annotation_id, server_url, task_id, pair_key, pair_id, "
+                        "annotator, label, skipped, reason, updated_at, pulled_at, both_bad) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (lab.annotation_id, lab.server_url, *values, int(lab.both_bad)),
                     )
                     new += 1
                 elif lab.updated_at > row["updated_at"] or row["deleted"]:
                     con.execute(
                         "UPDATE labels SET task_id = ?, pair_key = ?, pair_id = ?, annotator = ?, "
-                        "label = ?, skipped = ?, reason = ?, updated_at = ?, pulled_at = ?, deleted = 0 "
-                        "WHERE server_url = ? AND annotation_id = ?",
-                        (*values, lab.server_url, lab.annotation_id),
+                        "label = ?, skipped = ?, reason = ?, updated_at = ?, pulled_at = ?, deleted = 0, "
+                        "both_bad = ? WHERE server_url = ? AND annotation_id = ?",
+                        (*values, int(lab.both_bad), lab.server_url, lab.annotation_id),
                     )
                     updated += 1
                 else:

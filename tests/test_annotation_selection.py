@@ -219,6 +219,43 @@ def test_parse_annotation_recorded_payload():
     assert (skip.label, skip.skipped, skip.annotator) == (None, True, "ls-user-3")
 
 
+def test_both_bad_is_a_tie_the_ledger_remembers(tmp_path):
+    # "Both bad" (hotkey 4) counts as a tie in every preference figure; the ledger keeps that it was
+    # one, also through an edit back to an ordinary choice.
+    task = PushedTask("pk-1", "p1", 1, 11, True, "http://h")
+    ann = {"id": 9, "completed_by": 2, "was_cancelled": False, "updated_at": "2026-11-23T10:00:00Z",
+           "result": [{"from_name": "preference", "to_name": "prompt", "type": "choices",
+                       "value": {"choices": ["both_bad"]}}]}
+    lab = parse_annotation(ann, task)
+    assert (lab.label, lab.both_bad, lab.skipped) == ("tie", True, False)
+    tie = parse_annotation({**ann, "result": [{**ann["result"][0], "value": {"choices": ["tie"]}}]}, task)
+    assert (tie.label, tie.both_bad) == ("tie", False)
+    ledger = Ledger(tmp_path / "t.labels.sqlite")
+    ledger.record_tasks([task])
+    ledger.upsert_labels([lab])
+    assert ledger.labels()[["label", "both_bad"]].values.tolist() == [["tie", 1]]
+    edited = parse_annotation({**ann, "updated_at": "2026-11-23T11:00:00Z",
+                               "result": [{**ann["result"][0], "value": {"choices": ["left"]}}]}, task)
+    assert ledger.upsert_labels([edited]).updated == 1
+    assert ledger.labels()[["label", "both_bad"]].values.tolist() == [["b", 0]]
+
+
+def test_a_ledger_of_the_previous_schema_gains_the_both_bad_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.labels.sqlite"
+    Ledger(path).upsert_labels([])  # a fresh ledger, then made to look like schema 2
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE labels DROP COLUMN both_bad")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    ledger = Ledger(path)
+    ledger.record_tasks([PushedTask("k1", "p1", 1, 101, False, "http://h")])
+    ledger.upsert_labels([_label(1, "k1", "p1", "u1", "a", "2026-01-01T00:00:00+00:00")])
+    assert ledger.labels()[["label", "both_bad"]].values.tolist() == [["a", 0]]
+
+
 def test_settings_from_env_names_missing_variables(monkeypatch):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", "secret-token-value")
