@@ -172,6 +172,10 @@ def test_mlflow_round_trip(result, mlflow_uri):
     assert logged["j1.self_preference_eo"] == pytest.approx(eo["value"])
     assert logged["j1.self_preference_eo.ci_low"] == pytest.approx(eo["ci_low"])
     assert logged["j1.dbg.n"] == result["judges"]["j1"]["dbg"]["n"]
+    # Names that say what the number is, read in the MLflow UI without the docs.
+    assert logged["j1.regression.pseudo_r2"] == pytest.approx(result["judges"]["j1"]["regression"]["value"])
+    assert "j1.regression" not in logged
+    assert logged["humans.share_preferring_longer"] == pytest.approx(result["humans"]["verbosity"]["value"])
     assert all(math.isfinite(v) for v in logged.values())
     assert run.data.params["judges"] == "j1,j2,j3"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

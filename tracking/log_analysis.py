@@ -1,8 +1,11 @@
 """Logging an ``analyze`` result to MLflow, and the general helpers other runs reuse.
 
 Metric names: ``<judge>.<metric>`` for the value, plus ``.ci_low``, ``.ci_high``, ``.n`` and
-``.p_value``; regression terms as ``<judge>.regression.<term>.coef`` (and interval); dataset
-figures as ``dataset.<name>``. Names are sanitized to MLflow's alphabet. NaN/None are left out
+``.p_value``, except where the metric's key alone would not say what the number is (``VALUE_NAMES``:
+the regression's value is its McFadden pseudo-R2); regression terms as
+``<judge>.regression.<term>.coef`` (and interval); the humans' verbosity as
+``humans.share_preferring_longer``; dataset figures as ``dataset.<name>``. Names are sanitized to
+MLflow's alphabet. NaN/None are left out
 (MLflow would store NaN as a number; a missing metric is the honest record).
 """
 
@@ -19,6 +22,9 @@ _SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential
 MAX_PARAM_CHARS = 6000
 BATCH = 500
 ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value")
+# Metric keys whose value needs its own name in the MLflow UI (read there without docs/metrics.md).
+VALUE_NAMES = {"regression": "regression.pseudo_r2"}
+HUMANS_VERBOSITY = "humans.share_preferring_longer"
 
 
 def sanitize(name: str) -> str:
@@ -48,7 +54,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
         for name, est in metrics.items():
             if name == "skipped" or not isinstance(est, Mapping):
                 continue
-            out.update(estimate_metrics(f"{judge}.{name}", est))
+            out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(name, name)}", est))
             for term, t in (est.get("terms") or {}).items():
                 for part in ("coef", "ci_low", "ci_high", "p_value"):
                     if _finite(t.get(part)):
@@ -58,7 +64,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
                     out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
     humans = (result.get("humans") or {}).get("verbosity")
     if isinstance(humans, Mapping):
-        out.update(estimate_metrics("humans.verbosity", humans))
+        out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
     for key in ("rows", "pairs", "human_labelled_pairs"):
         v = (result.get("dataset") or {}).get(key)
         if _finite(v):
