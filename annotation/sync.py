@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,9 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
             tracking_uri=settings.tracking_uri,
             experiment=settings.experiment,
             parent_run_id=settings.parent_run_id,
+            # What a reader of the runs list wants first: how many labels this figure rests on.
+            run_name=f"human labels: {status.get('labelled', 0)} of {status.get('pushed', 0)} pairs "
+                     f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
         )
     return SyncResult(pull=pulled, push=pushed, figures=figures, status=status, out_path=settings.out_path,
                       run_id=run_id, stopped=stopped)

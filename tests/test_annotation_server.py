@@ -194,6 +194,8 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     assert run.info.experiment_id == parent.info.experiment_id
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert run.data.tags["judgebias.parent_run_id"] == parent.info.run_id
+    st = result.status
+    assert run.info.run_name.startswith(f"human labels: {st['labelled']} of {st['pushed']} pairs (")
     assert run.data.metrics["J.labelled_only.eo"] == pytest.approx(0.5)
     assert run.data.metrics["J.labelled_only.dbg_human_gold"] == pytest.approx(0.3)
 
