@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
         """Run the bundled experiment offline on two packaged small models (SmolLM2-135M-Instruct and
         gemma-3-270m) over MT-bench instructions: Prefect in ephemeral mode, MLflow in ./mlflow.db.
         Measured on 2 CPU cores with native bf16: 4 min 34 s the first time (bf16, its cost against
-        float32 measured and printed), ~20 s again (every model call cached)."""
+        float32 measured and printed), 15 s again (every stage in the run folder)."""
         from judgebias.config import demo_config_path
 
         _run(demo_config_path(), _overrides(sample, no_ablations, dtype or _demo_dtype()), threads)

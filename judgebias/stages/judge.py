@@ -63,7 +63,6 @@ def judge_pairs(
     return df
 
 
-
 REDUCED_PRECISION = ("bfloat16", "float16")
 
 
