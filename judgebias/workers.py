@@ -14,12 +14,10 @@ Nothing is computed twice:
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cached
 from judgebias.backends.protocol import Generation, GenerationParams
 from judgebias.chunks import Chunk, ChunkStore
+from judgebias.resident import Resident
 from judgebias.table import Exclusions
 
 ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
@@ -76,17 +75,7 @@ def _build_backend(spec: ModelSpec):
     return _Serialized(backend) if spec.backend == "local" and not spec.factory else backend
 
 
-_BACKENDS: OrderedDict[str, Any] = OrderedDict()
-_BACKENDS_LOCK = threading.Lock()
-_LOADS: dict[str, int] = {}
-
-
-def _capacity() -> int:
-    try:
-        return max(1, int(os.environ.get(ENV_WORKER_MODELS, "1")))
-    except ValueError:
-        raise ValueError(f"{ENV_WORKER_MODELS} must be a whole number, got "
-                         f"{os.environ[ENV_WORKER_MODELS]!r}") from None
+_BACKENDS = Resident(ENV_WORKER_MODELS, default=1, minimum=1)
 
 
 def worker_backend(spec: ModelSpec) -> tuple[Any, bool]:
@@ -95,31 +84,16 @@ def worker_backend(spec: ModelSpec) -> tuple[Any, bool]:
     Loaded once per process and kept; beyond ``JUDGEBIAS_WORKER_MODELS`` models the least recently
     used is released (a worker judging several models in turn holds one at a time by default).
     """
-    key = spec.model_key()
-    with _BACKENDS_LOCK:  # one load even when a worker runs several threads
-        if key in _BACKENDS:
-            _BACKENDS.move_to_end(key)
-            return _BACKENDS[key], False
-        while len(_BACKENDS) >= _capacity():
-            _BACKENDS.popitem(last=False)
-            gc.collect()
-        backend = _build_backend(spec)
-        _BACKENDS[key] = backend
-        _LOADS[key] = _LOADS.get(key, 0) + 1
-        return backend, True
+    return _BACKENDS.get(spec.model_key(), lambda: _build_backend(spec))
 
 
 def worker_stats() -> dict[str, Any]:
     """This process's id, the models it holds and how often each was loaded."""
-    with _BACKENDS_LOCK:
-        return {"pid": os.getpid(), "held": len(_BACKENDS), "loads": dict(_LOADS)}
+    return {"pid": os.getpid(), "held": len(_BACKENDS), "loads": dict(_BACKENDS.builds)}
 
 
 def release_worker_backends() -> None:
-    with _BACKENDS_LOCK:
-        _BACKENDS.clear()
-        _LOADS.clear()
-    gc.collect()
+    _BACKENDS.clear()
 
 
 @dataclass

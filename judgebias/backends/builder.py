@@ -7,15 +7,12 @@ A spec names the model, not a loaded one, so it can travel to another process or
 
 from __future__ import annotations
 
-import gc
 import json
-import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from judgebias.backends.protocol import Backend
+from judgebias.resident import Resident
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -140,9 +137,9 @@ def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
     return CachedBackend(inner, cache, chunk_size=spec.batch_size)
 
 
+
 ENV_RESIDENT_MODELS = "JUDGEBIAS_RESIDENT_MODELS"
-_RESIDENT: OrderedDict[tuple, Any] = OrderedDict()
-_RESIDENT_LOCK = threading.Lock()
+_RESIDENT = Resident(ENV_RESIDENT_MODELS, default=2)
 
 
 def resident_model(spec: ModelSpec):
@@ -154,28 +151,11 @@ def resident_model(spec: ModelSpec):
     model is built apart (``loaded=``), so no adapter can leak into another stage."""
     from judgebias.models import load_model
 
-    try:
-        capacity = int(os.environ.get(ENV_RESIDENT_MODELS, "2"))
-    except ValueError:
-        raise ValueError(f"{ENV_RESIDENT_MODELS} must be a whole number, got "
-                         f"{os.environ[ENV_RESIDENT_MODELS]!r}") from None
     key = (spec.model, spec.gguf_file, spec.device, spec.dtype)
-    if capacity <= 0:
-        release_resident_models()
-        return load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
-    with _RESIDENT_LOCK:
-        if key in _RESIDENT:
-            _RESIDENT.move_to_end(key)
-            return _RESIDENT[key]
-        while len(_RESIDENT) >= capacity:
-            _RESIDENT.popitem(last=False)
-            gc.collect()  # release the oldest before loading the next: peak memory stays bounded
-        loaded = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
-        _RESIDENT[key] = loaded
-        return loaded
+    loaded, _ = _RESIDENT.get(key, lambda: load_model(spec.model, gguf_file=spec.gguf_file,
+                                                      device=spec.device, dtype=spec.dtype))
+    return loaded
 
 
 def release_resident_models() -> None:
-    with _RESIDENT_LOCK:
-        _RESIDENT.clear()
-    gc.collect()
+    _RESIDENT.clear()
