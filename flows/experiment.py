@@ -14,6 +14,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from judgebias import stages
+from judgebias.backends.builder import release_resident_models
 from tasks import experiment as t
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
@@ -135,11 +136,14 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     """Run every configured stage of one experiment and track it in MLflow."""
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
-    configured(main_flow, cfg)(config_path, overrides, run_dir)
-    if cfg.ablations.style_rewrite.enabled:
-        configured(style_rewrite_ablation, cfg)(config_path, overrides, run_dir)
-    if cfg.ablations.finetune.enabled:
-        configured(finetune_ablation, cfg)(config_path, overrides, run_dir)
+    try:
+        configured(main_flow, cfg)(config_path, overrides, run_dir)
+        if cfg.ablations.style_rewrite.enabled:
+            configured(style_rewrite_ablation, cfg)(config_path, overrides, run_dir)
+        if cfg.ablations.finetune.enabled:
+            configured(finetune_ablation, cfg)(config_path, overrides, run_dir)
+    finally:
+        release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()))
     t.publish_summary(cfg, store, tracking)
     return {"run_folder": str(store.root), **tracking}

@@ -8,6 +8,7 @@ prefetch child that converts the next models while a cold run's first stages wor
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -90,8 +91,6 @@ def _quiet(check: Callable[[str], bool], spec: str) -> bool:
 
 
 def _prefetch_main(specs: list[str]) -> None:
-    import os
-
     from judgebias.models import cache_root, converted_by, local_folder, needs_conversion
 
     for spec in specs:
