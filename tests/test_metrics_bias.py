@@ -200,3 +200,24 @@ def test_stats_helpers():
         kappa(np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0]]))
     with pytest.raises(InsufficientData):
         bootstrap_mean(np.array([]))
+
+
+def test_precision_cost_compares_both_orders_of_the_shared_pairs():
+    from judgebias.metrics import precision_cost
+
+    run = pd.DataFrame({"pair_id": ["p1", "p2", "p3"], "p_a_ab": [0.60, 0.48, 0.9],
+                        "p_a_ba": [0.30, float("nan"), 0.1], "verdict_ab": ["a", "b", "a"],
+                        "verdict_ba": ["b", "b", "b"]})
+    ref = pd.DataFrame({"pair_id": ["p1", "p2"], "p_a_ab": [0.62, 0.51], "p_a_ba": [0.30, 0.40],
+                        "verdict_ab": ["a", "a"], "verdict_ba": ["b", "b"]})
+    cost = precision_cost(run, ref)
+    # Shared pairs p1, p2 (p3 has no reference). |dP(A)|: p1 ab 0.02, p1 ba 0.00, p2 ab 0.03; p2 ba is
+    # NaN in the run and not compared -> 3 judgments, max 0.03, mean 0.05 / 3. Verdicts: p2 ab b -> a.
+    assert cost["pairs"] == 2 and cost["judgments"] == 3
+    assert cost["max_abs_dp_a"] == pytest.approx(0.03)
+    assert cost["mean_abs_dp_a"] == pytest.approx(0.05 / 3)
+    assert cost["verdicts_changed"] == 1
+    with pytest.raises(ValueError, match="reference table lacks"):
+        precision_cost(run, ref.drop(columns="verdict_ba"))
+    with pytest.raises(ValueError, match="no pair_id in both"):
+        precision_cost(run, ref.assign(pair_id=["x", "y"]))

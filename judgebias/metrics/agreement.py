@@ -61,3 +61,25 @@ def cohen_kappa(df: pd.DataFrame, judge: str, reference: str = "human", *, gold:
                     exclusions=excl, statistic=k["statistic"], p_value=k["p_value"],
                     method="Cohen's kappa; asymptotic interval, z-test of 0",
                     details={"observed_agreement": k["observed"], "expected_agreement": k["expected"]})
+
+
+def precision_cost(run: pd.DataFrame, reference: pd.DataFrame) -> dict:
+    """What a judge's reduced precision costs: its judgments (``run``) against the same pairs judged
+    by the same model in a reference precision, matched on ``pair_id`` in both orders. Returns the
+    number of pairs and of compared judgments, the largest and mean |dP(A)| and how many verdicts
+    changed. A bound seen on these pairs, not an interval: it describes only them."""
+    for what, df in (("run", run), ("reference", reference)):
+        missing = [c for c in ("pair_id", "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba") if c not in df]
+        if missing:
+            raise ValueError(f"precision_cost: the {what} table lacks column(s) {missing}")
+    cols = ["pair_id", "p_a_ab", "p_a_ba", "verdict_ab", "verdict_ba"]
+    both = run[cols].drop_duplicates("pair_id").merge(
+        reference[cols].drop_duplicates("pair_id"), on="pair_id", suffixes=("", "_ref"))
+    if both.empty:
+        raise ValueError("precision_cost: no pair_id in both tables")
+    diffs = pd.concat([(both[c] - both[f"{c}_ref"]).abs() for c in ("p_a_ab", "p_a_ba")]).dropna()
+    if diffs.empty:
+        raise ValueError("precision_cost: no judgment with P(A) in both tables")
+    changed = sum(int((both[v] != both[f"{v}_ref"]).sum()) for v in ("verdict_ab", "verdict_ba"))
+    return {"pairs": len(both), "judgments": len(diffs), "max_abs_dp_a": float(diffs.max()),
+            "mean_abs_dp_a": float(diffs.mean()), "verdicts_changed": changed}

@@ -73,6 +73,8 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     run's own. None for a float32 or API judge. A few pairs bound the cost, not the distribution:
     docs/benchmarks.md has the measurement over many."""
     from judgebias.judging import judge_pairs as run_judge
+    from judgebias.metrics import precision_cost
+    from judgebias.models import load_model
     from judgebias.prompts import judge_template
 
     j = cfg.judge(judge)
@@ -84,25 +86,14 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     if judgments.empty:
         raise ValueError(f"judge {judge!r}: no judgments to compare in float32")
     head = judgments.drop_duplicates("pair_id").head(sample)
-    from judgebias.models import load_model
-
     reference = j.model_copy(update={"dtype": "float32"})
     once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
     with (_timed(store, f"dtype_fidelity[{judge}]"),
           open_backend(reference, name=judge, cache=call_cache(cfg), loaded=once) as backend):
         exact = run_judge(_pairs(head), backend, judge_template(j.template), judge=judge,
                           chat=_chat(j, backend), chunk_size=j.batch_size).table()
-    both = head.merge(exact, on="pair_id", suffixes=("", "_fp32"))
-    columns = [c for c in ("p_a_ab", "p_a_ba") if c in both and f"{c}_fp32" in both]
-    if not columns:
-        raise ValueError(f"judge {judge!r}: no P(A) column to compare (expected p_a_ab / p_a_ba)")
-    diffs = pd.concat([(both[c] - both[f"{c}_fp32"]).abs() for c in columns])
-    flips = int(sum((both[v] != both[f"{v}_fp32"]).sum() for v in ("verdict_ab", "verdict_ba")
-                    if v in both and f"{v}_fp32" in both))
-    out = {"judge": judge, "dtype": j.dtype, "reference": "float32", "pairs": len(both),
-           "judgments": int(diffs.notna().sum()), "max_abs_dp_a": float(diffs.max()),
-           "mean_abs_dp_a": float(diffs.mean()), "verdicts_changed": flips}
+    out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
     store.write_json(name, out)
     progress(f"{judge}: {j.dtype} vs float32 on {out['judgments']} judgments: max |dP(A)| "
-             f"{out['max_abs_dp_a']:.3f}, {flips} verdict(s) changed")
+             f"{out['max_abs_dp_a']:.3f}, {out['verdicts_changed']} verdict(s) changed")
     return out
