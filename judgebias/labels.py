@@ -68,13 +68,3 @@ def majority(labels: Iterable[str]) -> str | None:
         return None
     (top, n), *_ = Counter(labels).most_common(1)
     return top if n * 2 > len(labels) else None
-
-
-def plurality(labels: Iterable[str]) -> str | None:
-    """Most frequent label, None on a tie for first place or no labels."""
-    counts = Counter(labels).most_common()
-    if not counts:
-        return None
-    if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return None
-    return counts[0][0]

@@ -69,11 +69,6 @@ def label(value: Any, path: Path | str, row: int, name: str) -> str | None:
         raise TableError(str(path), [f"row {row}, field {name!r}: {exc}"]) from None
 
 
-def is_text(value: Any) -> bool:
-    """Non-empty text. Booleans, numbers and None are not text, whatever JSON made of them."""
-    return isinstance(value, str) and value.strip() != ""
-
-
 def text_problem(value: Any) -> str | None:
     """Why a value cannot serve as a prompt/response, as an exclusion reason; None when it can."""
     if isinstance(value, bool):
