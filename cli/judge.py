@@ -125,6 +125,7 @@ def register(app: typer.Typer) -> None:
         values; off-format answers are excluded with their reason in judge_error, never scored 0.5.
         Model calls are cached by content, so a rerun only computes what is missing.
         """
+        from judgebias import interrupts
         from judgebias.backends.builder import build_backend, cached
         from judgebias.cache import ResponseCache
         from judgebias.io import read_table, write_table
@@ -136,10 +137,12 @@ def register(app: typer.Typer) -> None:
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
-        judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
-                                         perplexity=perplexity, ppl_context=ppl_context,
-                                         max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges,
-                                         chunk_size=batch_size)
+        with interrupts.stop_between_batches():
+            judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
+                                             perplexity=perplexity, ppl_context=ppl_context,
+                                             max_new_tokens=max_new_tokens,
+                                             keep_other_judges=keep_other_judges, chunk_size=batch_size)
+            interrupts.check()  # a stop asked after the last batch: still no table from a stopped run
         path = write_table(judged, out)
         scored = int(sum(1 for p in judged["p_a"] if isinstance(p, float) and not math.isnan(p)))
         typer.echo(f"wrote {path}: {len(judged)} rows, {scored} with p_a; judge {inner.name!r}, "

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from judgebias import interrupts
 from judgebias.backends.protocol import (
     Backend,
     Generation,
@@ -306,6 +307,7 @@ class CachedBackend:
                     rows.append((k, operation, ident_json, encode_result(r)))
             self.cache.put_many(rows)  # one transaction per forwarded call
             self.stats.stored += len(rows)
+            interrupts.check()  # a Ctrl-C stops here, with this batch kept
         return results
 
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:

@@ -237,6 +237,29 @@ def test_chunked_forwarding_keeps_finished_chunks_of_one_big_batch(cache):
         CachedBackend(CountingBackend(), cache, chunk_size=0)
 
 
+def test_ctrl_c_stops_right_after_the_batch_being_computed_is_stored(cache):
+    import os
+    import signal
+
+    from judgebias import interrupts
+
+    class CtrlCDuringSecondBatch(CountingBackend):
+        def score_options(self, prompts, options):
+            out = super().score_options(prompts, options)
+            if len(self.batches) == 2:  # the user presses Ctrl-C while the 2nd batch computes
+                os.kill(os.getpid(), signal.SIGINT)
+            return out
+
+    before = signal.getsignal(signal.SIGINT)
+    cb = CachedBackend(inner := CtrlCDuringSecondBatch(), cache, chunk_size=3)
+    with interrupts.stop_between_batches(), pytest.raises(KeyboardInterrupt, match="stop requested"):
+        cb.score_options(prompts(10), ["A", "B"])
+    assert inner.batches == [3, 3] and len(cache) == 6  # the interrupted batch finished and was kept
+    assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
+    cb.score_options(prompts(10), ["A", "B"])  # outside the block nothing is pending any more
+    assert inner.batches == [3, 3, 3, 1]
+
+
 def test_cache_is_picklable_and_on_disk_schema(cache, tmp_path):
     cb = CachedBackend(CountingBackend(), cache)
     cb.score_options(prompts(2), ["A", "B"])
