@@ -2,10 +2,11 @@
 
 Python raises KeyboardInterrupt wherever the main thread happens to be when SIGINT arrives; inside
 a finalizer or a callback the interpreter prints "Exception ignored" and carries on. Seen here: a
-`judgebias judge` given Ctrl-C half-way ran to the end and wrote its table in 2 of 3 full test runs.
-A command that wants Ctrl-C honoured runs inside ``stop_between_batches()``: SIGINT then only records the
-request, and the call cache (``cache.CachedBackend``) raises KeyboardInterrupt from ordinary code
-after the batch it just stored. A second Ctrl-C stops at once.
+`judgebias judge` given Ctrl-C half-way ran to the end and wrote its table in 2 of 3 full test
+runs (that cause is suspected, not proven). A command that wants Ctrl-C honoured runs inside
+``stop_between_batches()``: SIGINT then only records the request, and the call cache
+(``cache.CachedBackend``) raises KeyboardInterrupt from ordinary code after the batch it just
+stored. A second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
