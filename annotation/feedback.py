@@ -85,6 +85,9 @@ def inter_annotator(labels: pd.DataFrame) -> dict[str, Any]:
     from statsmodels.stats.inter_rater import cohens_kappa, fleiss_kappa
 
     live = latest_per_annotator(labels)
+    if {"server_url", "task_id"} <= set(live.columns):
+        # A task shared by pairs with identical texts is one judgment per annotator, not several.
+        live = live.drop_duplicates(["server_url", "task_id", "annotator"])
     cats = ["a", "b", "tie"]
     by_pair = live.groupby("pair_key")["label"].agg(list) if len(live) else pd.Series(dtype=object)
     multi = by_pair[by_pair.map(len) >= 2]

@@ -20,6 +20,14 @@ def pair_key(pair_id: str, prompt: str, response_a: str, response_b: str) -> str
     return "pk-" + digest[:24]
 
 
+def content_key(prompt: str, response_a: str, response_b: str) -> str:
+    """A hash of the texts alone. Datasets reuse outputs (in PandaLM's test set two generator pairs can
+    carry byte-identical responses), so different pair ids can show an annotator the very same task;
+    pairs with one content key share one task and its labels (``LabelStudioClient.push``)."""
+    digest = hashlib.sha256("\x1f".join((prompt, response_a, response_b)).encode("utf-8")).hexdigest()
+    return "ck-" + digest[:24]
+
+
 def swapped(key: str, seed: int) -> bool:
     """Whether response A is shown on the right. Derived from (seed, key) alone, so the choice does not
     depend on batch order and is reproducible; it is also stored in the ledger, which is authoritative."""
@@ -28,7 +36,9 @@ def swapped(key: str, seed: int) -> bool:
 
 
 def keyed_pairs(table) -> pd.DataFrame:
-    """One row per pair of a judgment table (index ``pair_id``): its texts and ``pair_key``."""
+    """One row per pair of a judgment table (index ``pair_id``): its texts, ``pair_key`` and
+    ``content_key``."""
     pairs = table.drop_duplicates("pair_id").set_index("pair_id")[["prompt", "response_a", "response_b"]]
-    return pairs.assign(pair_key=[pair_key(pid, p, a, b) for pid, p, a, b in zip(
-        pairs.index, pairs["prompt"], pairs["response_a"], pairs["response_b"], strict=True)])
+    texts = list(zip(pairs["prompt"], pairs["response_a"], pairs["response_b"], strict=True))
+    return pairs.assign(pair_key=[pair_key(pid, *t) for pid, t in zip(pairs.index, texts, strict=True)],
+                        content_key=[content_key(*t) for t in texts])

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from annotation.keys import content_key
 from annotation.keys import swapped as seeded_swap
 from annotation.store import Label, Ledger, PushedTask, UpsertCounts
 from judgebias.table import Exclusions
@@ -137,6 +138,7 @@ class PushResult:
     already_in_ledger: int
     adopted_from_server: int
     task_ids: list[int] = field(default_factory=list)
+    shared: int = 0  # pairs recorded on the task of a pair with the same texts (no new task)
 
 
 @dataclass
@@ -237,48 +239,65 @@ class LabelStudioClient:
 
         Idempotent twice over: keys already in the ledger are skipped, and tasks already on the server
         with a key the ledger lacks (a push interrupted after the import) are adopted, not re-created.
+        A pair whose texts equal those of a pair already pushed here, or earlier in this batch, creates
+        no task: it is recorded on that pair's task, so its annotators label it once.
         """
         project_id = self.ensure_project(project_title, max_annotations=max_annotations)
         known = ledger.pushed_keys()
         todo = chosen[~chosen["pair_key"].isin(known)]
         already = len(chosen) - len(todo)
-        by_key = {r.pair_key: r for r in todo.itertuples(index=False)}
+        by_content = ledger.tasks_by_content(self.url)
+        firsts: dict[str, object] = {}  # content key -> the row that gets the task
+        twins: list[tuple[object, str]] = []
+        for row in todo.itertuples(index=False):
+            ck = content_key(row.prompt, row.response_a, row.response_b)
+            if ck in by_content or ck in firsts:
+                twins.append((row, ck))
+            else:
+                firsts[ck] = row
+        by_key = {r.pair_key: (r, ck) for ck, r in firsts.items()}
         adopted: list[PushedTask] = []
         for task in self._server_tasks(project_id):
             data = task.data or {}
-            row = by_key.pop(data.get("pair_key"), None)
+            row, ck = by_key.pop(data.get("pair_key"), (None, None))
             if row is not None:
                 was_swapped = data.get("left") != row.response_a
-                adopted.append(
-                    PushedTask(
-                        row.pair_key, str(row.pair_id), project_id, int(task.id), was_swapped, self.url
-                    )
-                )
+                adopted.append(PushedTask(row.pair_key, str(row.pair_id), project_id, int(task.id),
+                                          was_swapped, self.url, content_key=ck))
         if adopted:
             ledger.record_tasks(adopted)
         rows = list(by_key.values())
-        swaps = [seeded_swap(r.pair_key, seed) for r in rows]
+        swaps = [seeded_swap(r.pair_key, seed) for r, _ in rows]
         task_ids: list[int] = []
+        missing: list[str] = []
         if rows:
-            payload = [task_data(r, s) for r, s in zip(rows, swaps, strict=True)]
+            payload = [task_data(r, s) for (r, _), s in zip(rows, swaps, strict=True)]
             self._call("importing tasks", self._ls.projects.import_tasks, id=project_id, request=payload)
             # Task ids are matched by the pair key in each task's data, not by the order of the import
             # response, which the API does not promise.
             on_server = {(t.data or {}).get("pair_key"): int(t.id) for t in self._server_tasks(project_id)}
-            missing = [r.pair_key for r in rows if r.pair_key not in on_server]
+            missing = [r.pair_key for r, _ in rows if r.pair_key not in on_server]
             recorded = [
-                PushedTask(r.pair_key, str(r.pair_id), project_id, on_server[r.pair_key], s, self.url)
-                for r, s in zip(rows, swaps, strict=True)
+                PushedTask(r.pair_key, str(r.pair_id), project_id, on_server[r.pair_key], s, self.url,
+                           content_key=ck)
+                for (r, ck), s in zip(rows, swaps, strict=True)
                 if r.pair_key in on_server
             ]
             ledger.record_tasks(recorded)
             task_ids = [t.task_id for t in recorded]
-            if missing:
-                raise LabelStudioError(
-                    f"Label Studio at {self.url} did not create tasks for {len(missing)} of {len(rows)} "
-                    f"pairs (first: {missing[0]}); the others are recorded, run push again"
-                )
-        return PushResult(project_id, len(rows), already, len(adopted), task_ids)
+        # Twins go last: the task they share must be recorded first (a twin of a pair whose import
+        # failed stays unrecorded, and the next push retries both).
+        by_content = ledger.tasks_by_content(self.url)
+        shared = [PushedTask(row.pair_key, str(row.pair_id), first.project_id, first.task_id, first.swapped,
+                             self.url, content_key=ck)
+                  for row, ck in twins if (first := by_content.get(ck)) is not None]
+        ledger.record_tasks(shared)
+        if missing:
+            raise LabelStudioError(
+                f"Label Studio at {self.url} did not create tasks for {len(missing)} of {len(rows)} "
+                f"pairs (first: {missing[0]}); the others are recorded, run push again"
+            )
+        return PushResult(project_id, len(rows), already, len(adopted), task_ids, shared=len(shared))
 
     # -- pull ---------------------------------------------------------------------------------------
     def export(self, project_id: int) -> list[dict]:
@@ -304,7 +323,7 @@ class LabelStudioClient:
                 raise LabelStudioError(
                     f"Label Studio at {self.url}: this ledger's tasks were pushed to {', '.join(elsewhere)}, "
                     f"not here; set {URL_ENV} to that server (nothing was pulled)")
-        projects = sorted({t.project_id for t in index.values()})
+        projects = sorted({t.project_id for tasks in index.values() for t in tasks})
         exported = [(pid, self.export(pid)) for pid in projects]
         labels: list[Label] = []
         seen: list[int] = []
@@ -312,8 +331,10 @@ class LabelStudioClient:
         excluded = Exclusions()
         for _, tasks in exported:
             for task in tasks:
-                pushed = index.get(int(task["id"]))
-                if pushed is None or (task.get("data") or {}).get("pair_key") != pushed.pair_key:
+                shown_key = (task.get("data") or {}).get("pair_key")
+                # The pair whose key the task carries; its twins read the label through the ledger.
+                pushed = next((t for t in index.get(int(task["id"]), []) if t.pair_key == shown_key), None)
+                if pushed is None:
                     unknown += 1  # someone else's task in the same project: not ours to interpret
                     continue
                 seen.append(pushed.task_id)

@@ -5,6 +5,10 @@ every annotation pulled, in ORIGINAL pair terms (a / b / tie). Annotations are u
 server id and the latest ``updated_at`` wins, so pulling twice, or pulling an annotation edited
 since, never counts a label twice. The ledger is the only state: a server that is down or deleted
 leaves it intact, and the next pull catches up. Writes are single transactions.
+
+Pairs with byte-identical texts (``annotation.keys.content_key``) share one task: each keeps its own
+row in ``tasks`` (its pair key, its draw) with the task id of the first, and an annotation of that
+task is stored once and read back as a label of every pair that shares the task.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Version 1 ledgers lack the design tables; opening one adds them (its tasks stay "hand-picked").
 # Versions 1-2 lack ``labels.both_bad``; opening one adds it (0: nobody could say so then).
-_UPGRADABLE = {1, 2}
+# Versions 1-3 hold one pair per task and no ``tasks.content_key``; opening one adds the column (NULL:
+# those tasks are not matched as twins) and drops the index that made a task id unique.
+_UPGRADABLE = {1, 2, 3}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,9 +39,10 @@ CREATE TABLE IF NOT EXISTS tasks (
     task_id    INTEGER NOT NULL,
     swapped    INTEGER NOT NULL,
     server_url TEXT NOT NULL,
-    pushed_at  TEXT NOT NULL
+    pushed_at  TEXT NOT NULL,
+    content_key TEXT  -- pairs with the same texts share a task (NULL: pushed before version 4)
 );
-CREATE UNIQUE INDEX IF NOT EXISTS tasks_by_task ON tasks (server_url, task_id);
+CREATE INDEX IF NOT EXISTS tasks_by_server_task ON tasks (server_url, task_id);
 CREATE TABLE IF NOT EXISTS labels (
     annotation_id INTEGER NOT NULL,
     server_url    TEXT NOT NULL,
@@ -92,6 +99,7 @@ class PushedTask:
     swapped: bool
     server_url: str
     pushed_at: str = ""
+    content_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,9 @@ class Ledger:
                 columns = {r[1] for r in con.execute("PRAGMA table_info(labels)")}
                 if "both_bad" not in columns:
                     con.execute("ALTER TABLE labels ADD COLUMN both_bad INTEGER NOT NULL DEFAULT 0")
+                if "content_key" not in {r[1] for r in con.execute("PRAGMA table_info(tasks)")}:
+                    con.execute("ALTER TABLE tasks ADD COLUMN content_key TEXT")
+                con.execute("DROP INDEX IF EXISTS tasks_by_task")
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
                 version = SCHEMA_VERSION
         if int(version) != SCHEMA_VERSION:
@@ -176,12 +187,15 @@ class Ledger:
         """Insert pushed tasks; a key already present keeps its first record (the swap must not change)."""
         now = _now()
         rows = [
-            (t.pair_key, t.pair_id, t.project_id, t.task_id, int(t.swapped), t.server_url, t.pushed_at or now)
+            (t.pair_key, t.pair_id, t.project_id, t.task_id, int(t.swapped), t.server_url, t.pushed_at or now,
+             t.content_key)
             for t in tasks
         ]
         with closing(self._connect()) as con, con:
             before = con.total_changes
-            con.executemany("INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany(
+                "INSERT OR IGNORE INTO tasks (pair_key, pair_id, project_id, task_id, swapped, server_url, "
+                "pushed_at, content_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             return con.total_changes - before
 
     def tasks(self) -> pd.DataFrame:
@@ -190,21 +204,29 @@ class Ledger:
         df["swapped"] = df["swapped"].astype(bool)
         return df
 
-    def task_index(self, server_url: str) -> dict[int, PushedTask]:
+    @staticmethod
+    def _task(r: sqlite3.Row) -> PushedTask:
+        return PushedTask(r["pair_key"], r["pair_id"], r["project_id"], r["task_id"], bool(r["swapped"]),
+                          r["server_url"], r["pushed_at"], r["content_key"])
+
+    def task_index(self, server_url: str) -> dict[int, list[PushedTask]]:
+        """Task id -> the pairs it stands for (several when their texts are identical), first pushed first."""
         with closing(self._connect()) as con:
-            rows = con.execute("SELECT * FROM tasks WHERE server_url = ?", (server_url,)).fetchall()
-        return {
-            r["task_id"]: PushedTask(
-                r["pair_key"],
-                r["pair_id"],
-                r["project_id"],
-                r["task_id"],
-                bool(r["swapped"]),
-                r["server_url"],
-                r["pushed_at"],
-            )
-            for r in rows
-        }
+            rows = con.execute("SELECT * FROM tasks WHERE server_url = ? ORDER BY pushed_at, rowid",
+                               (server_url,)).fetchall()
+        index: dict[int, list[PushedTask]] = {}
+        for r in rows:
+            index.setdefault(r["task_id"], []).append(self._task(r))
+        return index
+
+    def tasks_by_content(self, server_url: str) -> dict[str, PushedTask]:
+        """Content key -> the first task pushed with those texts on this server (the one to share)."""
+        out: dict[str, PushedTask] = {}
+        for tasks in self.task_index(server_url).values():
+            for t in tasks:
+                if t.content_key is not None:
+                    out.setdefault(t.content_key, tasks[0])
+        return out
 
     # -- probability design ------------------------------------------------------------------------
     def record_batch(self, *, design: str, population: str, seed: int, budget: float,
@@ -313,7 +335,14 @@ class Ledger:
             where.append("skipped = 0")
         if not include_deleted:
             where.append("deleted = 0")
-        sql = "SELECT * FROM labels" + (" WHERE " + " AND ".join(where) if where else "")
+        # One row per (annotation, pair the task stands for): a twin pushed later gets the labels its
+        # task already has. ``pair_key``/``pair_id`` are the task's pairs; the stored ones are the first.
+        sql = ("SELECT l.annotation_id, l.server_url, l.task_id, "
+               "COALESCE(t.pair_key, l.pair_key) AS pair_key, COALESCE(t.pair_id, l.pair_id) AS pair_id, "
+               "l.annotator, l.label, l.skipped, l.reason, "
+               "l.updated_at, l.pulled_at, l.deleted, l.both_bad FROM labels l LEFT JOIN tasks t "
+               "ON t.server_url = l.server_url AND t.task_id = l.task_id")
+        sql += " WHERE " + " AND ".join(f"l.{w}" for w in where) if where else ""
         with closing(self._connect()) as con:
             df = pd.read_sql_query(sql + " ORDER BY pair_id, annotator, annotation_id", con)
         for col in ("skipped", "deleted"):
@@ -323,22 +352,26 @@ class Ledger:
         return df
 
     def status(self) -> dict:
-        """Counts for ``judgebias annotate status``: pushed / labelled / pending, per annotator."""
+        """Counts for ``judgebias annotate status``: pairs pushed / labelled / pending, the tasks they
+        share, annotations (each counted once however many pairs its task stands for), per annotator."""
         tasks = self.tasks()
-        labels = self.labels(include_skipped=True)
-        done = labels[~labels["skipped"]]
-        labelled_keys = set(done["pair_key"])
+        expanded = self.labels(include_skipped=True)
+        labelled_keys = set(expanded.loc[~expanded["skipped"], "pair_key"])
+        labels = expanded.drop_duplicates(["server_url", "annotation_id"])
         per_annotator = {}
         for who, g in labels.groupby("annotator"):
             per_annotator[str(who)] = {
                 "labelled": int((~g["skipped"]).sum()),
                 "skipped": int(g["skipped"].sum()),
+                "both_bad": int(g["both_bad"].astype(bool).sum()),
             }
         return {
             "pushed": len(tasks),
+            "tasks": int(tasks[["server_url", "task_id"]].drop_duplicates().shape[0]),
             "labelled": len(labelled_keys & set(tasks["pair_key"])),
             "pending": len(set(tasks["pair_key"]) - labelled_keys),
-            "labels": len(done),
+            "labels": int((~labels["skipped"]).sum()),
             "skipped": int(labels["skipped"].sum()),
+            "both_bad": int((labels["both_bad"].astype(bool) & ~labels["skipped"]).sum()),
             "per_annotator": per_annotator,
         }

@@ -304,7 +304,8 @@ def test_ledger_upserts_latest_version_once(tmp_path):
     assert labels[["annotation_id", "label"]].values.tolist() == [[1, "b"]]
     st = ledger.status()
     assert (st["pushed"], st["labelled"], st["pending"], st["skipped"]) == (2, 1, 1, 1)
-    assert st["per_annotator"] == {"u1": {"labelled": 1, "skipped": 0}, "u2": {"labelled": 0, "skipped": 1}}
+    assert st["per_annotator"] == {"u1": {"labelled": 1, "skipped": 0, "both_bad": 0},
+                                   "u2": {"labelled": 0, "skipped": 1, "both_bad": 0}}
     # A full export of task 101 without annotation 1: it was deleted on the server.
     gone = ledger.upsert_labels([], seen_tasks=[101], server_url="http://h")
     assert gone.deleted == 1 and ledger.labels().empty
