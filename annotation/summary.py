@@ -15,8 +15,19 @@ def _interval(est: Mapping[str, Any] | None) -> str:
     return f"{est['value']:+.3f} [{est['ci_low']:+.3f}, {est['ci_high']:+.3f}]{ess_txt}"
 
 
-def figure_lines(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One block per judge: the design, then each figure as 'Hájek ... | PPI++ ...' with ESS."""
+def _was(previous: Mapping[str, Any] | None, judge: str, *path: str) -> str:
+    """`` (was +0.100)`` from the last pull's figure at ``path``, when it had a value."""
+    est = (previous or {}).get(judge) or {}
+    for key in path:
+        est = est.get(key) or {} if isinstance(est, Mapping) else {}
+    value = est.get("value") if isinstance(est, Mapping) else None
+    return f"  (was {value:+.3f})" if isinstance(value, (int, float)) else ""
+
+
+def figure_lines(figures: Mapping[str, Mapping[str, Any]],
+                 previous: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """One block per judge: the design, then each figure as 'Hájek ... | PPI++ ...' with ESS, and
+    its value at the previous pull when there was one."""
     lines: list[str] = []
     for judge, figs in figures.items():
         design = figs.get("design") or {}
@@ -30,14 +41,24 @@ def figure_lines(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"{design.get('batches')} batch(es), {design.get('labelled')} of {design.get('drawn')} drawn "
                 f"pairs labelled; variance: {design.get('variance')}")
         for name, fig in (figs.get("estimates") or {}).items():
-            lines.append(f"  {name:<22} Hájek {_interval(fig.get('design_based'))}")
-            lines.append(f"  {'':<22} PPI++ {_interval(fig.get('ppi'))}")
+            lines.append(f"  {name:<22} Hájek {_interval(fig.get('design_based'))}"
+                         f"{_was(previous, judge, 'estimates', name, 'design_based')}")
+            lines.append(f"  {'':<22} PPI++ {_interval(fig.get('ppi'))}{_was(previous, judge, 'estimates', name, 'ppi')}")
         only = figs.get("labelled_only") or {}
         eo = only.get("eo") or {}
         if eo.get("value") is not None:
             lines.append(f"  labelled pairs only (not a population figure): EO {_interval(eo)}, "
-                         f"n={eo.get('n')}")
+                         f"n={eo.get('n')}{_was(previous, judge, 'labelled_only', 'eo')}")
     return lines
+
+
+def ledger_line(st: Mapping[str, Any]) -> str:
+    """Pairs pushed / labelled / pending (and the tasks they share), then the annotations."""
+    shared = st.get("pushed", 0) - st.get("tasks", st.get("pushed", 0))
+    tasks = f" on {st['tasks']} task(s) ({shared} share a twin's texts)" if shared else ""
+    return (f"ledger: pairs pushed {st.get('pushed')}{tasks}, labelled {st.get('labelled')}, pending "
+            f"{st.get('pending')}; labels {st.get('labels')} (both bad {st.get('both_bad', 0)}), "
+            f"skipped {st.get('skipped')}")
 
 
 def sync_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -48,13 +69,12 @@ def sync_lines(summary: Mapping[str, Any]) -> list[str]:
         out.append("pulled: " + ", ".join(f"{k} {v}" for k, v in pulled.items()))
     st = summary.get("status") or {}
     if st:
-        out.append(f"ledger: pushed {st.get('pushed')}, labelled {st.get('labelled')}, pending "
-                   f"{st.get('pending')}, labels {st.get('labels')}, skipped {st.get('skipped')}")
+        out.append(ledger_line(st))
     if summary.get("pushed"):
         out.append(f"pushed {summary['pushed']} new task(s)")
     if summary.get("stopped"):
         out.append(str(summary["stopped"]))
-    out.extend(figure_lines(summary.get("figures") or {}))
+    out.extend(figure_lines(summary.get("figures") or {}, summary.get("previous_figures")))
     out.append(f"merged table: {summary.get('out')}")
     if summary.get("mlflow_run_id"):
         out.append(f"MLflow run: {summary['mlflow_run_id']}")

@@ -71,6 +71,19 @@ class SyncSettings:
     def out_path(self) -> Path:
         return Path(self.out) if self.out else default_output_path(self.table)
 
+    @property
+    def figures_path(self) -> Path:
+        """The figures of the last recompute (``judgments.human.figures.json``): the next pull prints
+        each figure before -> after."""
+        out = self.out_path
+        return out.with_name(out.name.split(".")[0] + ".human.figures.json")
+
+    def previous_figures(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads(self.figures_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # first pull, or an unreadable file: no "before" to show
+
 
 @dataclass
 class SyncResult:
@@ -81,6 +94,7 @@ class SyncResult:
     out_path: Path
     run_id: str | None = None
     stopped: str | None = None  # why no batch was pushed although a budget was given
+    previous: dict[str, dict[str, Any]] = field(default_factory=dict)  # figures of the last pull
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -93,6 +107,7 @@ class SyncResult:
             "mlflow_run_id": self.run_id,
             "stopped": self.stopped,
             "figures": self.figures,
+            "previous_figures": self.previous,
         }
 
 
@@ -117,6 +132,9 @@ def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, A
         figures[judge] = rec.figures
         metrics.update({f"{judge}.{k}": v for k, v in rec.flat_metrics().items()})
     write_table(merged, settings.out_path)
+    from judgebias.runstore import atomic_write_text
+
+    atomic_write_text(settings.figures_path, json.dumps(figures, indent=2, sort_keys=True, default=str))
     return figures, metrics
 
 
@@ -142,6 +160,7 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     client = client or LabelStudioClient(settings.server())
     pulled = client.pull(ledger)
     pushed = stopped = None
+    previous = settings.previous_figures()
     figures, metrics = recompute_from_ledger(settings)
     if settings.budget > 0:
         from annotation.loop import next_batch
@@ -188,4 +207,4 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
                      f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
         )
     return SyncResult(pull=pulled, push=pushed, figures=figures, status=status, out_path=settings.out_path,
-                      run_id=run_id, stopped=stopped)
+                      run_id=run_id, stopped=stopped, previous=previous)

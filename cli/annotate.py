@@ -130,6 +130,9 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
         f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
         f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
     )
+    if result.shared:
+        typer.echo(f"{result.shared} pair(s) have the same texts as a pair already pushed: they share its "
+                   "task (labelled once, counted for each pair)")
 
 
 @annotate_app.command("pull")
@@ -181,8 +184,9 @@ def pull_cmd(
         TrackingSettings(**({"tracking_uri": tracking_uri} if tracking_uri else {})).check_reachable()
     try:
         if offline:
+            previous = settings.previous_figures()
             figures, _ = recompute_from_ledger(settings)
-            summary = {"figures": figures, "out": str(settings.out_path)}
+            summary = {"figures": figures, "previous_figures": previous, "out": str(settings.out_path)}
         else:
             summary = sync(settings).summary()
     except LabelStudioError as exc:
@@ -220,12 +224,12 @@ def status_cmd(
         _fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
     st = Ledger(path).status()
     typer.echo(f"ledger {path}")
-    typer.echo(
-        f"pushed {st['pushed']}  labelled {st['labelled']}  pending {st['pending']}  "
-        f"labels {st['labels']}  skipped {st['skipped']}"
-    )
+    from annotation.summary import ledger_line
+
+    typer.echo(ledger_line(st))
     for who, counts in sorted(st["per_annotator"].items()):
-        typer.echo(f"  {who:<16} labelled {counts['labelled']:>5}  skipped {counts['skipped']:>5}")
+        typer.echo(f"  {who:<16} labelled {counts['labelled']:>5}  skipped {counts['skipped']:>5}  "
+                   f"both bad {counts.get('both_bad', 0):>4}")
 
 
 def register(app: typer.Typer) -> None:

@@ -110,13 +110,18 @@ def test_offline_pull_recomputes_from_ledger(table_path, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert res.output.startswith("offline: Label Studio not contacted")
+    first = res
     res = runner.invoke(app, ["annotate", "pull", str(table_path), "--offline", "--judge", "J", "--ledger",
                               str(ledger.path), "--out", str(out), "--reps", "200", "--json"])
-    check_scenario_figures(json.loads(res.output[res.output.index("\n{") + 1:])["figures"]["J"])
+    summary = json.loads(res.output[res.output.index("\n{") + 1:])
+    check_scenario_figures(summary["figures"]["J"])
+    # The second pull shows each figure beside its value at the first (the same labels: equal).
+    assert "(was " not in first.output and "(was " in res.output
+    assert summary["previous_figures"]["J"]["estimates"] == summary["figures"]["J"]["estimates"]
     merged, _ = read_table(out)
     assert merged.drop_duplicates("pair_id").set_index("pair_id").loc["s1", "human"] == ["b", "b"]
     res = runner.invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
-    assert "pushed 6  labelled 6  pending 0  labels 9  skipped 1" in res.output
+    assert "ledger: pairs pushed 6, labelled 6, pending 0; labels 9 (both bad 0), skipped 1" in res.output
     assert "ls-user" not in res.output and "u1" in res.output
 
 

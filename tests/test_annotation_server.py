@@ -276,7 +276,7 @@ def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, m
     assert summary["pulled"] == {"new": 0, "updated": 0, "unchanged": 11, "deleted": 0}
     assert len(ledger.labels()) == 10
     res = CliRunner().invoke(app, ["annotate", "status", "--ledger", str(ledger.path)])
-    assert res.exit_code == 0 and "pushed 6  labelled 6  pending 0" in res.output
+    assert res.exit_code == 0 and "pairs pushed 6, labelled 6, pending 0" in res.output
 
 
 def test_start_stop_scripts(ls_server, tmp_path):
