@@ -41,6 +41,8 @@ INSTRUCTIONS = (
     "neither answers the prompt acceptably.</li>"
     "<li>Keys: <b>1</b> Response 1, <b>2</b> Response 2, <b>3</b> Tie, <b>4</b> Both bad; the reason "
     "is optional and is saved with your choice.</li>"
+    "<li>This task has no regions: collapse the Regions / Relations panel on the right (the arrow on "
+    "its header) to give the responses the full width; your browser remembers it.</li>"
     "</ul><p>Your choices are used to measure how far an automatic judge can be trusted.</p>"
 )
 

@@ -43,7 +43,8 @@ def figure_lines(figures: Mapping[str, Mapping[str, Any]],
         for name, fig in (figs.get("estimates") or {}).items():
             lines.append(f"  {name:<22} Hájek {_interval(fig.get('design_based'))}"
                          f"{_was(previous, judge, 'estimates', name, 'design_based')}")
-            lines.append(f"  {'':<22} PPI++ {_interval(fig.get('ppi'))}{_was(previous, judge, 'estimates', name, 'ppi')}")
+            lines.append(f"  {'':<22} PPI++ {_interval(fig.get('ppi'))}"
+                         f"{_was(previous, judge, 'estimates', name, 'ppi')}")
         only = figs.get("labelled_only") or {}
         eo = only.get("eo") or {}
         if eo.get("value") is not None:

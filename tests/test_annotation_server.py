@@ -21,7 +21,7 @@ from annotation.selection import select_pairs
 from annotation.server import find_label_studio
 from annotation.store import Ledger
 from annotation.sync import SyncSettings, sync
-from judgebias.io import read_table, write_table
+from judgebias.io import read_table
 
 pytestmark = [
     pytest.mark.server,
@@ -35,29 +35,6 @@ pytestmark = [
 
 TITLE = "judgebias server test"
 SHOWN = {"a": ("left", "right"), "b": ("right", "left"), "tie": ("tie", "tie")}  # (not swapped, swapped)
-
-
-@pytest.fixture(scope="module")
-def ls_server(labelstudio_server):
-    return labelstudio_server.start()  # a no-op when it is already running
-
-
-@pytest.fixture(scope="module")
-def world(ls_server, tmp_path_factory):
-    """Experiment folder with the scenario table, the client, and the two annotators' user ids."""
-    root = tmp_path_factory.mktemp("experiment")
-    table_path = write_table(scenario_table(), root / "judgments.jsonl")
-    client = LabelStudioClient(ls_server.settings)
-    sdk = client._ls
-    admin = sdk.users.whoami().id
-    second = sdk.users.create(username="annotator2", email="annotator2@judgebias.local", password="x" * 16).id
-    return {
-        "root": root,
-        "table": table_path,
-        "client": client,
-        "sdk": sdk,
-        "users": {"u1": admin, "u2": second},
-    }
 
 
 def _annotate(
@@ -385,127 +362,3 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     assert second["mlflow_run_id"] and second["figures"]["J"]["labels"]["annotations"] == k
     # The labelled pairs are a probability sample: the figures are population estimates.
     assert second["figures"]["J"]["design"]["labelled"] == k and "eo" in second["figures"]["J"]["estimates"]
-
-
-def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_server, monkeypatch, tmp_path):
-    """A uniform probability batch of real PandaLM pairs goes to the server through `annotate push`,
-    three annotators label all but two drawn pairs through the API with PandaLM's own human labels,
-    and `annotate pull` estimates judge-human agreement for the population; the Hájek figure and its
-    interval are recomputed here from the textbook formulas, the PPI++ one with the estimator."""
-    import math
-
-    import numpy as np
-    from conftest import DATA
-    from typer.testing import CliRunner
-
-    from cli import app
-    from judgebias.importers.pandalm import import_pandalm
-    from judgebias.metrics.human import estimate, pair_features, variables
-    from judgebias.metrics.survey import STRATIFIED, SampleDesign, wilson_design
-
-    table, _ = import_pandalm(DATA / "pandalm")
-    path = write_table(table, tmp_path / "pandalm.jsonl")
-    monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
-    monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
-    args = ["--judge", "pandalm-7b", "--self", "pandalm-7b=llama-7b"]
-    res = CliRunner().invoke(app, ["annotate", "push", str(path), "--design", "uniform", "--budget", "12",
-                                   "--project-title", "judgebias probability test", "--seed", "5", *args])
-    assert res.exit_code == 0, res.output
-    ledger = Ledger(tmp_path / "pandalm.labels.sqlite")
-    draws = ledger.draws()
-    big_n = len(draws)
-    assert big_n == table["pair_id"].nunique() and draws["selected"].sum() == 12
-    assert np.allclose(draws["pi"], 12 / big_n) and "drew 12" in res.output
-
-    sdk = world["sdk"]
-    users = [world["users"]["u1"], world["users"]["u2"],
-             sdk.users.create(username="annotator3", email="a3@judgebias.local", password="y" * 16).id]
-    truth = table.drop_duplicates("pair_id").set_index("pair_id")["human"]
-    tasks = ledger.tasks().set_index("pair_id")
-    drawn = sorted(draws.loc[draws["selected"], "pair_id"])
-    labelled = drawn[2:]  # two drawn pairs stay unlabelled: nonresponse
-    for pid in labelled:
-        for user, lab in zip(users, truth[pid], strict=False):
-            shown = SHOWN[lab][int(tasks.loc[pid, "swapped"])]
-            sdk.annotations.create(id=int(tasks.loc[pid, "task_id"]), completed_by=user, result=[
-                {"from_name": "preference", "to_name": "prompt", "type": "choices",
-                 "value": {"choices": [shown]}}])
-    res = CliRunner().invoke(app, ["annotate", "pull", str(path), "--no-mlflow", "--json", *args])
-    assert res.exit_code == 0, res.output
-    assert "agreement_human" in res.output and "Hájek" in res.output and "PPI++" in res.output
-    summary = json.loads(res.output[res.output.index("\n{") + 1:])
-    fig = summary["figures"]["pandalm-7b"]["estimates"]["agreement_human"]
-    assert fig["labels"] == 10 and fig["population_size"] == big_n
-
-    # By hand: simple random sample of n = 10 of N (the 2 unlabelled drawn pairs are nonresponse), the
-    # rate R = sum(hit) / sum(has majority), z = (hit - R m) / mean(m), V = (1 - n/N) var(z) / n,
-    # then Wilson on n* = R(1 - R) / V.
-    judge_rows = table[table["judge"] == "pandalm-7b"].set_index("pair_id")
-    hit, m = [], []
-    for pid in labelled:
-        labs = truth[pid]
-        top = max(set(labs), key=labs.count)
-        has = labs.count(top) * 2 > len(labs)
-        m.append(float(has))
-        hit.append(float(has and top == judge_rows.loc[pid, "verdict"]))
-    hit, m = np.array(hit), np.array(m)
-    n = len(labelled)
-    rate = hit.sum() / m.sum()
-    z = (hit - rate * m) / m.mean()
-    se = math.sqrt((1 - n / big_n) * z.var(ddof=1) / n)
-    lo, hi = wilson_design(rate, se, int(m.sum()))
-    got = fig["design_based"]
-    assert (got["value"], got["ci_low"], got["ci_high"]) == (pytest.approx(rate), pytest.approx(lo, abs=1e-6),
-                                                             pytest.approx(hi, abs=1e-6))
-    # PPI++ with the gold panel (gpt-3.5) predicting the human label on all N pairs.
-    only_drawn = table.assign(human=[h if p in labelled else [] for p, h in zip(table["pair_id"],
-                                                                              table["human"], strict=True)])
-    feats = pair_features(only_drawn, "pandalm-7b", self_map={"pandalm-7b": ["llama-7b"]})
-    order = pd.Index(sorted(draws["pair_id"]))
-    feats = feats.reindex(order)
-    y, yhat = variables(feats, "agreement_human")
-    design = SampleDesign(np.full(big_n, n / big_n), order.isin(labelled), STRATIFIED,
-                          np.array(["all"] * big_n))
-    want = estimate(y, yhat, "agreement_human", design)
-    assert fig["ppi"]["value"] == pytest.approx(want.value)
-    assert fig["ppi"]["ci_low"] == pytest.approx(want.ci_low)
-    assert fig["ppi"]["ci_high"] == pytest.approx(want.ci_high)
-
-
-def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, tmp_path):
-    """Two `annotate push` started at the same moment on one ledger (the fault that once made two
-    same-titled projects, one never pulled): the ledger lock serialises them, so there is one project,
-    two recorded batches, and every task on the server is in the ledger."""
-    import subprocess
-    import sys
-
-    from conftest import DATA
-
-    from judgebias.importers.pandalm import import_pandalm
-
-    table, _ = import_pandalm(DATA / "pandalm")
-    path = write_table(table, tmp_path / "race.jsonl")
-    title = "judgebias concurrent push"
-    env = {**os.environ, "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.api_key}
-    cmd = [sys.executable, "-m", "cli", "annotate", "push", str(path), "--design", "uniform",
-           "--budget", "4", "--project-title", title]
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
-    outputs = [p.communicate(timeout=240)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    sdk = world["sdk"]
-    projects = [p for p in sdk.projects.list(title=title) if p.title == title]
-    assert len(projects) == 1
-    ledger = Ledger(tmp_path / "race.labels.sqlite")
-    on_server = {int(t.id) for t in sdk.tasks.list(project=projects[0].id)}
-    assert set(ledger.tasks()["task_id"]) == on_server and len(on_server) == 8
-    assert ledger.batches()["batch"].tolist() == [1, 2]
-
-
-def test_pull_from_another_server_than_the_ledgers_says_so(world, ls_server, tmp_path):
-    ledger = Ledger(tmp_path / "other.labels.sqlite")
-    from annotation.store import PushedTask
-
-    ledger.record_tasks([PushedTask("pk-x", "s1", 1, 1, False, "http://127.0.0.1:1")])
-    with pytest.raises(LabelStudioError, match=r"pushed to http://127\.0\.0\.1:1, not here"):
-        world["client"].pull(ledger)

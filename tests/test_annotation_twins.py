@@ -7,11 +7,14 @@ Studio UI). Now one task is made and its labels are read for both pairs.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
-from test_annotation_server import SHOWN, ls_server, world  # noqa: F401  (module fixtures)
+import pytest
+from test_annotation_server import SHOWN
 
 from annotation.keys import content_key, keyed_pairs
+from annotation.server import find_label_studio
 from annotation.store import Label, Ledger, PushedTask
 from judgebias.io import write_table
 
@@ -57,7 +60,11 @@ def test_a_version_3_ledger_is_upgraded_to_share_tasks(tmp_path):
     assert len(ledger.task_index(URL)[7]) == 2
 
 
-def test_pandalm_twins_make_one_task_on_a_real_server(world, ls_server, tmp_path):  # noqa: F811
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.skipif(find_label_studio() is None and not os.environ.get("CI"),
+                    reason="label-studio not installed (scripts/labelstudio_install.sh)")
+def test_pandalm_twins_make_one_task_on_a_real_server(world, ls_server, tmp_path):
     from conftest import DATA
 
     from annotation.sync import SyncSettings, sync
