@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from annotation.keys import keyed_pairs
+from judgebias.metrics.frame import parse_self_map
 from judgebias.table import Exclusions
 
 
@@ -91,28 +92,6 @@ def self_sides(
     )
 
 
-def normalize_self_map(pairs: Iterable[str] | Mapping[str, object] | None) -> dict[str, tuple[str, ...]]:
-    """Accept {"judge": "gen"} / {"judge": ["gen1", "gen2"]} or CLI strings "judge=gen"."""
-    if pairs is None:
-        return {}
-    out: dict[str, list[str]] = {}
-    if isinstance(pairs, Mapping):
-        items = [(str(k), v) for k, v in pairs.items()]
-    else:
-        items = []
-        for text in pairs:
-            if "=" not in text:
-                raise ValueError(f"self mapping {text!r} must look like JUDGE=GENERATOR")
-            judge, gen = (s.strip() for s in text.split("=", 1))
-            if not judge or not gen:
-                raise ValueError(f"self mapping {text!r} must look like JUDGE=GENERATOR")
-            items.append((judge, gen))
-    for judge, gens in items:
-        gens = [gens] if isinstance(gens, str) else list(gens)
-        out.setdefault(judge, []).extend(str(g) for g in gens)
-    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
-
-
 def score_pairs(
     table: pd.DataFrame,
     *,
@@ -151,7 +130,7 @@ def score_pairs(
         raise ValueError(
             f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate"
         )
-    self_map = normalize_self_map(self_map)
+    self_map = parse_self_map(self_map)
     all_judges = sorted({j for j in table["judge"].dropna().unique() if j})
     measured = sorted(set(judges)) if judges is not None else all_judges
     unknown = [j for j in measured if j not in all_judges]

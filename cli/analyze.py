@@ -37,7 +37,7 @@ def analyze_cmd(
     Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
     A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
     """
-    from judgebias.analysis import analyze, parse_self_map
+    from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
     from judgebias.io import read_table
     from judgebias.table import TableError
@@ -47,6 +47,8 @@ def analyze_cmd(
 
         TrackingSettings().check_reachable()
     try:
+        from judgebias.metrics.frame import parse_self_map
+
         self_map = parse_self_map(self_ or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--self") from None

@@ -32,10 +32,10 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _self_map(items: list[str] | None) -> dict[str, tuple[str, ...]]:
-    from annotation.selection import normalize_self_map
+    from judgebias.metrics.frame import parse_self_map
 
     try:
-        return normalize_self_map(items or [])
+        return parse_self_map(items or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--self") from None
 

@@ -51,18 +51,6 @@ def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
     return lean
 
 
-def parse_self_map(items: Iterable[str]) -> dict[str, set[str]]:
-    """``["pandalm-7b=llama-7b", "j=g1,g2"]`` -> {"pandalm-7b": {"llama-7b"}, "j": {"g1", "g2"}}."""
-    out: dict[str, set[str]] = {}
-    for item in items:
-        judge, sep, gens = item.partition("=")
-        names = [g.strip() for g in gens.split(",") if g.strip()]
-        if not sep or not judge.strip() or not names:
-            raise ValueError(f"--self expects JUDGE=GENERATOR[,GENERATOR...], got {item!r}")
-        out.setdefault(judge.strip(), set()).update(names)
-    return out
-
-
 def _has(df: pd.DataFrame, column: str) -> bool:
     return F.has_values(df, column)
 

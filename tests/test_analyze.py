@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from judgebias.analysis import analyze, parse_self_map
+from judgebias.analysis import analyze
 from judgebias.analysis_report import format_report
 from judgebias.io import write_table
+from judgebias.metrics.frame import parse_self_map
 from judgebias.plots import DPI, FIGSIZE, figures_for, save_figures
 from judgebias.table import validate
 
@@ -125,6 +126,16 @@ def test_bad_input():
         analyze(synthetic(10), gold=["nobody"])
     with pytest.raises(ValueError, match="JUDGE=GENERATOR"):
         parse_self_map(["no-equals-sign"])
+
+
+def test_one_self_map_from_every_shape():
+    # CLI strings, a comma list, a repeated judge (union, first-seen order) and the config's mapping.
+    assert parse_self_map(["j=g1,g2", "k=h", "j=g2, g3"]) == {"j": ("g1", "g2", "g3"), "k": ("h",)}
+    assert parse_self_map({"j": "g1", "k": ["h", "h2"]}) == {"j": ("g1",), "k": ("h", "h2")}
+    assert parse_self_map(None) == {} and parse_self_map([]) == {}
+    for bad in ("=g", "j=", "j= , "):
+        with pytest.raises(ValueError, match=repr(bad).replace("(", r"\(")):
+            parse_self_map([bad])
 
 
 def test_report_lists_figures_and_reasons(result):

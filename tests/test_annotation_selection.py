@@ -22,8 +22,9 @@ from annotation.labelstudio import (
     shown_to_original,
     task_data,
 )
-from annotation.selection import Weights, normalize_self_map, select_pairs
+from annotation.selection import Weights, select_pairs
 from annotation.store import Label, Ledger, PushedTask, default_ledger_path
+from judgebias.metrics.frame import parse_self_map
 from judgebias.table import validate
 
 
@@ -119,14 +120,14 @@ def test_selection_self_map_and_weights(hand_table):
     )
     no_map = select_pairs(renamed, budget=4, judges=["J"])
     assert set(no_map.chosen.loc[no_map.chosen["self"] > 0, "pair_id"]) == set()
-    mapped = select_pairs(renamed, budget=4, judges=["J"], self_map=normalize_self_map(["J=J-base"]))
+    mapped = select_pairs(renamed, budget=4, judges=["J"], self_map=parse_self_map(["J=J-base"]))
     assert set(mapped.chosen.loc[mapped.chosen["self"] > 0, "pair_id"]) == {"p1", "p4"}
     only_flip = select_pairs(hand_table, budget=1, judges=["J"], weights=Weights(0, 0, 0, 1))
     assert list(only_flip.chosen["pair_id"]) == ["p2"]
     with pytest.raises(ValueError, match="weight self"):
         Weights(self=-1)
     with pytest.raises(ValueError, match="JUDGE=GENERATOR"):
-        normalize_self_map(["J"])
+        parse_self_map(["J"])
 
 
 def test_selection_ties_broken_by_key_and_bad_input():

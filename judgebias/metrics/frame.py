@@ -29,6 +29,30 @@ DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, CHOICE, VOTE, WORDS_A, WORDS_B)
 
 SelfMap = Mapping[str, Iterable[str]]
 
+
+def parse_self_map(spec: Mapping[str, object] | Iterable[str] | None) -> dict[str, tuple[str, ...]]:
+    """The one self/family map every command uses: judge -> the generators whose responses count as
+    its own (besides its own name). Accepts {"j": "g"}, {"j": ["g1", "g2"]} or the CLI's strings
+    ``"j=g1,g2"`` (``--self pandalm-7b=llama-7b``: PandaLM-7B is fine-tuned from LLaMA-7B); a judge
+    given twice gets the union, in order. ValueError names a malformed item."""
+    if spec is None:
+        return {}
+    items: list[tuple[str, list[str]]] = []
+    if isinstance(spec, Mapping):
+        for judge, gens in spec.items():
+            items.append((str(judge), [gens] if isinstance(gens, str) else [str(g) for g in gens]))
+    else:
+        for text in spec:
+            judge, sep, gens = str(text).partition("=")
+            names = [g.strip() for g in gens.split(",") if g.strip()]
+            if not sep or not judge.strip() or not names:
+                raise ValueError(f"self mapping {text!r} must look like JUDGE=GENERATOR[,GENERATOR...]")
+            items.append((judge.strip(), names))
+    out: dict[str, list[str]] = {}
+    for judge, gens in items:
+        out.setdefault(judge, []).extend(gens)
+    return {judge: tuple(dict.fromkeys(gens)) for judge, gens in out.items()}
+
 # A prepared table may have dropped a raw column once its feature is computed.
 _ALIAS = {"human": HUMAN, "response_a": WORDS_A, "response_b": WORDS_B, "verdict": CHOICE}
 
