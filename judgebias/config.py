@@ -298,8 +298,13 @@ class ExperimentConfig(_Strict):
 
     def gold_panel(self, measured: str, exclude: tuple[str, ...] = ()) -> list[str]:
         """Judges whose mean forms the gold for ``measured`` (never itself, never ``exclude``)."""
-        panel = [j.name for j in self.judges] if self.gold.panel == "all-others" else list(self.gold.panel)
-        return [n for n in panel if n != measured and n not in exclude]
+        from judgebias.metrics.dbg import panel_rule
+
+        return panel_rule([j.name for j in self.judges], measured, self.configured_gold(), exclude)
+
+    def configured_gold(self) -> list[str] | None:
+        """The configured gold panel, or None for "all-others" (every other judge)."""
+        return None if self.gold.panel == "all-others" else list(self.gold.panel)
 
     def results_part(self) -> dict:
         """The part of the config that determines the main stages' results (``config_hash``).

@@ -108,3 +108,14 @@ def test_pairwise_win_rates_rows():
     # j judging j-vs-o pairs (P1 .9, P2 own=B .7, P3 .5, P4 .2, P6 .7): wins 1, 1, .5, 0, 1 -> 3.5/5
     assert j_vs["win_rate_x"].item() == pytest.approx(0.7) and j_vs["n"].item() == 5
     assert {"gold", "human"} <= set(wr["rater"])
+
+
+def test_one_gold_panel_rule_for_config_table_and_ablation():
+    from judgebias.metrics.dbg import panel_rule
+
+    # Every other judge by default; a configured panel as given; never the measured judge; the style
+    # rewriter excluded; with no measured judge (a shared panel) everyone but the excluded.
+    assert panel_rule(["a", "b", "c"], "a") == ["b", "c"]
+    assert panel_rule(["a", "b", "c"], "a", gold=["c", "a"]) == ["c"]
+    assert panel_rule(["a", "b", "c"], "b", exclude=["c"]) == ["a"]
+    assert panel_rule(["a", "b"], None, exclude=["b"]) == ["a"]

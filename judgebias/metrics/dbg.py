@@ -26,18 +26,23 @@ from judgebias.stats import Estimate, InsufficientData, bootstrap_mean, count_re
 DEFAULT_REPS = 2000
 
 
+def panel_rule(judges: Sequence[str], measured: str | None, gold: Sequence[str] | None = None,
+               exclude: Sequence[str] = ()) -> list[str]:
+    """THE gold-panel rule (the DBG paper's gold: other judges' mean): ``gold`` when given, else every
+    judge; never the measured judge itself, never ``exclude`` (the style rewriter). ``judges`` are
+    those available: the table's, or the config's before any table exists."""
+    base = list(gold) if gold else list(judges)
+    return [j for j in base if j != measured and j not in exclude]
+
+
 def gold_panel(df: pd.DataFrame, judge: str | None, gold: Sequence[str] | None) -> list[str]:
-    """The gold judges for ``judge``: ``gold`` when given, else every other judge in the table;
-    the measured judge itself is never part of its own gold."""
+    """The gold judges for ``judge`` in this table (``panel_rule``); ValueError for a gold judge the
+    table does not have."""
     available = F.judges(df)
-    if gold:
-        unknown = [g for g in gold if g not in available]
-        if unknown:
-            raise ValueError(f"gold judge(s) {unknown} not in the table (judges: {available})")
-        panel = [g for g in gold if g != judge]
-    else:
-        panel = [j for j in available if j != judge]
-    return panel
+    unknown = [g for g in gold or () if g not in available]
+    if unknown:
+        raise ValueError(f"gold judge(s) {unknown} not in the table (judges: {available})")
+    return panel_rule(available, judge, gold)
 
 
 def gold_votes(df: pd.DataFrame, judge: str | None = None, gold: Sequence[str] | None = None, *,

@@ -47,11 +47,13 @@ def assemble_table(
 def gold_for(cfg: ExperimentConfig, table: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str] | None:
     """The gold panel ``analyze`` gets: None = every other judge; a list when configured or when
     judges must be left out (the rewriter in the style ablation)."""
-    if cfg.gold.panel == "all-others" and not exclude:
+    from judgebias.metrics.dbg import panel_rule
+
+    if cfg.configured_gold() is None and not exclude:
         return None
     present = set(table["judge"].dropna())
-    base = [j.name for j in cfg.judges] if cfg.gold.panel == "all-others" else list(cfg.gold.panel)
-    return [n for n in base if n in present and n not in exclude]
+    return [n for n in panel_rule([j.name for j in cfg.judges], None, cfg.configured_gold(), exclude)
+            if n in present]
 
 
 def aggregate_gold(
