@@ -7,6 +7,7 @@ stages (see ``tasks.experiment`` for the caching policy).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,7 @@ def finetune_ablation(config_path: str, overrides: dict | None = None, run_dir: 
 @flow(name="experiment", log_prints=True)
 def experiment(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
     """Run every configured stage of one experiment and track it in MLflow."""
+    started_at = time.time()
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
     try:
@@ -144,6 +146,6 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
             configured(finetune_ablation, cfg)(config_path, overrides, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
-    tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()))
+    tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()), started_at)
     t.publish_summary(cfg, store, tracking)
     return {"run_folder": str(store.root), **tracking}

@@ -7,7 +7,7 @@ DPI, i.e. 800 x 500 pixels, unless a size is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,20 @@ def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", y
     return fig
 
 
+# The kinds of figure drawn once per judge, saved as <kind>_<judge>.
+PER_JUDGE = ("confusion", "verbosity", "perplexity", "perplexity_own_other")
+
+
+def file_stem(name: str) -> str:
+    return name.replace("/", "_").replace(" ", "_")
+
+
+def judge_figures(stems: Iterable[str], judge: str) -> list[str]:
+    """Which of these saved figure names (file stems) are ``judge``'s own figures."""
+    mine = {file_stem(f"{kind}_{judge}") for kind in PER_JUDGE}
+    return [s for s in stems if s in mine]
+
+
 def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
     """Every figure an ``analyze`` result supports, keyed by a file-friendly name."""
     figs: dict[str, Figure] = {}
@@ -352,5 +366,4 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
 
 def save_figures(figures: Mapping[str, Figure], directory: str | Path) -> list[Path]:
     """Write each figure as ``<directory>/<name>.png``; returns the paths."""
-    return [save_figure(fig, Path(directory) / f"{name.replace('/', '_').replace(' ', '_')}.png")
-            for name, fig in figures.items()]
+    return [save_figure(fig, Path(directory) / f"{file_stem(name)}.png") for name, fig in figures.items()]

@@ -113,10 +113,10 @@ def compare_finetune(cfg, store, before_table, after_table):
 
 
 @stage_task
-def log_to_mlflow(cfg, store, config_source: str):
+def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = None):
     from tracking.experiment import log_experiment
 
-    result = log_experiment(cfg, store, config_source=config_source)
+    result = log_experiment(cfg, store, config_source=config_source, started_at=started_at)
     _log(
         f"MLflow run {result['run_id']} in experiment {cfg.tracking.experiment!r} ({result['tracking_uri']})"
     )

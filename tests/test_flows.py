@@ -1,7 +1,8 @@
 """The experiment flow end to end on two tiny random-weights models (real SmolLM2 tokenizer, real
 Llama forward passes): tables, metrics, ablations, MLflow (embedded and a real server), resumability.
 
-One experiment run is shared by the module (about a minute on 2 cores); each test reads it.
+One experiment run (``experiment_run`` in conftest) is shared by the session; each test reads it.
+Faults (signals, kills mid-logging) are in test_flows_faults.py.
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from conftest import free_port
 from servers import running
-
-from judgebias.random_weights import random_model
 
 pytestmark = pytest.mark.slow
 
@@ -31,105 +29,6 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
     assert data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])
-
-
-@pytest.fixture(scope="session")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    from judgebias import models
-
-    out = tmp_path_factory.mktemp("tiny-models")
-    tok = models.load_tokenizer("smollm2-135m-instruct")
-    paths = {}
-    for name, seed in (("tiny-a", 1), ("tiny-b", 2)):
-        lm = random_model("tiny-llama", tokenizer=tok, seed=seed, device="cpu", initializer_range=0.2)
-        lm.model.save_pretrained(out / name)
-        tok.save_pretrained(out / name)
-        paths[name] = str(out / name)
-    return paths
-
-
-def tiny_config(models: dict, base: Path) -> dict:
-    return {
-        "name": "tiny",
-        "dataset": {"source": "mt-bench-40", "sample": 6, "seed": 0},
-        "generators": [
-            {
-                "name": "ta",
-                "model": models["tiny-a"],
-                "prompt_kind": "chat",
-                "max_new_tokens": 8,
-                "batch_size": 4,
-            },
-            {
-                "name": "tb",
-                "model": models["tiny-b"],
-                "prompt_kind": "few-shot",
-                "max_new_tokens": 8,
-                "batch_size": 4,
-            },
-        ],
-        "judges": [
-            {"name": "ta", "model": models["tiny-a"], "batch_size": 4},
-            {"name": "tb", "model": models["tiny-b"], "batch_size": 4, "prompt_kind": "few-shot"},
-        ],
-        "self_map": {"ta": "ta", "tb": "tb"},
-        "analyses": {"perplexity": True, "attention": _has_attention()},
-        "ablations": {
-            "style_rewrite": {"enabled": True, "model": models["tiny-a"], "sample": 3, "max_new_tokens": 8},
-            "finetune": {
-                "enabled": True,
-                "steps": 2,
-                "batch_size": 2,
-                "max_length": 64,
-                "train_size": 4,
-                "sample": 3,
-            },
-        },
-        "tracking": {"experiment": "tiny-test", "tracking_uri": f"sqlite:///{base / 'mlflow.db'}"},
-        "run_dir": str(base / "runs"),
-        "cache_dir": str(base / "calls"),
-    }
-
-
-def _has_attention() -> bool:
-    try:
-        import judgebias.attention  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.fixture(scope="module")
-def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
-    from flows.experiment import experiment
-    from judgebias.config import load_config
-    from judgebias.runstore import RunStore
-
-    base = tmp_path_factory.mktemp("experiment")
-    config_path = base / "tiny.yaml"
-    config_path.write_text(yaml.safe_dump(tiny_config(tiny_models, base)))
-    cwd = os.getcwd()
-    os.chdir(base)  # MLflow's sqlite store puts artifacts in ./mlruns
-    try:
-        result = experiment(str(config_path))
-    finally:
-        os.chdir(cwd)
-    cfg = load_config(config_path)
-    return {
-        "result": result,
-        "cfg": cfg,
-        "store": RunStore(cfg.run_path()),
-        "config_path": config_path,
-        "base": base,
-    }
 
 
 def test_table_holds_every_judge_on_every_pair_in_both_orders(experiment_run):
@@ -261,6 +160,26 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
     assert "| judge | metric | estimate [95% CI] |" in note and "| ta |" in note
     page = f"/#/experiments/{parent.info.experiment_id}/runs/{run_id}"
     assert experiment_run["result"]["run_url"].endswith(page)
+    # The parent run is logged at the end but dated from the flow's start: its duration in the UI is
+    # the flow's, so it began before the first stage finished (the manifest's UTC stamps, 1 s steps).
+    from datetime import datetime
+
+    finished = [datetime.fromisoformat(v["finished"].replace("Z", "+00:00")).timestamp()
+                for v in experiment_run["store"].manifest()["stages"].values()]
+    assert parent.info.start_time / 1000 <= min(finished) + 1
+    assert parent.info.end_time - parent.info.start_time >= 1000 * (max(finished) - min(finished))
+    # Each judge's own figures are in its nested run; the parent keeps those across judges.
+    from judgebias.plots import judge_figures
+
+    stems = [p.stem for p in experiment_run["store"].path("plots").glob("*.png")]
+    in_parent = {Path(a.path).stem for a in client.list_artifacts(run_id, "plots")}
+    for judge in ("ta", "tb"):
+        own = judge_figures(stems, judge)
+        assert own, f"no figure of {judge} in {stems}"
+        child = names[f"judge:{judge}"].info.run_id
+        in_child = {Path(a.path).stem for a in client.list_artifacts(child, "plots")}
+        assert in_child == set(own) and not in_parent & set(own)
+    assert "dbg" in in_parent
 
 
 def test_prefect_markdown_artifact_names_the_mlflow_run(experiment_run):
@@ -383,133 +302,3 @@ def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run)
         assert stages[f"{prefix}generate_responses[{g}]"]["calls"] == 0
         assert stages[f"{prefix}judge_pairs[{g}]"]["calls"] == 0
     assert store.read_json(f"{prefix}comparison.json") == comparison
-
-
-def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tiny_models, tmp_path):
-    # As `docker stop` or a scheduler stops a run: Prefect lets the running task finish and marks
-    # the runs Crashed; the process must then leave, taking its temporary Prefect server along.
-    import signal
-    import subprocess
-    import threading
-    import time
-
-    import psutil
-
-    data = tiny_config(tiny_models, tmp_path)
-    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    data["analyses"] = {"perplexity": True, "attention": False}
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(data))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    started = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if "Beginning subflow run" in line:
-                started.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert started.wait(240), "".join(lines)
-        children = psutil.Process(proc.pid).children(recursive=True)
-        assert any("prefect.server" in " ".join(c.cmdline()) for c in children), "".join(lines)
-        time.sleep(1)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=300) == 143, "".join(lines)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    reader.join(10)
-    out = "".join(lines)
-    assert "stopped: finished model calls and stages are kept" in out
-    assert "Stopping temporary server" in out
-    _gone, alive = psutil.wait_procs(children, timeout=30)
-    assert not alive, [c.cmdline() for c in alive]
-
-
-def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_path):
-    # SIGKILL while the runs are being logged (after the parent and per-judge runs, before the
-    # ablations): the parent would stay RUNNING forever and the rerun would add a second parent.
-    import subprocess
-
-    from mlflow.tracking import MlflowClient
-
-    from tracking.experiment import log_experiment
-
-    cfg, config_path, base = experiment_run["cfg"], experiment_run["config_path"], experiment_run["base"]
-    script = tmp_path / "die_while_logging.py"
-    script.write_text(
-        "import os, signal, sys\n"
-        "import tracking.experiment as te\n"
-        "from judgebias.config import load_config\n"
-        "from judgebias.runstore import RunStore\n"
-        "te._log_style = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
-        "cfg = load_config(sys.argv[1])\n"
-        "te.log_experiment(cfg, RunStore(cfg.run_path()), config_source=sys.argv[1])\n")
-    died = subprocess.run([sys.executable, str(script), str(config_path)], cwd=base, capture_output=True,
-                          text=True, timeout=300)
-    assert died.returncode == -9, died.stderr
-    client = MlflowClient(tracking_uri=cfg.tracking.tracking_uri)
-    exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
-    same = f"tags.`judgebias.config_hash` = '{cfg.config_hash()}'"
-    (killed,) = client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
-    children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{killed.info.run_id}'")
-    assert {r.info.run_name for r in children} == {"judge:ta", "judge:tb"}
-
-    cwd = os.getcwd()
-    os.chdir(base)
-    try:
-        result = log_experiment(cfg, experiment_run["store"], config_source=str(config_path))
-    finally:
-        os.chdir(cwd)
-    assert not client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
-    # Ended and deleted (restorable) with its finished per-judge runs, not left beside the new one.
-    assert client.get_run(killed.info.run_id).info.status == "KILLED"
-    assert {client.get_run(r.info.run_id).info.lifecycle_stage for r in (killed, *children)} == {"deleted"}
-    assert client.get_run(result["run_id"]).info.status == "FINISHED"
-
-
-def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_path):
-    # SIGKILL runs no exit handler: Prefect's temporary server (230-260 MB) used to outlive the run.
-    import signal
-    import subprocess
-    import threading
-
-    import psutil
-
-    data = tiny_config(tiny_models, tmp_path)
-    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(data))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    started = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if "Beginning subflow run" in line:
-                started.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        assert started.wait(240), "".join(lines)
-        servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                   if "prefect.server" in " ".join(c.cmdline())]
-        assert servers, "".join(lines)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _gone, alive = psutil.wait_procs(servers, timeout=30)
-    assert not alive, [c.cmdline() for c in alive]

@@ -17,11 +17,13 @@ import json
 import os
 import socket
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.plots import judge_figures
 from judgebias.report import summary_markdown
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
@@ -92,8 +94,12 @@ def settings_for(cfg: ExperimentConfig) -> TrackingSettings:
     return TrackingSettings(experiment_name=cfg.tracking.experiment, **extra)
 
 
-def _log_pngs(folder: Path, artifact_dir: str) -> int:
+def _log_pngs(folder: Path, artifact_dir: str, *, only: Iterable[str] | None = None,
+              skip: Iterable[str] = ()) -> int:
+    """Log the folder's PNGs (``only`` / ``skip``: file stems) as artifacts; returns how many."""
     pngs = sorted(folder.glob("*.png")) if folder.is_dir() else []
+    wanted, unwanted = (set(only) if only is not None else None), set(skip)
+    pngs = [p for p in pngs if (wanted is None or p.stem in wanted) and p.stem not in unwanted]
     log_files(pngs, artifact_dir)
     return len(pngs)
 
@@ -149,9 +155,11 @@ def retire_interrupted(settings: TrackingSettings, tags: dict[str, str]) -> list
     return retired
 
 
-def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str) -> dict[str, Any]:
+def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str,
+                   started_at: float | None = None) -> dict[str, Any]:
     """Log the run folder's results to MLflow; returns ``run_id``, ``experiment_id``, ``tracking_uri``
-    (also written to the run folder's ``mlflow.json``)."""
+    (also written to the run folder's ``mlflow.json``). ``started_at`` (epoch seconds) is when the
+    flow began: the run is logged at the end but its duration in the UI is the flow's."""
     import mlflow
 
     from judgebias.stages import data_hash
@@ -167,7 +175,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
     }
     # Which process logs: a rerun retires this run only when that process is gone.
     owner = {"judgebias.host": socket.gethostname(), "judgebias.pid": str(os.getpid())}
-    with mlflow_run(f"{cfg.name}-{cfg.config_hash()}", settings=settings, tags={**tags, **owner}) as parent:
+    with mlflow_run(f"{cfg.name}-{cfg.config_hash()}", settings=settings, tags={**tags, **owner},
+                    start_time=started_at) as parent:
         retire_interrupted(settings, tags)  # this run's process is alive: it is never among them
         params = {f"config.{k}": v for k, v in flatten(cfg).items()}
         params.update(
@@ -192,7 +201,11 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             else json.dumps(cfg.model_dump(mode="json"), indent=2)
         )
         mlflow.log_text(config_text, "config/experiment.yaml")
-        _log_pngs(store.path(RunLayout().plots), "plots")
+        plots = store.path(RunLayout().plots)
+        stems = [p.stem for p in plots.glob("*.png")] if plots.is_dir() else []
+        per_judge = {j: judge_figures(stems, j) for j in metrics.get("judges", {})}
+        # The parent keeps the figures across judges; each judge's own go to its nested run.
+        _log_pngs(plots, "plots", skip=[s for names in per_judge.values() for s in names])
 
         flat = flatten_metrics(metrics)
         for judge, per in metrics.get("judges", {}).items():
@@ -209,6 +222,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
                     }
                 )
                 log_metrics_dict(judge_metrics(flat, judge))
+                _log_pngs(plots, "plots", only=per_judge[judge])
                 if per.get("skipped"):
                     mlflow.log_dict(per["skipped"], "skipped_metrics.json")
 
