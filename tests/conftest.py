@@ -64,3 +64,142 @@ def labelstudio_server():
     yield server
     server.stop()
     shutil.rmtree(server.data_dir, ignore_errors=True)
+
+
+# --- the experiment flow on two tiny random-weights models (test_flows*.py) -----------------------
+@pytest.fixture(scope="session")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    from judgebias import models
+    from judgebias.random_weights import random_model
+
+    out = tmp_path_factory.mktemp("tiny-models")
+    tok = models.load_tokenizer("smollm2-135m-instruct")
+    paths = {}
+    for name, seed in (("tiny-a", 1), ("tiny-b", 2)):
+        lm = random_model("tiny-llama", tokenizer=tok, seed=seed, device="cpu", initializer_range=0.2)
+        lm.model.save_pretrained(out / name)
+        tok.save_pretrained(out / name)
+        paths[name] = str(out / name)
+    return paths
+
+
+def tiny_config(models: dict, base: Path) -> dict:
+    return {
+        "name": "tiny",
+        "dataset": {"source": "mt-bench-40", "sample": 6, "seed": 0},
+        "generators": [
+            {
+                "name": "ta",
+                "model": models["tiny-a"],
+                "prompt_kind": "chat",
+                "max_new_tokens": 8,
+                "batch_size": 4,
+            },
+            {
+                "name": "tb",
+                "model": models["tiny-b"],
+                "prompt_kind": "few-shot",
+                "max_new_tokens": 8,
+                "batch_size": 4,
+            },
+        ],
+        "judges": [
+            {"name": "ta", "model": models["tiny-a"], "batch_size": 4},
+            {"name": "tb", "model": models["tiny-b"], "batch_size": 4, "prompt_kind": "few-shot"},
+        ],
+        "self_map": {"ta": "ta", "tb": "tb"},
+        "analyses": {"perplexity": True, "attention": _has_attention()},
+        "ablations": {
+            "style_rewrite": {"enabled": True, "model": models["tiny-a"], "sample": 3, "max_new_tokens": 8},
+            "finetune": {
+                "enabled": True,
+                "steps": 2,
+                "batch_size": 2,
+                "max_length": 64,
+                "train_size": 4,
+                "sample": 3,
+            },
+        },
+        "tracking": {"experiment": "tiny-test", "tracking_uri": f"sqlite:///{base / 'mlflow.db'}"},
+        "run_dir": str(base / "runs"),
+        "cache_dir": str(base / "calls"),
+    }
+
+
+def _has_attention() -> bool:
+    try:
+        import judgebias.attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
+    """One experiment of the tiny config, shared by the flow tests (about a minute on 2 cores)."""
+    import yaml
+
+    from flows.experiment import experiment
+    from judgebias.config import load_config
+    from judgebias.runstore import RunStore
+
+    base = tmp_path_factory.mktemp("experiment")
+    config_path = base / "tiny.yaml"
+    config_path.write_text(yaml.safe_dump(tiny_config(tiny_models, base)))
+    cwd = os.getcwd()
+    os.chdir(base)  # MLflow's sqlite store puts artifacts in ./mlruns
+    try:
+        result = experiment(str(config_path))
+    finally:
+        os.chdir(cwd)
+    cfg = load_config(config_path)
+    return {
+        "result": result,
+        "cfg": cfg,
+        "store": RunStore(cfg.run_path()),
+        "config_path": config_path,
+        "base": base,
+    }
+
+
+# --- a Label Studio world for the annotation tests against the real server ------------------------
+def annotator(sdk, username: str) -> int:
+    """The id of the Label Studio user ``username``, created on first use (modules share the server)."""
+    for user in sdk.users.list():
+        if user.username == username:
+            return int(user.id)
+    return int(sdk.users.create(username=username, email=f"{username}@judgebias.local", password="x" * 16).id)
+
+
+@pytest.fixture(scope="module")
+def ls_server(labelstudio_server):
+    return labelstudio_server.start()  # a no-op when it is already running
+
+
+@pytest.fixture(scope="module")
+def world(ls_server, tmp_path_factory):
+    """Experiment folder with the scenario table, the client, and the two annotators' user ids."""
+    from test_annotation_selection import scenario_table
+
+    from annotation.labelstudio import LabelStudioClient
+    from judgebias.io import write_table
+
+    root = tmp_path_factory.mktemp("experiment")
+    table_path = write_table(scenario_table(), root / "judgments.jsonl")
+    client = LabelStudioClient(ls_server.settings)
+    sdk = client._ls
+    return {
+        "root": root,
+        "table": table_path,
+        "client": client,
+        "sdk": sdk,
+        "users": {"u1": sdk.users.whoami().id, "u2": annotator(sdk, "annotator2")},
+    }

@@ -1,0 +1,143 @@
+"""Faults injected into the experiment flow: SIGTERM as a scheduler sends it, SIGKILL during MLflow
+logging and during a run; each must leave nothing running and nothing half-recorded."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import yaml
+from conftest import tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tiny_models, tmp_path):
+    # As `docker stop` or a scheduler stops a run: Prefect lets the running task finish and marks
+    # the runs Crashed; the process must then leave, taking its temporary Prefect server along.
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    import psutil
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    data["analyses"] = {"perplexity": True, "attention": False}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Beginning subflow run" in line:
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert started.wait(240), "".join(lines)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("prefect.server" in " ".join(c.cmdline()) for c in children), "".join(lines)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 143, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    out = "".join(lines)
+    assert "stopped: finished model calls and stages are kept" in out
+    assert "Stopping temporary server" in out
+    _gone, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
+
+
+def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_path):
+    # SIGKILL while the runs are being logged (after the parent and per-judge runs, before the
+    # ablations): the parent would stay RUNNING forever and the rerun would add a second parent.
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from tracking.experiment import log_experiment
+
+    cfg, config_path, base = experiment_run["cfg"], experiment_run["config_path"], experiment_run["base"]
+    script = tmp_path / "die_while_logging.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import tracking.experiment as te\n"
+        "from judgebias.config import load_config\n"
+        "from judgebias.runstore import RunStore\n"
+        "te._log_style = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "cfg = load_config(sys.argv[1])\n"
+        "te.log_experiment(cfg, RunStore(cfg.run_path()), config_source=sys.argv[1])\n")
+    died = subprocess.run([sys.executable, str(script), str(config_path)], cwd=base, capture_output=True,
+                          text=True, timeout=300)
+    assert died.returncode == -9, died.stderr
+    client = MlflowClient(tracking_uri=cfg.tracking.tracking_uri)
+    exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+    same = f"tags.`judgebias.config_hash` = '{cfg.config_hash()}'"
+    (killed,) = client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
+    children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{killed.info.run_id}'")
+    assert {r.info.run_name for r in children} == {"judge:ta", "judge:tb"}
+
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        result = log_experiment(cfg, experiment_run["store"], config_source=str(config_path))
+    finally:
+        os.chdir(cwd)
+    assert not client.search_runs([exp], filter_string=f"{same} and attributes.status = 'RUNNING'")
+    # Ended and deleted (restorable) with its finished per-judge runs, not left beside the new one.
+    assert client.get_run(killed.info.run_id).info.status == "KILLED"
+    assert {client.get_run(r.info.run_id).info.lifecycle_stage for r in (killed, *children)} == {"deleted"}
+    assert client.get_run(result["run_id"]).info.status == "FINISHED"
+
+
+def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_path):
+    # SIGKILL runs no exit handler: Prefect's temporary server (230-260 MB) used to outlive the run.
+    import signal
+    import subprocess
+    import threading
+
+    import psutil
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Beginning subflow run" in line:
+                started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert started.wait(240), "".join(lines)
+        servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "prefect.server" in " ".join(c.cmdline())]
+        assert servers, "".join(lines)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _gone, alive = psutil.wait_procs(servers, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
