@@ -16,6 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from judgebias import stages
 from judgebias.backends.builder import release_resident_models
+from judgebias.config import ExperimentConfig
 from tasks import experiment as t
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
@@ -74,21 +75,19 @@ def main_stages(cfg, store) -> dict[str, Any]:
     }
 
 
+# The subflows take the config ``experiment`` parsed (frozen, validated once), not its path: one
+# `judgebias run` used to parse and validate the same file five times.
 @flow(name="main_stages", log_prints=True, task_runner=SEQUENTIAL)
-def main_flow(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
+def main_flow(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     """The experiment without ablations and tracking (a subflow of ``experiment``)."""
-    cfg = _load(config_path, overrides)
     out = main_stages(cfg, _store(cfg, run_dir))
     return {"pairs": len(out["pairs"]), "rows": len(out["table"])}
 
 
 @flow(name="style_rewrite_ablation", log_prints=True, task_runner=SEQUENTIAL)
-def style_rewrite_ablation(
-    config_path: str, overrides: dict | None = None, run_dir: str | None = None
-) -> dict:
+def style_rewrite_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     """DBG Sec. 4.2: rewrite both generators' responses into each style, judge again, compare DBG
     (rewriter left out of the gold panel), and check that rewriting kept the meaning (App. A.3)."""
-    cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
     # After ``main_flow`` the main stages are read back from the run folder, not recomputed.
     state = main_stages(cfg, store)
@@ -106,9 +105,8 @@ def style_rewrite_ablation(
 
 
 @flow(name="finetune_ablation", log_prints=True, task_runner=SEQUENTIAL)
-def finetune_ablation(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
+def finetune_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     """DBG Sec. 4.3: LoRA-fine-tune two base models on the same data, regenerate, re-judge, compare."""
-    cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
     # After ``main_flow`` the main stages are read back from the run folder, not recomputed.
     state = main_stages(cfg, store)
@@ -139,11 +137,11 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     cfg = _load(config_path, overrides)
     store = _store(cfg, run_dir)
     try:
-        configured(main_flow, cfg)(config_path, overrides, run_dir)
+        configured(main_flow, cfg)(cfg, run_dir)
         if cfg.ablations.style_rewrite.enabled:
-            configured(style_rewrite_ablation, cfg)(config_path, overrides, run_dir)
+            configured(style_rewrite_ablation, cfg)(cfg, run_dir)
         if cfg.ablations.finetune.enabled:
-            configured(finetune_ablation, cfg)(config_path, overrides, run_dir)
+            configured(finetune_ablation, cfg)(cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()), started_at)

@@ -294,7 +294,7 @@ def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run)
     before = {g: store.read_json(f"{prefix}adapters/{g}.json") for g in ("ta", "tb")}
     comparison = store.read_json(f"{prefix}comparison.json")
     shutil.rmtree(store.path(prefix))  # the ablation's whole folder is gone
-    finetune_ablation(str(experiment_run["config_path"]))
+    finetune_ablation(experiment_run["cfg"])
     stages = store.manifest()["stages"]
     for g in ("ta", "tb"):
         after = store.read_json(f"{prefix}adapters/{g}.json")
