@@ -342,7 +342,8 @@ class Ledger:
                "l.annotator, l.label, l.skipped, l.reason, "
                "l.updated_at, l.pulled_at, l.deleted, l.both_bad FROM labels l LEFT JOIN tasks t "
                "ON t.server_url = l.server_url AND t.task_id = l.task_id")
-        sql += " WHERE " + " AND ".join(f"l.{w}" for w in where) if where else ""
+        if where:
+            sql += " WHERE " + " AND ".join(f"l.{w}" for w in where)
         with closing(self._connect()) as con:
             df = pd.read_sql_query(sql + " ORDER BY pair_id, annotator, annotation_id", con)
         for col in ("skipped", "deleted"):

@@ -19,7 +19,7 @@ def _was(previous: Mapping[str, Any] | None, judge: str, *path: str) -> str:
     """`` (was +0.100)`` from the last pull's figure at ``path``, when it had a value."""
     est = (previous or {}).get(judge) or {}
     for key in path:
-        est = est.get(key) or {} if isinstance(est, Mapping) else {}
+        est = (est.get(key) or {}) if isinstance(est, Mapping) else {}
     value = est.get("value") if isinstance(est, Mapping) else None
     return f"  (was {value:+.3f})" if isinstance(value, (int, float)) else ""
 
