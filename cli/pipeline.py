@@ -120,7 +120,8 @@ def register(app: typer.Typer) -> None:
         API in PREFECT_API_URL and run them from this process until stopped (Ctrl-C)."""
         from judgebias.config import demo_config_path
 
-        path = (config or demo_config_path()).resolve()
+        # Absolute, but the path the user gave: a deployment of configs/demo.yaml (a link) names that.
+        path = Path(os.path.abspath(config or demo_config_path()))
         _load_or_exit(path, None)
         _prepare_env()
         from flows.serve import Schedule, serve

@@ -7,8 +7,8 @@ stages (see ``tasks.experiment`` for the caching policy).
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -144,6 +144,6 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
             configured(finetune_ablation, cfg)(cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
-    tracking = t.log_to_mlflow(cfg, store, str(Path(config_path).resolve()), started_at)
+    tracking = t.log_to_mlflow(cfg, store, os.path.abspath(config_path), started_at)
     t.publish_summary(cfg, store, tracking)
     return {"run_folder": str(store.root), **tracking}
