@@ -137,7 +137,6 @@ def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
     return CachedBackend(inner, cache, chunk_size=spec.batch_size)
 
 
-
 ENV_RESIDENT_MODELS = "JUDGEBIAS_RESIDENT_MODELS"
 _RESIDENT = Resident(ENV_RESIDENT_MODELS, default=2)
 

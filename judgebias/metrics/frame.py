@@ -53,6 +53,7 @@ def parse_self_map(spec: Mapping[str, object] | Iterable[str] | None) -> dict[st
         out.setdefault(judge, []).extend(gens)
     return {judge: tuple(dict.fromkeys(gens)) for judge, gens in out.items()}
 
+
 # A prepared table may have dropped a raw column once its feature is computed.
 _ALIAS = {"human": HUMAN, "response_a": WORDS_A, "response_b": WORDS_B, "verdict": CHOICE}
 

@@ -49,11 +49,11 @@ def gold_for(cfg: ExperimentConfig, table: pd.DataFrame, exclude: tuple[str, ...
     judges must be left out (the rewriter in the style ablation)."""
     from judgebias.metrics.dbg import panel_rule
 
-    if cfg.configured_gold() is None and not exclude:
+    configured = cfg.configured_gold()
+    if configured is None and not exclude:
         return None
     present = set(table["judge"].dropna())
-    return [n for n in panel_rule([j.name for j in cfg.judges], None, cfg.configured_gold(), exclude)
-            if n in present]
+    return [n for n in panel_rule([j.name for j in cfg.judges], None, configured, exclude) if n in present]
 
 
 def aggregate_gold(
