@@ -47,11 +47,39 @@ def test_one_conversion_parses_the_gguf_once(tmp_path, monkeypatch):
             opened.append(args[0])
             super().__init__(*args, **kwargs)
 
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    reads = []
+    original_load = gguf_utils.load_gguf_checkpoint
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint",
+                        lambda path, return_tensors=False, **kw: reads.append(return_tensors)
+                        or original_load(path, return_tensors, **kw))
     monkeypatch.setattr(gguf, "GGUFReader", Counting)
     _, folder = models.local_folder(ALIAS)
     assert len(opened) == 1
+    # The config and the tokenizer both ask for the metadata; it is read once, the weights once.
+    assert sorted(reads) == [False, True], reads
     loaded = models.load_model(folder)
     assert loaded.n_params > 100_000_000 and loaded.tokenizer("hello").input_ids
+
+
+def test_the_plain_view_reader_reads_what_gguf_reads():
+    import gguf
+    import numpy as np
+
+    path = models.resolve(ALIAS).source
+    reference, fast = gguf.GGUFReader(path), conversion.plain_view_reader(gguf.GGUFReader)(path)
+    assert list(fast.fields) == list(reference.fields) and len(reference.fields) > 20
+    for name, want in reference.fields.items():
+        got = fast.fields[name]
+        assert (got.offset, got.data, got.types) == (want.offset, want.data, want.types), name
+        assert [(p.dtype, p.shape, p.tobytes()) for p in got.parts] == \
+               [(p.dtype, p.shape, p.tobytes()) for p in want.parts], name
+    assert len(fast.tensors) == len(reference.tensors) == 272
+    for got, want in zip(fast.tensors, reference.tensors, strict=True):
+        assert (got.name, got.tensor_type, got.shape.tolist(), got.data_offset) == \
+               (want.name, want.tensor_type, want.shape.tolist(), want.data_offset)
+        assert got.data.dtype == want.data.dtype and np.array_equal(got.data, want.data), got.name
 
 
 @pytest.fixture(scope="module")
