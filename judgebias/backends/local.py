@@ -53,9 +53,14 @@ class LocalBackend:
         self.name = name or self.loaded.name
         self.device = next(self.model.parameters()).device
         on_gpu = self.device.type == "cuda"
-        # CPU: measured on 2 cores, 1024-token batches beat 4096 (cache-friendlier, less padding);
-        # the GPU needs large batches to fill it.
+        # Scoring is one forward pass per batch: on 2 CPU cores 1024-token batches beat 4096
+        # (cache-friendlier, less padding); the GPU needs large batches to fill it.
         self.token_budget = token_budget or (65536 if on_gpu else 1024)
+        # Generation is mostly decode steps, each reading every weight once however many rows it
+        # advances: wider batches share that read. Measured on 2 cores in bf16, 8 few-shot prompts of
+        # ~370 tokens + 64 new: 7.7 s in one batch (4096) against 13.3 s in four (1024) for gemma-3,
+        # 4.3 s against 7.1 s for SmolLM2. A budget the caller sets bounds both.
+        self.generation_budget = token_budget or (65536 if on_gpu else 4096)
         self.max_batch = max_batch
         model_type = getattr(self.model.config, "model_type", "")
         self.reuse_prefix = reuse_prefix and model_type in PREFIX_REUSE_TYPES
@@ -320,7 +325,7 @@ class LocalBackend:
             else:
                 todo.append(i)
         eos = self._eos_ids()
-        budget = max(self.token_budget, 1)
+        budget = max(self.generation_budget, 1)
         lengths = [len(encoded[i]) + params.max_new_tokens for i in todo]
         for batch in token_batches(lengths, budget, self.max_batch):
             idx = [todo[j] for j in batch]
