@@ -60,6 +60,7 @@ def _masked(prepared: pd.DataFrame, labelled_pairs: np.ndarray) -> pd.DataFrame:
     out[F.HUMAN] = np.where(keep, prepared[F.HUMAN].to_numpy(), F.MISSING).astype(np.int8)
     out[F.HUMAN_VOTE] = np.where(keep, prepared[F.HUMAN_VOTE].to_numpy(), np.nan)
     out[F.HUMAN_N] = np.where(keep, prepared[F.HUMAN_N].to_numpy(), 0)
+    out[F.HUMAN_TIES] = np.where(keep, prepared[F.HUMAN_TIES].to_numpy(), 0)
     return out
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
-from judgebias.metrics.agreement import agreement, cohen_kappa
+from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
+from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import DEFAULT_REPS, dbg_score, gold_panel, pairwise_win_rates
 from judgebias.metrics.perplexity import (
     perplexity_excess,
@@ -27,7 +28,7 @@ from judgebias.metrics.perplexity import (
     perplexity_own_other,
     perplexity_preference,
 )
-from judgebias.metrics.position import position_bias, position_flip_rate
+from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
 from judgebias.metrics.self_preference import self_preference_dp, self_preference_eo, self_preference_score
 from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
@@ -73,6 +74,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
 
     has_human = bool((lean[F.HUMAN_N].to_numpy() > 0).any())
+    has_humans = bool((lean[F.HUMAN_N].to_numpy() > 1).any())
     has_gen = _has(lean, "generator_a") and _has(lean, "generator_b")
     has_ppl = _has(lean, "ppl_a") and _has(lean, "ppl_b")
     has_p = _has(lean, "p_a")
@@ -98,7 +100,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         result["win_rates"] = jsonable(wr.to_dict(orient="records"))
 
     positions = lean.groupby("judge", sort=True, observed=True).indices
-    flags = {"human": (has_human, "no human labels"), "gen": (has_gen, "no generator names"),
+    flags = {"human": (has_human, "no human labels"),
+             "humans": (has_humans, "one human label per pair: no other human to compare with"), "gen": (has_gen, "no generator names"),
              "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
              "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
     result["settings"]["self_generators"] = {j: sorted(F.self_set(lean, j, self_map)) for j in judges}
@@ -125,8 +128,12 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
         ("verbosity_bias", [h], partial(verbosity_bias, rows, judge)),
         ("agreement_human", [h], partial(agreement, rows, judge, "human")),
         ("kappa_human", [h], partial(cohen_kappa, rows, judge, "human")),
+        ("agreement_human_2class", [h], partial(agreement_two_class, rows, judge)),
+        ("human_ceiling", [flags["humans"]], partial(human_ceiling, rows, judge)),
+        ("tie_rate", [], partial(tie_rate, rows, judge)),
         ("agreement_gold", [has_gold], partial(agreement, lean, judge, "gold", gold=gold)),
         ("kappa_gold", [has_gold], partial(cohen_kappa, lean, judge, "gold", gold=gold)),
+        ("position_consistency", [flags["orders"]], partial(position_consistency, rows, judge)),
         ("position_flip_rate", [flags["orders"]], partial(position_flip_rate, rows, judge)),
         ("position_bias", [flags["orders"]], partial(position_bias, rows, judge)),
         ("perplexity_preference", [ppl], partial(perplexity_preference, rows, judge)),

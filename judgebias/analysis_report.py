@@ -14,8 +14,12 @@ ROWS = (
     ("verbosity_bias", "verbosity bias (Saito Eq 6)", "> 0 prefers longer"),
     ("agreement_human", "agreement with humans", "share"),
     ("kappa_human", "Cohen's kappa vs humans", ""),
+    ("agreement_human_2class", "  ... where humans pick a side", "share; judge tie = miss"),
+    ("human_ceiling", "human ceiling (leave one label out)", "human vs other humans"),
+    ("tie_rate", "judge says tie", "share"),
     ("agreement_gold", "agreement with gold", "share"),
     ("kappa_gold", "Cohen's kappa vs gold", ""),
+    ("position_consistency", "position consistency (Shi 2024)", "same choice both orders"),
     ("position_flip_rate", "position flip rate", "A<->B on swap"),
     ("position_bias", "position bias", "P(first wins); .5 = none"),
     ("perplexity_preference", "picks lower perplexity", "P; .5 = none"),
@@ -43,6 +47,25 @@ def format_estimate(est: Mapping[str, Any]) -> str:
     return f"{_fmt(est.get('value')):>7} {ci:<18} n={est.get('n', 0):<7} {_p(est.get('p_value'))}"
 
 
+def _details(key: str, d: Mapping[str, Any]) -> list[str]:
+    """The sub-lines of a figure whose details are read beside it (an estimate's details are
+    top-level keys of its dict)."""
+    if key == "human_ceiling" and d.get("judge"):
+        return [f"    {'judge on the same references':<36} {format_estimate({**d['judge'], 'n': d['n']})}",
+                f"    {'judge - ceiling':<36} {format_estimate({**d['gap'], 'n': d['n']})}"]
+    if key == "position_consistency" and d.get("outcomes"):
+        o = d["outcomes"]
+        lines = [f"    flips: {d['flips_ab']} A<->B ({o['primacy_flip']} first-shown won both, "
+                 f"{o['recency_flip']} second-shown won both), {d['flips_choice_tie']} choice<->tie"]
+        pf = d.get("preference_fairness")
+        if pf:
+            lines.append(f"    {'recency - primacy share':<36} {format_estimate(pf)}")
+        if d.get("mean_p_a_shift"):
+            lines.append(f"    {'P(A) first minus second':<36} {format_estimate(d['mean_p_a_shift'])}")
+        return lines
+    return []
+
+
 def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> str:
     ds = result.get("dataset") or {}
     lines = [f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
@@ -59,6 +82,7 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
             if not est:
                 continue
             lines.append(f"  {label:<38} {format_estimate(est)}  {how}")
+            lines += _details(key, est)
             if key == "regression":
                 for term, t in (est.get("terms") or {}).items():
                     ci = f"[{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}]"

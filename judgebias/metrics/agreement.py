@@ -83,3 +83,39 @@ def precision_cost(run: pd.DataFrame, reference: pd.DataFrame) -> dict:
     changed = sum(int((both[v] != both[f"{v}_ref"]).sum()) for v in ("verdict_ab", "verdict_ba"))
     return {"pairs": len(both), "judgments": len(diffs), "max_abs_dp_a": float(diffs.max()),
             "mean_abs_dp_a": float(diffs.mean()), "verdicts_changed": changed}
+
+
+def agreement_two_class(df: pd.DataFrame, judge: str) -> Estimate:
+    """Agreement on the pairs where the human majority prefers a side (not a tie), as on 2-class
+    benchmarks (LLMBar): a judge's tie there counts as a miss; ``details.judge_ties`` says how many
+    of its answers were ties, so a judge that never says tie is not read as worse than it is."""
+    F.require(df, ["judge"], "agreement_two_class")
+    rows = F.judge_rows(F.prepare(df), judge, "agreement_two_class")
+    choice, human = rows[F.CHOICE].to_numpy(), rows[F.HUMAN].to_numpy()
+    keep, excl = count_reasons([("no_human_label", human == F.MISSING),
+                                ("human_no_majority", human == F.NO_MAJORITY),
+                                ("human_tie", human == F.TIE),
+                                ("judge_missing", choice == F.MISSING)], len(rows))
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData(f"no pair with a human side preference and a judge choice; excluded: {excl}")
+    k = int((choice[keep] == human[keep]).sum())
+    p, lo, hi = wilson(k, n)
+    return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+                    method="percent agreement on pairs whose human majority is a or b (judge tie = miss); "
+                           "Wilson interval",
+                    details={"judge_ties": int((choice[keep] == F.TIE).sum())})
+
+
+def tie_rate(df: pd.DataFrame, judge: str) -> Estimate:
+    """Share of the judge's choices that are ties (Wilson interval)."""
+    F.require(df, ["judge"], "tie_rate")
+    rows = F.judge_rows(F.prepare(df), judge, "tie_rate")
+    choice = rows[F.CHOICE].to_numpy()
+    keep, excl = count_reasons([("judge_missing", choice == F.MISSING)], len(rows))
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData("the judge made no choice")
+    p, lo, hi = wilson(int((choice[keep] == F.TIE).sum()), n)
+    return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+                    method="share of choices that are ties; Wilson interval")

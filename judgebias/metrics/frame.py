@@ -21,11 +21,12 @@ PAIR = "_jb_pair"
 HUMAN = "_jb_human"          # strict majority of the human labels (code)
 HUMAN_VOTE = "_jb_hvote"     # share of human votes for A, a tie vote counting 1/2 (NaN: no labels)
 HUMAN_N = "_jb_hn"           # number of human labels
+HUMAN_TIES = "_jb_hties"     # how many of them are "tie" (with the vote share: the label counts)
 CHOICE = "_jb_choice"        # judge's hard choice (code): from p_a when present, else verdict
 VOTE = "_jb_vote"            # judge's vote for A in [0, 1]: p_a, else verdict as 1 / 0 / 0.5
 WORDS_A = "_jb_words_a"
 WORDS_B = "_jb_words_b"
-DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, CHOICE, VOTE, WORDS_A, WORDS_B)
+DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B)
 
 SelfMap = Mapping[str, Iterable[str]]
 
@@ -97,8 +98,9 @@ def vote_for_a(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(p), from_verdict, p)
 
 
-def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(majority code, vote share for A, number of labels) per row of a list-valued column."""
+def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(majority code, vote share for A, number of labels, number of tie labels) per row of a
+    list-valued column."""
     values = human.to_numpy(dtype=object)
     n = values.size
     for v in values[:1000]:  # cheap guard on the contract; validate() guarantees lists
@@ -121,7 +123,16 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
     majority = np.where(lens == 0, MISSING, np.where(has_majority, top, NO_MAJORITY)).astype(np.int8)
     with np.errstate(invalid="ignore", divide="ignore"):
         vote = (counts[:, A] + 0.5 * counts[:, TIE]) / lens
-    return majority, np.where(lens == 0, np.nan, vote), lens
+    return majority, np.where(lens == 0, np.nan, vote), lens, counts[:, TIE]
+
+
+def human_counts(df: pd.DataFrame) -> np.ndarray:
+    """(rows, 3) counts of the human labels a / b / tie of a prepared table."""
+    n = df[HUMAN_N].to_numpy().astype(np.int64)
+    ties = df[HUMAN_TIES].to_numpy().astype(np.int64)
+    vote = np.nan_to_num(df[HUMAN_VOTE].to_numpy(dtype=float))
+    a = np.rint(vote * n - 0.5 * ties).astype(np.int64)  # vote = (a + ties / 2) / n
+    return np.stack([a, n - a - ties, ties], axis=1)
 
 
 def word_counts(texts: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
@@ -219,16 +230,18 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         pair = new[PAIR] = pd.factorize(df["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
         if (pair < 0).any():
             raise ValueError(f"column 'pair_id': row {int(np.flatnonzero(pair < 0)[0]) + 1} has no pair id")
-    if HUMAN not in df.columns or HUMAN_VOTE not in df.columns or HUMAN_N not in df.columns:
+    if any(c not in df.columns for c in (HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES)):
         if "human" in df.columns:
-            maj, vote, n_labels = human_features(df["human"])
+            maj, vote, n_labels, ties = human_features(df["human"])
             # Labels belong to the pair (``table.pairs``): every row of a pair gets the labels of
             # its row with the most of them, so human-only rows label the judges' rows too.
             best = _best_row_per_pair(pair, n_labels)
             new[HUMAN], new[HUMAN_VOTE], new[HUMAN_N] = maj[best], vote[best], n_labels[best]
+            new[HUMAN_TIES] = ties[best]
         else:
             new[HUMAN] = np.full(len(df), MISSING, dtype=np.int8)
             new[HUMAN_VOTE], new[HUMAN_N] = np.full(len(df), np.nan), np.zeros(len(df), dtype=np.int64)
+            new[HUMAN_TIES] = np.zeros(len(df), dtype=np.int64)
     if CHOICE not in df.columns or VOTE not in df.columns:
         p = _float_col(df, "p_a")
         verdict = label_codes(df["verdict"], "verdict") if "verdict" in df.columns else \

@@ -67,3 +67,55 @@ def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
                     method="mean P(first shown wins); t interval, t-test of 0.5")
+
+
+# The nine (A-first choice, B-first choice) outcomes, in original terms. In the B-first order the
+# first-shown response is B, so (a, b) means "the first-shown response won both times" (primacy).
+_OUTCOMES = {
+    (F.A, F.A): "a_a", (F.B, F.B): "b_b", (F.TIE, F.TIE): "tie_tie",
+    (F.A, F.B): "primacy_flip", (F.B, F.A): "recency_flip",
+    (F.A, F.TIE): "a_tie", (F.TIE, F.A): "tie_a", (F.B, F.TIE): "b_tie", (F.TIE, F.B): "tie_b",
+}
+
+
+def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
+    """Position consistency (Shi et al. 2024, "Judging the judges"): the share of pairs whose choice
+    is the same in both presentation orders, a tie against a choice counting as inconsistent (Wilson
+    interval). ``details`` holds every outcome's count (``outcomes``), the flips of any kind (A<->B
+    and choice<->tie), the primacy/recency balance and, with probabilities, the mean P(A) shift.
+
+    Balance: per pair +1 when the second-shown response won in both orders (recency), -1 when the
+    first-shown did (primacy), 0 otherwise; its mean (t interval, t-test of 0) is the raw preference
+    fairness of Shi et al.: 0 = no side favoured, -1 = every pair decided by being shown first.
+    Mean P(A) shift: p_a_ab - p_a_ba, what moving A from second to first adds to its probability."""
+    F.require(df, ["judge"], "position_consistency")
+    rows = F.judge_rows(df, judge, "position_consistency")
+    ab, ba = order_choices(rows)
+    keep, excl = count_reasons([("missing_order", (ab == F.MISSING) | (ba == F.MISSING))], len(rows))
+    n = int(keep.sum())
+    if n == 0:
+        raise InsufficientData("no pair judged in both presentation orders (p_a_ab/p_a_ba or verdict_ab/ba)")
+    a, b = ab[keep], ba[keep]
+    outcomes = {name: int(((a == x) & (b == y)).sum()) for (x, y), name in _OUTCOMES.items()}
+    consistent = outcomes["a_a"] + outcomes["b_b"] + outcomes["tie_tie"]
+    value, lo, hi = wilson(consistent, n)
+    balance = np.select([(a == F.B) & (b == F.A), (a == F.A) & (b == F.B)], [1.0, -1.0], 0.0)
+    details: dict = {
+        "outcomes": outcomes,
+        "flips_ab": outcomes["primacy_flip"] + outcomes["recency_flip"],
+        "flips_choice_tie": n - consistent - outcomes["primacy_flip"] - outcomes["recency_flip"],
+        "preference_fairness": _interval(balance, "mean of +1 recency / -1 primacy per pair"),
+    }
+    p_ab, p_ba = F.float_col(rows, "p_a_ab")[keep], F.float_col(rows, "p_a_ba")[keep]
+    shift = (p_ab - p_ba)[~np.isnan(p_ab - p_ba)]
+    if shift.size:
+        details["mean_p_a_shift"] = _interval(shift, "mean of p_a_ab - p_a_ba per pair")
+    return Estimate(value=value, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+                    method="share of pairs with the same choice in both orders (tie vs choice "
+                           "inconsistent); Wilson interval", details=details)
+
+
+def _interval(x: np.ndarray, what: str) -> dict:
+    d = mean_t(x, null=0.0)  # one pair: NaN bounds, written as null
+    return {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(x.size),
+            "p_value": d["p_value"], "method": what + "; t interval, t-test of 0"}

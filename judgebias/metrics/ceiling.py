@@ -1,0 +1,71 @@
+"""What agreement with humans is reachable at all: the human ceiling (leave one label out).
+
+Humans disagree with each other, so no judge can agree with "the" human label on every pair. With
+two or more labels per pair, each label is held out in turn and compared with the strict majority
+of the others (AlpacaEval's leave-one-annotator-out human agreement); a held-out label whose others
+have no strict majority gives no reference. The judge is compared with exactly the same references,
+so the two figures are read side by side: a judge at the ceiling agrees with humans as well as a
+human does. Labels are not tied to annotator identities here (tables hold a list per pair), so
+"one annotator" is one label of the pair.
+
+Per pair: human score = share of its referenced labels that equal their reference, judge score =
+share of the same references the judge's choice equals; both are averaged over pairs (each pair
+weighs the same) with t intervals, and their paired difference is the judge's gap to the ceiling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t
+
+
+def _leave_one_out(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(references, weights): for each row and each held-out class k (a, b, tie), the strict
+    majority of the other labels (code, or -1 when none) and how many labels of class k there are."""
+    n = counts.sum(axis=1)
+    refs = np.full(counts.shape, F.MISSING, dtype=np.int8)
+    for k in (F.A, F.B, F.TIE):
+        others = counts.copy()
+        others[:, k] -= 1
+        top = others.argmax(axis=1)
+        strict = others.max(axis=1) * 2 > n - 1
+        refs[:, k] = np.where((counts[:, k] > 0) & strict, top, F.MISSING)
+    return refs, np.where(refs != F.MISSING, counts, 0)
+
+
+def human_ceiling(df: pd.DataFrame, judge: str) -> Estimate:
+    """Leave-one-label-out human agreement on the judge's pairs (``value``, t interval over pairs),
+    with the judge's agreement on the same references (``details.judge``) and the judge's gap to
+    the ceiling (``details.gap``: judge - human, paired t interval)."""
+    F.require(df, ["judge"], "human_ceiling")
+    rows = F.judge_rows(F.prepare(df), judge, "human_ceiling")
+    counts = F.human_counts(rows)
+    choice = rows[F.CHOICE].to_numpy()
+    refs, weights = _leave_one_out(counts)
+    total = weights.sum(axis=1)
+    keep, excl = count_reasons([("fewer_than_two_labels", counts.sum(axis=1) < 2),
+                                ("judge_missing", choice == F.MISSING),
+                                ("no_leave_one_out_majority", total == 0)], len(rows))
+    if not keep.any():
+        raise InsufficientData(f"no pair with two or more human labels that a held-out label can be "
+                               f"compared with; excluded: {excl}")
+    held_out = np.arange(3)[None, :]
+    w, r, t = weights[keep], refs[keep], total[keep]
+    human = (w * (r == held_out)).sum(axis=1) / t
+    agent = (w * (r == choice[keep][:, None])).sum(axis=1) / t
+    h, j, gap = mean_t(human, 0.0), mean_t(agent, 0.0), mean_t(agent - human, 0.0)
+    n = int(keep.sum())
+
+    def brief(d, lo=0.0):  # a share's t interval is clipped to what a share can be
+        return {"value": d["value"], "ci_low": max(d["ci_low"], lo), "ci_high": min(d["ci_high"], 1.0)}
+
+    human_ci = brief(h)
+    return Estimate(value=h["value"], ci_low=human_ci["ci_low"], ci_high=human_ci["ci_high"], n=n,
+                    exclusions=excl,
+                    method="leave-one-label-out agreement of humans with the majority of the other labels, "
+                           "mean over pairs; t interval clipped to [0, 1]",
+                    details={"judge": brief(j), "gap": {**brief(gap, -1.0), "p_value": gap["p_value"]},
+                             "labels_compared": int(t.sum())})
