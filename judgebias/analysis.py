@@ -101,7 +101,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
 
     positions = lean.groupby("judge", sort=True, observed=True).indices
     flags = {"human": (has_human, "no human labels"),
-             "humans": (has_humans, "one human label per pair: no other human to compare with"), "gen": (has_gen, "no generator names"),
+             "humans": (has_humans, "one human label per pair: no other human to compare with"),
+             "gen": (has_gen, "no generator names"),
              "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
              "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
     result["settings"]["self_generators"] = {j: sorted(F.self_set(lean, j, self_map)) for j in judges}
@@ -141,6 +142,7 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
         ("perplexity_own_other", [ppl, g], partial(perplexity_own_other, rows, judge, self_map)),
         ("perplexity_familiarity", [ppl, g], partial(perplexity_familiarity, rows, judge, self_map)),
         ("regression", [], partial(choice_regression, rows, judge, self_map)),
+        ("regression_human", [h], partial(choice_regression, rows, judge, self_map, of="human")),
     ]
     for name, needs, fn in plan:
         missing = [reason for ok, reason in needs if not ok]

@@ -26,7 +26,8 @@ ROWS = (
     ("perplexity_excess", "  ... minus humans", "> 0 more than humans"),
     ("perplexity_own_other", "own vs other at equal ppl", "MH odds ratio; 1 = none"),
     ("perplexity_familiarity", "log-ppl own - other", "< 0 own more familiar"),
-    ("regression", "choice regression", "McFadden R2"),
+    ("regression", "choice regression (style-controlled)", "McFadden R2"),
+    ("regression_human", "  same model on the human majority", "McFadden R2"),
 )
 
 
@@ -83,7 +84,7 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
                 continue
             lines.append(f"  {label:<38} {format_estimate(est)}  {how}")
             lines += _details(key, est)
-            if key == "regression":
+            if key in ("regression", "regression_human"):
                 for term, t in (est.get("terms") or {}).items():
                     ci = f"[{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}]"
                     lines.append(f"    {term:<36} {_fmt(t['coef']):>7} {ci}  {_p(t['p_value'])}")

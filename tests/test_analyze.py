@@ -67,7 +67,8 @@ def test_json_shape_and_every_figure_has_an_interval(result):
             if key != "regression":
                 assert est["ci_low"] <= est["value"] <= est["ci_high"], (judge, key)
         assert metrics["self_preference_eo"]["confusion"]
-        assert metrics["skipped"] == {"human_ceiling": "one human label per pair: no other human to compare with"}
+        assert metrics["skipped"] == {"human_ceiling": "one human label per pair: no other human to compare "
+                                                       "with"}
 
 
 def test_simulated_self_preference_is_detected(result):

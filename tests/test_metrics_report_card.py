@@ -99,3 +99,67 @@ def test_human_ceiling_leaves_one_label_out_and_scores_the_judge_on_the_same_ref
     assert c.details["labels_compared"] == 1 + 3 + 1 + 2 + 4
     with pytest.raises(InsufficientData):
         human_ceiling(table([dict(verdict="a", human=["a"])]), "j")
+
+
+def _styled_table(n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Pairs whose responses differ in length and markdown; a judge that likes bold and lists."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, raw = [], {k: [] for k in ("headers", "lists", "bold", "words", "human")}
+    for i in range(n):
+        sides = []
+        for _ in range(2):
+            h, li, b, w = (int(x) for x in (rng.integers(0, 3), rng.integers(0, 5), rng.integers(0, 4),
+                                             rng.integers(3, 60)))
+            text = "".join(f"# Part {k}\n" for k in range(h)) + " ".join(["word"] * w) + "\n" + \
+                "".join(f"- item {k}\n" for k in range(li)) + " ".join(f"**b{k}**" for k in range(b))
+            sides.append((h, li, b, len(text.split()), text))
+        (ha, la, ba, wa, ta), (hb, lb, bb, wb, tb) = sides
+        human = "a" if rng.random() < 0.5 else "b"
+        norm = [(x - y) / (x + y) if x + y else 0.0 for x, y in ((ha, hb), (la, lb), (ba, bb))]
+        logit = 1.2 * (1 if human == "a" else -1) + 1.5 * norm[1] + 2.0 * norm[2]
+        verdict = "a" if rng.random() < 1 / (1 + np.exp(-logit)) else "b"
+        rows.append(dict(pair_id=f"p{i}", prompt="q", response_a=ta, response_b=tb, judge="j",
+                         verdict=verdict, human=[human]))
+        for k, v in zip(("headers", "lists", "bold"), norm, strict=True):
+            raw[k].append(v)
+        raw["words"].append(wa - wb)
+        raw["human"].append(1.0 if human == "a" else -1.0)
+        raw.setdefault("y", []).append(1.0 if verdict == "a" else 0.0)
+        raw.setdefault("y_human", []).append(1.0 if human == "a" else 0.0)
+    df, _ = validate(pd.DataFrame(rows))
+    return df, raw
+
+
+def test_style_control_matches_a_direct_statsmodels_fit_on_the_same_design():
+    import numpy as np
+    import statsmodels.api as sm
+
+    from judgebias.metrics.regression import choice_regression
+
+    df, raw = _styled_table()
+    est = choice_regression(df, "j")
+    terms = est.details["terms"]
+    features = [np.array(raw[k]) for k in ("words", "headers", "lists", "bold")]
+    X = np.column_stack([np.ones(len(raw["y"])), raw["human"], *((f - f.mean()) / f.std() for f in features)])
+    direct = sm.Logit(np.array(raw["y"]), X).fit(disp=0)
+    names = ["intercept", "human_a", "word_diff", "headers_style", "lists_style", "bold_style"]
+    assert est.details["used"] == names[1:]
+    for i, name in enumerate(names):
+        assert terms[name]["coef"] == pytest.approx(direct.params[i], rel=1e-6, abs=1e-9), name
+        assert terms[name]["ci_low"] == pytest.approx(direct.conf_int()[i, 0], rel=1e-6, abs=1e-9), name
+    # The judge's taste for bold and lists is found, its indifference to headers too.
+    assert terms["bold_style"]["ci_low"] > 0 and terms["lists_style"]["ci_low"] > 0
+    assert terms["headers_style"]["ci_low"] < 0 < terms["headers_style"]["ci_high"]
+    # The same model on the human labels: humans here ignore style entirely.
+    hum = choice_regression(df, "j", of="human")
+    human_terms = hum.details["terms"]
+    assert "human_a" not in hum.details["used"] and hum.details["positive_class"] == "human picks A"
+    Xh = np.delete(X, 1, axis=1)
+    direct_h = sm.Logit(np.array(raw["y_human"]), Xh).fit(disp=0)
+    for i, name in enumerate([n for n in names if n != "human_a"]):
+        assert human_terms[name]["coef"] == pytest.approx(direct_h.params[i], rel=1e-6, abs=1e-9), name
+    assert human_terms["bold_style"]["ci_low"] < 0 < human_terms["bold_style"]["ci_high"]
+    with pytest.raises(ValueError, match="of must be"):
+        choice_regression(df, "j", of="gold")

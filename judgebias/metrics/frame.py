@@ -26,7 +26,11 @@ CHOICE = "_jb_choice"        # judge's hard choice (code): from p_a when present
 VOTE = "_jb_vote"            # judge's vote for A in [0, 1]: p_a, else verdict as 1 / 0 / 0.5
 WORDS_A = "_jb_words_a"
 WORDS_B = "_jb_words_b"
-DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B)
+# Markdown elements per response (Arena-Hard-Auto's style features): headers, list items, bold spans.
+MARKDOWN = ("headers", "lists", "bold")
+MD_A = tuple(f"_jb_{m}_a" for m in MARKDOWN)
+MD_B = tuple(f"_jb_{m}_b" for m in MARKDOWN)
+DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B, *MD_A, *MD_B)
 
 SelfMap = Mapping[str, Iterable[str]]
 
@@ -133,6 +137,22 @@ def human_counts(df: pd.DataFrame) -> np.ndarray:
     vote = np.nan_to_num(df[HUMAN_VOTE].to_numpy(dtype=float))
     a = np.rint(vote * n - 0.5 * ties).astype(np.int64)  # vote = (a + ties / 2) / n
     return np.stack([a, n - a - ties, ties], axis=1)
+
+
+# Line-anchored like markdown itself: "# Title", "- item" / "* item" / "1. item", "**bold**" / "__bold__".
+_MARKDOWN_PATTERNS = {
+    "headers": r"(?m)^[ \t]{0,3}#{1,6}[ \t]+\S",
+    "lists": r"(?m)^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S",
+    "bold": r"\*\*[^*\n]+\*\*|__[^_\n]+__",
+}
+
+
+def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
+    """Headers, list items and bold spans per text (the style features of Arena-Hard-Auto's style
+    control); missing texts count 0."""
+    texts = texts.astype(object).where(texts.notna(), "").astype(str)
+    return {name: texts.str.count(pattern).to_numpy(dtype=np.int64)
+            for name, pattern in _MARKDOWN_PATTERNS.items()}
 
 
 def word_counts(texts: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
@@ -248,12 +268,15 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             np.full(len(df), MISSING, dtype=np.int8)
         new[CHOICE] = choice_codes(p, verdict)
         new[VOTE] = vote_for_a(p, verdict)
-    if WORDS_A not in df.columns or WORDS_B not in df.columns:
+    if any(c not in df.columns for c in (WORDS_A, WORDS_B, *MD_A, *MD_B)):
         require(df, ["response_a", "response_b"], "judgment table")
-        # Word counts are a property of the pair: count each pair's texts once.
+        # Word and markdown counts are properties of the pair: count each pair's texts once.
         _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
-        for col, target in (("response_a", WORDS_A), ("response_b", WORDS_B)):
-            new[target] = word_counts(df[col], first)[inverse]
+        for col, words, markdown in (("response_a", WORDS_A, MD_A), ("response_b", WORDS_B, MD_B)):
+            new[words] = word_counts(df[col], first)[inverse]
+            counts = markdown_counts(df[col].iloc[first])
+            for name, target in zip(MARKDOWN, markdown, strict=True):
+                new[target] = counts[name][inverse]
     # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
     return df.copy(deep=False).assign(**new)
 

@@ -1,13 +1,19 @@
-"""What drives a judge's choice? Logistic regression of "judge picks A" (ties excluded) on
+"""What drives a choice? Logistic regression of "picks A" (ties excluded) on
 
 * ``human_a``: +1 when the human majority prefers A, -1 when it prefers B (so the intercept is
   the judge's pull towards A, i.e. position, at an even human split),
-* ``self_origin``: +1 when A is the judge's own response, -1 when B is, 0 otherwise,
+* ``self_origin``: +1 when A is the judge's own (or its family's) response, -1 when B is, 0 otherwise,
 * ``log_ppl_diff``: log ppl_A - log ppl_B, standardized,
 * ``word_diff``: words(A) - words(B), standardized,
+* style control (Arena-Hard-Auto): ``headers_style``, ``lists_style``, ``bold_style``, each the
+  normalised difference (A - B) / (A + B) of the markdown elements (0 when neither has any),
+  standardized,
 
-with an intercept (the position preference for A). A term whose column is absent (or constant
-among the usable rows) is skipped and said so; perfect separation gives a note, not a crash.
+with an intercept (the position preference for A). With every style term in the model,
+``self_origin`` is the style-controlled self-preference. ``of="human"`` fits the same model to the
+human majority on the judge's pairs (without ``human_a``): the terms humans share with the judge
+and those that are the judge's alone. A term whose column is absent (or constant among the usable
+rows) is skipped and said so; perfect separation gives a note, not a crash.
 """
 
 from __future__ import annotations
@@ -22,27 +28,34 @@ from judgebias.metrics import frame as F
 from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons, jsonable
 
 MIN_ROWS_PER_TERM = 10
+STANDARDIZED = ("log_ppl_diff", "word_diff", *(f"{m}_style" for m in F.MARKDOWN))
 
 
-def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
-    """Fit the model; ``details.terms`` maps each used term to coef, ci_low, ci_high, p_value and
-    the odds ratio; ``value`` is McFadden's pseudo-R2 (no interval)."""
+def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None, *,
+                      of: str = "judge") -> Estimate:
+    """Fit the model to the judge's choices (``of="judge"``) or to the human majority on the same
+    pairs (``of="human"``); ``details.terms`` maps each used term to coef, ci_low, ci_high, p_value
+    and the odds ratio; ``value`` is McFadden's pseudo-R2 (no interval)."""
     import statsmodels.api as sm
     from statsmodels.tools.sm_exceptions import PerfectSeparationError, PerfectSeparationWarning
 
+    if of not in ("judge", "human"):
+        raise ValueError(f"choice_regression: of must be 'judge' or 'human', got {of!r}")
     F.require(df, ["judge"], "choice_regression")
     rows = F.judge_rows(df, judge, "choice_regression")
     choice = rows[F.CHOICE].to_numpy()
     human = rows[F.HUMAN].to_numpy()
     skipped: dict[str, str] = {}
-    reasons = F.judge_reasons(choice)
     columns: dict[str, np.ndarray] = {}
-
-    if (np.isin(human, (F.A, F.B))).any():
-        reasons += F.human_reasons(human)
-        columns["human_a"] = np.where(human == F.A, 1.0, -1.0)
+    if of == "human":
+        choice, reasons = human, F.human_reasons(human)
     else:
-        skipped["human_a"] = "no human labels"
+        reasons = F.judge_reasons(choice)
+        if (np.isin(human, (F.A, F.B))).any():
+            reasons += F.human_reasons(human)
+            columns["human_a"] = np.where(human == F.A, 1.0, -1.0)
+        else:
+            skipped["human_a"] = "no human labels"
     if "generator_a" in rows.columns and "generator_b" in rows.columns:
         own_a, own_b = F.own_sides(rows, judge, self_map)
         columns["self_origin"] = own_a.astype(float) - own_b.astype(float)
@@ -59,6 +72,13 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
         columns["word_diff"] = (rows[F.WORDS_A].to_numpy() - rows[F.WORDS_B].to_numpy()).astype(float)
     else:
         skipped["word_diff"] = "no response texts"
+    for name, col_a, col_b in zip(F.MARKDOWN, F.MD_A, F.MD_B, strict=True):
+        if col_a in rows.columns:
+            a, b = rows[col_a].to_numpy(dtype=float), rows[col_b].to_numpy(dtype=float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                columns[f"{name}_style"] = np.where(a + b > 0, (a - b) / (a + b), 0.0)
+        else:
+            skipped[f"{name}_style"] = "no response texts"
 
     keep, excl = count_reasons(reasons, len(rows))
     y = (choice[keep] == F.A).astype(float)
@@ -72,7 +92,7 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
         if sd == 0 or not np.isfinite(sd):
             skipped[name] = "constant among the usable rows"
             continue
-        if name in ("log_ppl_diff", "word_diff"):
+        if name in STANDARDIZED:
             scale[name] = sd
             x = (x - x.mean()) / sd
         columns[name] = x
@@ -80,7 +100,7 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     if n < MIN_ROWS_PER_TERM * (len(used) + 1):
         raise InsufficientData(f"{n} usable rows are too few for {len(used) + 1} coefficients")
     if y.min() == y.max():
-        raise InsufficientData("the judge always picks the same side among the usable rows")
+        raise InsufficientData(f"the {of} always picks the same side among the usable rows")
     X = np.column_stack([np.ones(n)] + [columns[name] for name in used])
     names = ["intercept", *used]
     note = None
@@ -106,7 +126,7 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
                        "p_value": float(res.pvalues[i]),
                        "odds_ratio": math.exp(coef) if abs(coef) < 700 else None}
     details = {"terms": jsonable(terms), "used": used, "skipped_terms": skipped,
-               "standardization_sd": scale, "positive_class": "judge picks A"}
+               "standardization_sd": scale, "positive_class": f"{of} picks A"}
     if note:
         details["note"] = note
     # McFadden's R2 with the intercept-only log-likelihood in closed form (statsmodels' prsquared
@@ -114,7 +134,7 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
     ybar = float(y.mean())
     llnull = n * (ybar * math.log(ybar) + (1 - ybar) * math.log(1 - ybar))
     return Estimate(value=1.0 - float(res.llf) / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
-                    method="Logit of judge picks A; Wald intervals; value = McFadden pseudo-R2",
+                    method=f"Logit of {of} picks A; Wald intervals; value = McFadden pseudo-R2",
                     details=details)
 
 
