@@ -14,6 +14,7 @@ HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
     ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)"),
     ("position_bias", "position bias (P(first shown wins); 0.5 = none)"),
+    ("position_consistency", "position consistency (same choice in both orders)"),
     ("perplexity_familiarity", "mean log-perplexity own - other responses"),
     ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity"),
 )
