@@ -85,8 +85,9 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
     and choice<->tie), the primacy/recency balance and, with probabilities, the mean P(A) shift.
 
     Balance: per pair +1 when the second-shown response won in both orders (recency), -1 when the
-    first-shown did (primacy), 0 otherwise; its mean (t interval, t-test of 0) is the raw preference
-    fairness of Shi et al.: 0 = no side favoured, -1 = every pair decided by being shown first.
+    first-shown did (primacy), 0 otherwise; its mean (t interval, t-test of 0) reads like Shi et
+    al.'s preference fairness without their normalisation: 0 = no side favoured, -1 = every pair
+    decided by being shown first.
     Mean P(A) shift: p_a_ab - p_a_ba, what moving A from second to first adds to its probability."""
     F.require(df, ["judge"], "position_consistency")
     rows = F.judge_rows(df, judge, "position_consistency")
