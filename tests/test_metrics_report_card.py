@@ -163,3 +163,16 @@ def test_style_control_matches_a_direct_statsmodels_fit_on_the_same_design():
     assert human_terms["bold_style"]["ci_low"] < 0 < human_terms["bold_style"]["ci_high"]
     with pytest.raises(ValueError, match="of must be"):
         choice_regression(df, "j", of="gold")
+
+
+def test_markdown_counts_follow_markdown_line_rules():
+    texts = pd.Series([
+        # 1 header ("#nohash" is none), 5 list items (-, -, *, "1.", "2)"), 2 bold spans (one split by a
+        # line break is not bold)
+        "# Title\n\nSome **bold** and __more__.\n- a\n- b\n* c\n1. one\n2) two\n#nohash\n**not\nbold**",
+        None,
+        "plain text - not a list 3. no",
+    ])
+    counts = F.markdown_counts(texts)
+    assert {k: v.tolist() for k, v in counts.items()} == {"headers": [1, 0, 0], "lists": [5, 0, 0],
+                                                          "bold": [2, 0, 0]}

