@@ -143,6 +143,23 @@ def mean_t(values: np.ndarray, null: float = 0.0) -> dict[str, float]:
             "p_value": float(2 * stats.t.sf(abs(t), n - 1))}
 
 
+def mean_t_figure(values: np.ndarray, *, null: float | None = 0.0,
+                  bounds: tuple[float, float] | None = None, method: str | None = None) -> dict[str, Any]:
+    """``mean_t`` as a figure inside another figure's details: value, interval (clipped to
+    ``bounds``, what the quantity can be; a t interval of a share can pass 1), n and the p-value of
+    ``null`` (none when ``null`` is None: a share has no null worth testing)."""
+    d = mean_t(values, null=0.0 if null is None else null)
+    lo, hi = d["ci_low"], d["ci_high"]
+    if bounds is not None and not math.isnan(lo):
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    out = {"value": d["value"], "ci_low": lo, "ci_high": hi, "n": int(np.size(values))}
+    if null is not None:
+        out["p_value"] = d["p_value"]
+    if method:
+        out["method"] = method
+    return out
+
+
 def welch(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """mean(x) - mean(y) with Welch's 95% interval and t-test (unequal variances)."""
     from statsmodels.stats.weightstats import CompareMeans, DescrStatsW

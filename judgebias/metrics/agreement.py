@@ -89,22 +89,18 @@ def agreement_two_class(df: pd.DataFrame, judge: str) -> Estimate:
     """Agreement on the pairs where the human majority prefers a side (not a tie), as on 2-class
     benchmarks (LLMBar): a judge's tie there counts as a miss; ``details.judge_ties`` says how many
     of its answers were ties, so a judge that never says tie is not read as worse than it is."""
-    F.require(df, ["judge"], "agreement_two_class")
-    rows = F.judge_rows(F.prepare(df), judge, "agreement_two_class")
-    choice, human = rows[F.CHOICE].to_numpy(), rows[F.HUMAN].to_numpy()
-    keep, excl = count_reasons([("no_human_label", human == F.MISSING),
-                                ("human_no_majority", human == F.NO_MAJORITY),
-                                ("human_tie", human == F.TIE),
-                                ("judge_missing", choice == F.MISSING)], len(rows))
-    n = int(keep.sum())
+    table, excl = _paired_labels(df, judge, "human", None, None, "agreement_two_class")
+    two = table[:, :2]  # columns: human a, human b (the tie column leaves)
+    if table[:, 2].any():
+        excl = {**excl, "human_tie": int(table[:, 2].sum())}
+    n = int(two.sum())
     if n == 0:
         raise InsufficientData(f"no pair with a human side preference and a judge choice; excluded: {excl}")
-    k = int((choice[keep] == human[keep]).sum())
-    p, lo, hi = wilson(k, n)
+    p, lo, hi = wilson(int(two[0, 0] + two[1, 1]), n)
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
                     method="percent agreement on pairs whose human majority is a or b (judge tie = miss); "
                            "Wilson interval",
-                    details={"judge_ties": int((choice[keep] == F.TIE).sum())})
+                    details={"judge_ties": int(two[2].sum())})
 
 
 def tie_rate(df: pd.DataFrame, judge: str) -> Estimate:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
-from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t
+from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t_figure
 
 
 def _leave_one_out(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -56,16 +56,11 @@ def human_ceiling(df: pd.DataFrame, judge: str) -> Estimate:
     w, r, t = weights[keep], refs[keep], total[keep]
     human = (w * (r == held_out)).sum(axis=1) / t
     agent = (w * (r == choice[keep][:, None])).sum(axis=1) / t
-    h, j, gap = mean_t(human, 0.0), mean_t(agent, 0.0), mean_t(agent - human, 0.0)
-    n = int(keep.sum())
-
-    def brief(d, lo=0.0):  # a share's t interval is clipped to what a share can be
-        return {"value": d["value"], "ci_low": max(d["ci_low"], lo), "ci_high": min(d["ci_high"], 1.0)}
-
-    human_ci = brief(h)
-    return Estimate(value=h["value"], ci_low=human_ci["ci_low"], ci_high=human_ci["ci_high"], n=n,
+    h = mean_t_figure(human, null=None, bounds=(0.0, 1.0))
+    return Estimate(value=h["value"], ci_low=h["ci_low"], ci_high=h["ci_high"], n=int(keep.sum()),
                     exclusions=excl,
                     method="leave-one-label-out agreement of humans with the majority of the other labels, "
                            "mean over pairs; t interval clipped to [0, 1]",
-                    details={"judge": brief(j), "gap": {**brief(gap, -1.0), "p_value": gap["p_value"]},
+                    details={"judge": mean_t_figure(agent, null=None, bounds=(0.0, 1.0)),
+                             "gap": mean_t_figure(agent - human, bounds=(-1.0, 1.0)),
                              "labels_compared": int(t.sum())})

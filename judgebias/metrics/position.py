@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
-from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t, wilson
+from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t, mean_t_figure, wilson
 
 
 def order_choices(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -105,18 +105,16 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
         "outcomes": outcomes,
         "flips_ab": outcomes["primacy_flip"] + outcomes["recency_flip"],
         "flips_choice_tie": n - consistent - outcomes["primacy_flip"] - outcomes["recency_flip"],
-        "preference_fairness": _interval(balance, "mean of +1 recency / -1 primacy per pair"),
+        "preference_fairness": mean_t_figure(
+            balance, bounds=(-1.0, 1.0),
+            method="mean of +1 recency / -1 primacy per pair; t interval, t-test of 0"),
     }
     p_ab, p_ba = F.float_col(rows, "p_a_ab")[keep], F.float_col(rows, "p_a_ba")[keep]
     shift = (p_ab - p_ba)[~np.isnan(p_ab - p_ba)]
     if shift.size:
-        details["mean_p_a_shift"] = _interval(shift, "mean of p_a_ab - p_a_ba per pair")
+        details["mean_p_a_shift"] = mean_t_figure(
+            shift, bounds=(-1.0, 1.0), method="mean of p_a_ab - p_a_ba per pair; t interval, t-test of 0")
     return Estimate(value=value, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
                     method="share of pairs with the same choice in both orders (tie vs choice "
                            "inconsistent); Wilson interval", details=details)
 
-
-def _interval(x: np.ndarray, what: str) -> dict:
-    d = mean_t(x, null=0.0)  # one pair: NaN bounds, written as null
-    return {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(x.size),
-            "p_value": d["p_value"], "method": what + "; t interval, t-test of 0"}
