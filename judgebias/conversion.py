@@ -50,7 +50,7 @@ def gguf_parsed_once() -> Iterator[None]:
                 for key, value in metadata[str(path)].items()}
 
     original = gguf.GGUFReader
-    fast = plain_view_reader(original) if isinstance(original, type) else original  # wrapped: as is
+    fast = plain_view_reader(original)
     readers: dict[tuple[str, str], Any] = {}
 
     def reader(path, mode="r"):

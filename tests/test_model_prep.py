@@ -20,8 +20,12 @@ def test_the_prefetch_child_and_a_stage_convert_a_model_once_between_them(tmp_pa
     parses = []
     import gguf
 
-    original = gguf.GGUFReader
-    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: parses.append(a) or original(*a, **k))
+    class Counting(gguf.GGUFReader):
+        def __init__(self, *args, **kwargs):
+            parses.append(args)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
     # A stage asks for the model at once: whichever of the two takes the lock first converts it, the
     # other waits and finds it done (in a run, Prefect's start-up gives the child the head start).
     _, folder = models.local_folder(ALIAS)
