@@ -21,6 +21,10 @@ def analyze_cmd(
                                   "the measured judge is never part of its own gold)."),
     human_as_gold: bool = typer.Option(False, "--human-as-gold",
                                        help="DBG against the human labels instead of a judge panel."),
+    fold: str = typer.Option(None, "--fold", metavar="RULE",
+                             help="Refold every row with both presentation orders under RULE "
+                                  "(auto, agree-else-tie, mean-probability) before the figures; default: "
+                                  "each row's fold_rule as written."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Exclude invalid rows (counted by reason) instead of failing."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
@@ -55,6 +59,10 @@ def analyze_cmd(
     gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
     try:
         table, exclusions = read_table(file, skip_invalid=skip_invalid)
+        if fold is not None:
+            from judgebias.folding import refold
+
+            table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed)
     except TableError as exc:

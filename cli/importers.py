@@ -26,6 +26,15 @@ def _parse_mapping(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _rule(fold: str) -> str:
+    from judgebias.folding import check_rule
+
+    try:
+        return check_rule(fold)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--fold") from None
+
+
 def import_cmd(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="One of: " + ", ".join(FORMAT_HELP)),
     src: str = typer.Argument(..., metavar="SRC", help="File or folder to import, or hf:<repo>."),
@@ -39,6 +48,10 @@ def import_cmd(
         None, "--judge-generator", metavar="JUDGE=GENERATOR",
         help="Say which generator a judge is (e.g. weighted_alpaca_eval_gpt4_turbo=gpt4_1106_preview); "
              "fills the judge_generator column. Repeatable."),
+    fold: str = typer.Option("auto", "--fold", metavar="RULE",
+                             help="How rows with both presentation orders fold into verdict: auto "
+                                  "(mean-probability where both orders have P(A), else agree-else-tie), "
+                                  "agree-else-tie or mean-probability. See docs/metrics.md."),
 ) -> None:
     """Import a real dataset into a judgment table; prints rows, judges, labelled pairs, exclusions.
 
@@ -57,7 +70,7 @@ def import_cmd(
     mapping = _parse_mapping(judge_generator or [])
     try:
         table, exclusions = import_dataset(fmt, src, judge_generator=mapping, seed=seed,
-                                           split=split or None, turns=turns)
+                                           split=split or None, turns=turns, fold_rule=_rule(fold))
         write_table(table, out)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)

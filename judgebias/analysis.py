@@ -176,5 +176,8 @@ def _dataset(prepared: pd.DataFrame, lean: pd.DataFrame, judges: list[str],
         "human_only_rows": int(lean["judge"].isna().sum()),
         "human_labelled_pairs": int(labelled), "generators": sorted(gens),
         "columns_with_values": present,
+        # Which rule made each judge row's verdict from its two orders (judgebias.folding).
+        "fold_rules": ({str(k): int(v) for k, v in prepared["fold_rule"].value_counts().sort_index().items()}
+                       if "fold_rule" in prepared.columns else {}),
         "exclusions": exclusions.to_dict() if exclusions is not None else {},
     }

@@ -12,7 +12,10 @@ import math
 from collections.abc import Iterable
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from judgebias.folding import DEFAULT_FOLD, fold_arrays
 
 Order = Literal["ab", "ba"]
 Label = Literal["a", "b", "tie"]
@@ -88,18 +91,13 @@ class Judgment(_Frozen):
         return "b" if v == "a" else "a"
 
 
-def _verdict_from_p(p: float) -> Label | None:
-    if math.isnan(p):
-        return None
-    return "a" if p > 0.5 else "b" if p < 0.5 else "tie"
-
-
-def combine_orders(pair: Pair, judgments: Iterable[Judgment]) -> dict:
+def combine_orders(pair: Pair, judgments: Iterable[Judgment], rule: str = DEFAULT_FOLD) -> dict:
     """Fold a judge's two orders of one pair into one judgment-table row.
 
     With probabilities in both orders, ``p_a`` is their mean (the self-preference paper's Eq. 3
-    averaged over both positions). Verdict-only judges get no ``p_a``: their verdict is the common
-    verdict of both orders, and a verdict that flips with the order is a tie (DBG paper, A.1).
+    averaged over both positions). The verdict follows ``rule`` (``judgebias.folding``): by
+    default the verdict of that mean, or for verdict-only judges the common verdict of both orders,
+    a verdict that flips with the order being a tie (DBG paper, A.1).
     A failed order leaves the row without a score and records why in ``judge_error``.
     """
     by_order = {j.order: j for j in judgments}
@@ -122,13 +120,12 @@ def combine_orders(pair: Pair, judgments: Iterable[Judgment]) -> dict:
         "judge_error": "; ".join(errors) or None,
     }
     if errors:
-        row.update(p_a=math.nan, verdict=None)
+        row.update(p_a=math.nan, verdict=None, fold_rule=None)
         return row
-    if not math.isnan(ab.p_a) and not math.isnan(ba.p_a):
-        row["p_a"] = (ab.p_a + ba.p_a) / 2
-        row["verdict"] = _verdict_from_p(row["p_a"])
-    else:
-        row["p_a"] = math.nan
-        va, vb = ab.verdict, ba.verdict
-        row["verdict"] = va if va == vb else "tie"
+    both_p = not math.isnan(ab.p_a) and not math.isnan(ba.p_a)
+    row["p_a"] = (ab.p_a + ba.p_a) / 2 if both_p else math.nan
+    verdict, applied = fold_arrays(np.array([row["verdict_ab"]], dtype=object),
+                                   np.array([row["verdict_ba"]], dtype=object),
+                                   np.array([row["p_a_ab"]]), np.array([row["p_a_ba"]]), rule)
+    row["verdict"], row["fold_rule"] = verdict[0], applied[0]
     return row

@@ -15,6 +15,7 @@ Columns (see README "The judgment table" for the full contract):
     verdict       str   "a" | "b" | "tie" | empty
     verdict_ab    str   per-order verdict (original terms), for judges that give only a verdict
     verdict_ba    str
+    fold_rule     str   how verdict was folded from the two orders (judgebias.folding), filled here
     human         list  human labels, each "a" | "b" | "tie" (several annotators allowed)
     ppl_a, ppl_b  float the judge's perplexity of each response given the prompt
 
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.exclusions import Exclusions
+from judgebias.folding import DEFAULT_FOLD, FOLD_RULES, fold
 from judgebias.labels import LABELS, _as_label_list, majority, normalize_label
 
 REQUIRED = ("pair_id", "prompt", "response_a", "response_b")
@@ -37,7 +39,7 @@ TEXT_OPTIONAL = ("generator_a", "generator_b", "judge")
 PROB_COLUMNS = ("p_a", "p_a_ab", "p_a_ba")
 PPL_COLUMNS = ("ppl_a", "ppl_b")
 VERDICT_COLUMNS = ("verdict", "verdict_ab", "verdict_ba")
-CANONICAL = (*REQUIRED, *TEXT_OPTIONAL, *PROB_COLUMNS, *VERDICT_COLUMNS, "human", *PPL_COLUMNS)
+CANONICAL = (*REQUIRED, *TEXT_OPTIONAL, *PROB_COLUMNS, *VERDICT_COLUMNS, "fold_rule", "human", *PPL_COLUMNS)
 
 MAX_LISTED_PROBLEMS = 50
 
@@ -215,14 +217,17 @@ def _label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
     return out, errors
 
 
-def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = False
-             ) -> tuple[pd.DataFrame, Exclusions]:
+def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = False,
+             fold_rule: str = DEFAULT_FOLD) -> tuple[pd.DataFrame, Exclusions]:
     """Check and normalize a judgment table.
 
     Every problem is named by source, row (1-based, as in the file) and field. With
     ``skip_invalid`` the offending rows are excluded and counted by reason instead of raising.
     Returns the normalized table (canonical columns first, extras after) and the exclusions.
     Column-wise (vectorized) where the dtypes allow: a million rows validate in seconds.
+    A row with both presentation orders gets its ``verdict`` folded from them by its ``fold_rule``
+    (``fold_rule`` here where the row names none); a given verdict that the rule contradicts is
+    a problem of that row.
     """
     problems: list[str] = []
     bad_rows: dict[int, str] = {}
@@ -314,6 +319,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
             first[nonempty] = [lists[i][0] for i in nonempty.tolist()]
         out[column] = pd.Series(first, index=out.index, dtype=object)
 
+    _fold_orders(out, fold_rule, flag)
+
     dup = out.duplicated(subset=["pair_id", "judge"], keep="first")
     for i in np.flatnonzero(dup.to_numpy()):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
@@ -338,15 +345,35 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     return out[list(CANONICAL) + extras], exclusions
 
 
-def judge_choice(df: pd.DataFrame) -> pd.Series:
-    """The judge's hard choice per row: from p_a when present (> 0.5 is A), else the verdict.
+def _fold_orders(out: pd.DataFrame, default: str, flag) -> None:
+    given = out["fold_rule"] if "fold_rule" in out.columns else pd.Series(None, index=out.index, dtype=object)
+    given = given.map(lambda v: None if _is_missing(v) else str(v).strip().lower())
+    for i in np.flatnonzero(~given.isin([*FOLD_RULES, None]).to_numpy()):
+        flag(i, "fold_rule", f"{given.iat[i]!r} is not a fold rule ({', '.join(FOLD_RULES)})")
+    rules = given.where(given.isin(FOLD_RULES), default).to_numpy(dtype=object)
+    folded, applied = fold(out, rules)
+    verdict = out["verdict"].to_numpy(dtype=object).copy()
+    has_fold, has_verdict = ~pd.isna(applied), ~pd.isna(verdict)
+    for i in np.flatnonzero(has_fold & has_verdict & (verdict != folded)):
+        per_order = ", ".join(f"{c}={out[c].iat[i]!r}" for c in (*VERDICT_COLUMNS[1:], *PROB_COLUMNS[1:])
+                              if not _is_missing(out[c].iat[i]))
+        flag(i, "verdict", f"{verdict[i]!r} contradicts its orders ({per_order}), which fold to "
+                           f"{folded[i]!r} under {applied[i]!r}")
+    fill = has_fold & ~has_verdict
+    verdict[fill] = folded[fill]
+    out["verdict"] = pd.Series(verdict, index=out.index, dtype=object)
+    out["fold_rule"] = pd.Series(np.where(has_fold, applied, given.to_numpy(dtype=object)), index=out.index,
+                                 dtype=object)
 
-    Vectorized; returns "a" | "b" | "tie" or None.
-    """
+
+def judge_choice(df: pd.DataFrame) -> pd.Series:
+    """The judge's hard choice per row: its verdict (folded from both orders by the row's
+    ``fold_rule``), else from p_a (> 0.5 is A). Vectorized; returns "a" | "b" | "tie" or None."""
     p = df["p_a"].to_numpy(dtype=float)
     from_p = np.where(p > 0.5, "a", np.where(p < 0.5, "b", "tie")).astype(object)
+    from_p[np.isnan(p)] = None
     verdict = df["verdict"].to_numpy(dtype=object)
-    return pd.Series(np.where(np.isnan(p), verdict, from_p), index=df.index, dtype=object)
+    return pd.Series(np.where(pd.isna(verdict), from_p, verdict), index=df.index, dtype=object)
 
 
 def human_label(df: pd.DataFrame) -> pd.Series:

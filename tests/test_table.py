@@ -97,13 +97,15 @@ def test_label_helpers():
     assert majority([]) is None
 
 
-def test_judge_choice_prefers_probability_over_verdict():
+def test_judge_choice_is_the_verdict_else_the_probability():
+    # The verdict is the folded hard choice (an agree-else-tie tie may sit on a mean P(A) of 0.7);
+    # p_a decides only where no verdict exists.
     df, _ = validate(pd.DataFrame([
-        _rows(p_a=0.7, verdict="b"), _rows(pair_id="p2", p_a=0.5),
+        _rows(p_a=0.7, verdict="tie"), _rows(pair_id="p2", p_a=0.5),
         _rows(pair_id="p3", p_a=0.2), _rows(pair_id="p4", p_a=None, verdict="a"),
         _rows(pair_id="p5", p_a=None),
     ]))
-    assert judge_choice(df).tolist() == ["a", "tie", "b", "a", None]
+    assert judge_choice(df).tolist() == ["tie", "tie", "b", "a", None]
 
 
 def test_pairs_merges_human_labels():

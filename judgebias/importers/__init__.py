@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from judgebias.folding import DEFAULT_FOLD, refold
 from judgebias.importers._common import split_counts
 from judgebias.importers.alpaca_eval import import_alpaca_eval
 from judgebias.importers.arena import import_arena
@@ -35,7 +36,7 @@ IMPORTERS: dict[str, Importer] = {
 
 
 def import_dataset(fmt: str, src: Path | str, *, judge_generator: Mapping[str, str] | None = None,
-                   **opts: object) -> tuple[pd.DataFrame, Exclusions]:
+                   fold_rule: str = DEFAULT_FOLD, **opts: object) -> tuple[pd.DataFrame, Exclusions]:
     """Run the importer named ``fmt``.
 
     ``judge_generator`` maps a judge name as it appears in the data to the generator name of the
@@ -49,6 +50,11 @@ def import_dataset(fmt: str, src: Path | str, *, judge_generator: Mapping[str, s
         raise TableError(str(src), [f"unknown format {fmt!r}; known: {', '.join(sorted(IMPORTERS))}"]
                          ) from None
     table, exclusions = importer(src if str(src).startswith("hf:") else Path(src), **opts)
+    if fold_rule != DEFAULT_FOLD:
+        try:
+            table = refold(table, fold_rule)
+        except ValueError as exc:
+            raise TableError(str(src), [str(exc)]) from None
     if judge_generator:
         unknown = sorted(set(judge_generator) - set(table["judge"].dropna()))
         if unknown:

@@ -12,7 +12,8 @@ ChatGPT/Swap, where the first round agrees on 62).
 * ``judge`` = ``<model>/<strategy>`` (e.g. ``GPT-4/Vanilla``); ``judge_model``/``judge_strategy``
   carry the parts.
 * ``verdict_ab`` = winner with output_1 shown first, ``verdict_ba`` = winner with output_1 shown
-  second (original terms), ``verdict`` = the common verdict, a tie when they differ.
+  second (original terms); ``verdict`` folded from them by ``judgebias.folding`` (by default the
+  common verdict, a tie when they differ).
 * ``human`` = [gold label]; ``pair_id`` = ``llmbar/<subset>/<position in dataset.json>``.
 * result records are matched to dataset.json by position and must repeat its input, outputs and
   label; any difference is an error naming the file and row.
@@ -104,10 +105,8 @@ def import_llmbar(src: Path, **_: object):
                 ab, ba = v["verdict_ab"], v["verdict_ba"]
                 if ab is None or ba is None:
                     exclusions.add("verdict_missing_in_one_order", example=f"{judge} {where}")
-                    verdict = None
-                else:
-                    verdict = ab if ab == ba else "tie"
                 model, strategy = judge.split("/")
-                rows.append({**base, "judge": judge, "verdict_ab": ab, "verdict_ba": ba, "verdict": verdict,
+                # ``verdict`` is folded from the two orders by the table's one rule (validate).
+                rows.append({**base, "judge": judge, "verdict_ab": ab, "verdict_ba": ba,
                              "judge_model": model, "judge_strategy": strategy, "judge_rounds": v["rounds"]})
     return finish(rows, str(src), exclusions)

@@ -81,7 +81,9 @@ def import_mt_bench_human(src: Path | str, split: list[str] | None = None, turns
             if pair_id in judged:
                 exclusions.add("duplicate_llm_judgment", example=where)
                 continue
-            judged[pair_id] = {"judge": judge_name, "verdict": winner, "order_inconsistent": inconsistent,
+            # The release folds GPT-4's two orders itself (an inconsistent pair is a tie).
+            judged[pair_id] = {"judge": judge_name, "verdict": winner, "fold_rule": "agree-else-tie",
+                               "order_inconsistent": inconsistent,
                                "raw_judge": annotator}
         else:
             pair["human"].append(winner)

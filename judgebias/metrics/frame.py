@@ -89,9 +89,12 @@ def label_codes(values: pd.Series, column: str) -> np.ndarray:
 
 
 def choice_codes(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
-    """Hard choice from a probability of A (> 0.5 A, < 0.5 B, = 0.5 tie), else the verdict."""
-    from_p = np.where(p > 0.5, A, np.where(p < 0.5, B, TIE)).astype(np.int8)
-    return np.where(np.isnan(p), verdict_codes, from_p).astype(np.int8)
+    """Hard choice: the verdict (folded from both orders by the table's fold rule), else from a
+    probability of A (> 0.5 A, < 0.5 B, = 0.5 tie). Under the default rule a judge with
+    probabilities has the verdict of its mean P(A), so the two agree; under ``agree-else-tie`` an
+    order-dependent choice is a tie even when the mean P(A) leans one way."""
+    from_p = np.where(p > 0.5, A, np.where(p < 0.5, B, np.where(np.isnan(p), MISSING, TIE))).astype(np.int8)
+    return np.where(verdict_codes == MISSING, from_p, verdict_codes).astype(np.int8)
 
 
 def vote_for_a(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
