@@ -19,6 +19,9 @@ def analyze_cmd(
     gold: str = typer.Option(None, "--gold", metavar="J1,J2,...",
                              help="Gold panel for DBG and agreement_gold (default: all other judges; "
                                   "the measured judge is never part of its own gold)."),
+    baseline: str = typer.Option(None, "--baseline", metavar="GENERATOR",
+                                 help="Reference model of the length-controlled win rates (default: the "
+                                      "one generator in every pair a judge judged, as in AlpacaEval)."),
     human_as_gold: bool = typer.Option(False, "--human-as-gold",
                                        help="DBG against the human labels instead of a judge panel."),
     fold: str = typer.Option(None, "--fold", metavar="RULE",
@@ -64,7 +67,7 @@ def analyze_cmd(
 
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
-                         exclusions=exclusions, reps=reps, seed=seed)
+                         exclusions=exclusions, reps=reps, seed=seed, baseline=baseline)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -32,6 +32,7 @@ from judgebias.metrics.position import position_bias, position_consistency, posi
 from judgebias.metrics.regression import choice_regression
 from judgebias.metrics.self_preference import self_preference_dp, self_preference_eo, self_preference_score
 from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
+from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.stats import Estimate, InsufficientData, jsonable
 from judgebias.table import Exclusions
 
@@ -58,8 +59,12 @@ def _has(df: pd.DataFrame, column: str) -> bool:
 
 def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = None,
             gold: Sequence[str] | None = None, human_as_gold: bool = False,
-            exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0) -> dict[str, Any]:
-    """Compute every metric the columns allow for every judge of a validated judgment table."""
+            exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
+            baseline: str | None = None) -> dict[str, Any]:
+    """Compute every metric the columns allow for every judge of a validated judgment table.
+
+    ``baseline`` names the reference model of the length-controlled win rates (default: per judge,
+    the one generator in every pair it judged, if there is one)."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
     F.require(df, ["pair_id", "judge"], "analyze")
@@ -84,7 +89,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     result: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
-                     "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed},
+                     "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
+                     "baseline": baseline},
         "dataset": _dataset(prepared, lean, judges, exclusions),
         "humans": {}, "win_rates": [], "judges": {},
     }
@@ -98,6 +104,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     if has_gen:
         wr = pairwise_win_rates(lean)
         result["win_rates"] = jsonable(wr.to_dict(orient="records"))
+        rates, why = length_controlled_win_rates(prepared, judges, baseline)
+        result["length_controlled"] = {"rates": rates, "skipped": why}
 
     positions = lean.groupby("judge", sort=True, observed=True).indices
     flags = {"human": (has_human, "no human labels"),

@@ -67,6 +67,21 @@ def _details(key: str, d: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _share(est: Mapping[str, Any]) -> str:
+    return f"{_fmt(est['value'], False)} [{_fmt(est['ci_low'], False)}, {_fmt(est['ci_high'], False)}]"
+
+
+def _length_controlled(lc: Mapping[str, Any]) -> list[str]:
+    rates = lc.get("rates") or []
+    if not rates:
+        return []
+    lines = ["", "win rate against the baseline, raw and length-controlled (AlpacaEval 2 GLM, length-only)"]
+    for r in rates:
+        lines.append(f"  {r['judge'] + ': ' + r['model'] + ' vs ' + r['baseline']:<52} "
+                     f"raw {_share(r['raw_win_rate'])}  LC {_share(r)}  n={r['n']}")
+    return lines
+
+
 def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> str:
     ds = result.get("dataset") or {}
     lines = [f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
@@ -76,6 +91,7 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
     hv = (result.get("humans") or {}).get("verbosity")
     if hv:
         lines.append(f"humans pick the longer response: {format_estimate(hv)}")
+    lines += _length_controlled(result.get("length_controlled") or {})
     for judge, metrics in (result.get("judges") or {}).items():
         lines += ["", f"== {judge} " + "=" * max(0, 70 - len(judge))]
         for key, label, how in ROWS:

@@ -62,6 +62,10 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
             for sub in ("tpr", "tnr", "judge_win_rate", "gold_win_rate"):
                 if isinstance(est.get(sub), Mapping):
                     out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
+    for r in (result.get("length_controlled") or {}).get("rates") or []:
+        prefix = f"{r['judge']}.lc_win_rate.{r['model']}"
+        out.update(estimate_metrics(prefix, r))
+        out.update(estimate_metrics(f"{prefix}.raw", r["raw_win_rate"]))
     humans = (result.get("humans") or {}).get("verbosity")
     if isinstance(humans, Mapping):
         out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
