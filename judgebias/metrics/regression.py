@@ -92,6 +92,14 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
         if sd == 0 or not np.isfinite(sd):
             skipped[name] = "constant among the usable rows"
             continue
+        # A term that a handful of rows move is confounded with the intercept (its standardized
+        # value is one constant elsewhere): the fit wanders off without converging (PandaLM's
+        # headers: 3 responses with a header in 800 pairs gave intervals of +-100000).
+        _, counts = np.unique(x, return_counts=True)
+        varied = int(n - counts.max())
+        if varied < MIN_ROWS_PER_TERM:
+            skipped[name] = f"only {varied} usable row(s) differ from the most common value"
+            continue
         if name in STANDARDIZED:
             scale[name] = sd
             x = (x - x.mean()) / sd
