@@ -33,7 +33,10 @@ def analyze_cmd(
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON, the table and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
-    plots_dir: Path = typer.Option(None, "--plots-dir", help="Also write the PNG plots to this folder."),
+    plots_dir: Path = typer.Option(None, "--plots-dir",
+                                   help="Folder for the PNG plots (default: <out stem>_plots beside --out)."),
+    report: bool = typer.Option(True, "--report/--no-report",
+                                help="Write the report card <out stem>_report.html (+ .md) beside --out."),
     reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
@@ -83,13 +86,21 @@ def analyze_cmd(
     typer.echo(f"\nwrote {out}")
 
     figures = None
-    if plots_dir is not None or mlflow:
+    if plots_dir is not None or mlflow or report:
         from judgebias.plots import figures_for, save_figures
 
         figures = figures_for(result)
-        if plots_dir is not None:
-            paths = save_figures(figures, plots_dir)
-            typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+        plots_dir = plots_dir if plots_dir is not None else out.with_name(f"{out.stem}_plots")
+        paths = save_figures(figures, plots_dir)
+        typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+    pages = []
+    if report:
+        from judgebias.report_card import write_report
+
+        pages = list(write_report(out.with_name(f"{out.stem}_report.html"), result,
+                                  title=f"Judge report card: {file.name}", plot_dir=plots_dir,
+                                  provenance=[f"judgebias analyze {file}", f"metrics: {out}"]))
+        typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
     if mlflow:
         from tracking.log_analysis import log_analysis
         from tracking.mlflow_run import mlflow_run
@@ -98,7 +109,7 @@ def analyze_cmd(
         settings = TrackingSettings()
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze"}) as run:
-            counts = log_analysis(result, table_path=file, figures=figures)
+            counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
 

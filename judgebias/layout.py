@@ -93,6 +93,15 @@ class RunLayout:
         return self._at("metrics.json")
 
     @property
+    def report_html(self) -> str:
+        """The run's report card, one self-contained page (judgebias.report_card)."""
+        return self._at("report.html")
+
+    @property
+    def report_md(self) -> str:
+        return self._at("report.md")
+
+    @property
     def comparison(self) -> str:
         """An ablation's before/after figures."""
         return self._at("comparison.json")

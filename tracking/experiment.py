@@ -189,7 +189,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         )
         params.update({f"version.{k}": v for k, v in package_versions().items()})
         _log_params(params)
-        log_analysis(metrics, table_path=store.path(RunLayout().table))
+        pages = [store.path(p) for p in (RunLayout().report_html, RunLayout().report_md) if store.has(p)]
+        log_analysis(metrics, table_path=store.path(RunLayout().table), reports=pages)
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }

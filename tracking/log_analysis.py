@@ -142,10 +142,11 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
 
 
 def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = None,
-                 figures: Mapping[str, Any] | None = None, extra_params: Mapping[str, Any] | None = None
-                 ) -> dict[str, int]:
+                 figures: Mapping[str, Any] | None = None, extra_params: Mapping[str, Any] | None = None,
+                 reports: Iterable[str | Path] = ()) -> dict[str, int]:
     """Log one ``analyze`` result into the ACTIVE run: params, every metric, the JSON, the table
-    file and the plots. Returns counts of what was logged."""
+    file, the plots and the report card pages (at the artifact root, where the UI lists them
+    first). Returns counts of what was logged."""
     import mlflow
 
     if mlflow.active_run() is None:
@@ -158,4 +159,23 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
     if table_path is not None:
         mlflow.log_artifact(str(table_path), "table")
     figs = log_figures(figures) if figures else []
+    for page in reports:
+        mlflow.log_artifact(str(page))
     return {"metrics": n, "params": len(params), "figures": len(figs)}
+
+
+def download_analysis(run_id: str, dest: str | Path) -> tuple[Path, Path | None]:
+    """Fetch a run's ``metrics.json`` and its plots into ``dest``; returns (metrics, plots folder or
+    None). Raises ``ValueError`` naming the run when it has no metrics.json."""
+    import mlflow
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    names = {a.path for a in mlflow.MlflowClient().list_artifacts(run_id)}
+    if "metrics.json" not in names:
+        raise ValueError(f"MLflow run {run_id} has no metrics.json artifact (artifacts: {sorted(names)})")
+    def fetch(name: str) -> Path:
+        return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name,
+                                                        dst_path=str(dest)))
+
+    return fetch("metrics.json"), fetch("plots") if "plots" in names else None

@@ -117,9 +117,13 @@ def compute_metrics(
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
     from judgebias.analysis import analyze
 
-    name = RunLayout(prefix).metrics
+    layout = RunLayout(prefix)
+    name = layout.metrics
     if store.has(name):
-        return store.read_json(name)
+        result = store.read_json(name)
+        if not store.has(layout.report_html):  # a run folder from before the report card existed
+            _report(cfg, store, result, prefix)
+        return result
     with _timed(store, f"{prefix}compute_metrics"):
         gold = gold_for(cfg, table, exclude)
         result = analyze(
@@ -128,10 +132,23 @@ def compute_metrics(
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
         )
-        _plots(result, store.path(RunLayout(prefix).plots))
+        _plots(result, store.path(layout.plots))
         store.write_json(name, result)
+        _report(cfg, store, result, prefix)
     progress(f"metrics for {len(result['judges'])} judge(s)")
     return result
+
+
+def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -> None:
+    from judgebias.report_card import write_report
+
+    layout = RunLayout(prefix)
+    what = f" ({prefix.strip('/')})" if prefix else ""
+    write_report(store.path(layout.report_html), result, title=f"Judge report card: {cfg.name}{what}",
+                 plot_dir=store.path(layout.plots),
+                 provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
+                             f"run folder {store.root}", "judges: " + ", ".join(j.name for j in cfg.judges),
+                             "generators: " + ", ".join(g.name for g in cfg.generators)])
 
 
 def _plots(result: dict, folder: Path) -> list[Path]:

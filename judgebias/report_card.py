@@ -1,0 +1,288 @@
+"""One readable page per run: a judge's report card as self-contained HTML and as markdown.
+
+Built from an ``analyze`` result only (never recomputed, never text from a model): the headline
+figures with interval, sample size and what each means with its source, the length-controlled win
+rates, the plots, the exclusions, and a short "what this judge can be trusted for" derived from the
+figures by the rules in ``trust_summary`` (each statement names the figure it rests on).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judgebias.analysis_report import ROWS
+from judgebias.trust import fmt, fmt_ci, mutual_gold, trust_summary
+
+WATAOKA = "Wataoka et al. 2024"
+DBG_PAPER = "Beyond the Surface (DBG), 2025"
+SAITO = "Saito et al. 2023"
+SHI = "Shi et al. 2024, Judging the judges"
+ALPACA = "AlpacaEval (Dubois et al. 2024)"
+ARENA = "Arena-Hard style control"
+
+# key -> (what it means, in one line; source)
+MEANING: dict[str, tuple[str, str]] = {
+    "self_preference_eo": (
+        "TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
+        WATAOKA + ", Def. 4.1",
+    ),
+    "self_preference_dp": (
+        "P(picks own) - P(picks other); includes real quality differences",
+        WATAOKA + ", Eq. 4",
+    ),
+    "self_preference_score": (
+        "mean score own - other = 2 P(own) - 1, from probabilities",
+        WATAOKA + ", Eq. 3",
+    ),
+    "dbg": ("judge's win rate of its own responses minus the gold panel's on the same pairs", DBG_PAPER),
+    "verbosity_bias": (
+        "accuracy gap: picks longer when humans chose shorter, minus the reverse",
+        SAITO + ", Eq. 6",
+    ),
+    "agreement_human": (
+        "share of pairs where the judge's choice equals the human majority (3 classes)",
+        ALPACA,
+    ),
+    "kappa_human": ("agreement with the human majority beyond chance", "Cohen 1960"),
+    "agreement_human_2class": (
+        "agreement where humans picked a side; a judge tie counts as a miss",
+        "LLMBar / MT-bench",
+    ),
+    "human_ceiling": (
+        "how often one annotator agrees with the others' majority: the reachable agreement",
+        ALPACA + " human agreement",
+    ),
+    "tie_rate": ("share of pairs the judge calls a tie", ""),
+    "agreement_gold": ("agreement with the gold panel of the other judges", DBG_PAPER),
+    "kappa_gold": ("agreement with the gold panel beyond chance", "Cohen 1960"),
+    "position_consistency": ("same choice in both presentation orders", SHI),
+    "position_flip_rate": ("A and B swap places when the order swaps", SHI),
+    "position_bias": ("P(the first-shown response wins); 0.5 = none", SHI),
+    "perplexity_preference": ("P(picks the response of lower perplexity); 0.5 = none", WATAOKA + ", Sec. 5"),
+    "perplexity_excess": ("the same minus the humans' share on the same pairs", WATAOKA + ", Fig. 3"),
+    "perplexity_own_other": (
+        "odds of winning, own vs other texts at equal perplexity; 1 = none",
+        WATAOKA + ", Sec. 5",
+    ),
+    "perplexity_familiarity": (
+        "mean log-perplexity own - other responses; < 0 = own more familiar",
+        WATAOKA + ", Sec. 5",
+    ),
+    "regression": ("choice regressed on origin, length, markdown, perplexity; value = McFadden R2", ARENA),
+    "regression_human": ("the same model on the human majority", ARENA),
+}
+
+
+def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for key, label, how in ROWS:
+        est = metrics.get(key)
+        if not est:
+            continue
+        signed = key not in (
+            "agreement_human",
+            "agreement_human_2class",
+            "human_ceiling",
+            "tie_rate",
+            "agreement_gold",
+            "position_consistency",
+            "position_flip_rate",
+            "position_bias",
+            "perplexity_preference",
+            "regression",
+            "regression_human",
+            "perplexity_own_other",
+        )
+        meaning, source = MEANING.get(key, (how, ""))
+        rows.append(
+            {
+                "figure": label.strip(" ."),
+                "value": fmt(est.get("value"), signed),
+                "ci": fmt_ci(est, signed),
+                "n": str(est.get("n", "")),
+                "meaning": meaning,
+                "source": source,
+            }
+        )
+    return rows
+
+
+def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
+    return [
+        {
+            "model": r["model"],
+            "baseline": r["baseline"],
+            "raw": f"{fmt(r['raw_win_rate']['value'])} {fmt_ci(r['raw_win_rate'], False)}",
+            "lc": f"{fmt(r['value'])} {fmt_ci(r, False)}",
+            "n": str(r["n"]),
+        }
+        for r in (result.get("length_controlled") or {}).get("rates") or []
+        if r["judge"] == judge
+    ]
+
+
+def render_markdown(
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plots: Mapping[str, str] | None = None,
+) -> str:
+    """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
+    ds = result.get("dataset") or {}
+    lines = [f"# {title}", "", *[f"- {p}" for p in provenance], f"- {_dataset_line(ds)}", ""]
+    for judge, metrics in (result.get("judges") or {}).items():
+        lines += [f"## {judge}", "", "**What this judge can be trusted for**", ""]
+        lines += [
+            f"- {'✅' if k == 'ok' else '⚠️' if k == 'caution' else 'ℹ️'} {t}"
+            for k, t in trust_summary(metrics, mutual_gold=mutual_gold(result))
+        ] or ["- (no figure to judge by)"]
+        lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
+            for r in _rows_for(metrics)
+        ]
+        lc = _lc_rows(result, judge)
+        if lc:
+            lines += [
+                "",
+                "| model | baseline | raw win rate | length-controlled | n |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [f"| {r['model']} | {r['baseline']} | {r['raw']} | {r['lc']} | {r['n']} |" for r in lc]
+        skipped = metrics.get("skipped") or {}
+        if skipped:
+            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items())]
+        lines.append("")
+    for name, path in (plots or {}).items():
+        lines += [f"![{name}]({path})", ""]
+    return "\n".join(lines)
+
+
+def _dataset_line(ds: Mapping[str, Any]) -> str:
+    text = (
+        f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
+        f"{ds.get('human_labelled_pairs', 0)} pairs with human labels"
+    )
+    if ds.get("fold_rules"):
+        text += "; verdicts folded from both orders by " + ", ".join(
+            f"{k} ({v} rows)" for k, v in ds["fold_rules"].items()
+        )
+    if ds.get("exclusions"):
+        text += "; excluded by validation: " + ", ".join(f"{k} {v}" for k, v in ds["exclusions"].items())
+    return text
+
+
+_CSS = """body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;width:100%}th,td{border:1px solid #ccc;padding:.3em .5em;
+text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
+border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
+li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
+.prov{color:#555}.skipped{color:#666;font-size:.9em}img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
+
+
+def render_html(
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plots: Mapping[str, bytes] | None = None,
+) -> str:
+    """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
+    e = html.escape
+    ds = result.get("dataset") or {}
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+        "<ul class='prov'>",
+    ]
+    parts += [f"<li>{e(p)}</li>" for p in (*provenance, _dataset_line(ds))] + ["</ul>"]
+    for judge, metrics in (result.get("judges") or {}).items():
+        parts += [
+            f"<h2 id='judge-{e(judge)}'>{e(judge)}</h2>",
+            "<h3>What this judge can be trusted for</h3>",
+            "<ul class='trust'>",
+        ]
+        parts += [
+            f"<li class='{k}'>{e(t)}</li>" for k, t in trust_summary(metrics, mutual_gold=mutual_gold(result))
+        ]
+        parts += [
+            "</ul>",
+            "<table class='figures'><tr><th>figure</th><th>value</th><th>95% CI</th><th>n</th>"
+            "<th>meaning</th><th>source</th></tr>",
+        ]
+        parts += [
+            f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
+            f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
+            for r in _rows_for(metrics)
+        ] + ["</table>"]
+        lc = _lc_rows(result, judge)
+        if lc:
+            parts += [
+                "<table class='lc'><tr><th>model</th><th>baseline</th><th>raw win rate</th>"
+                "<th>length-controlled win rate</th><th>n</th></tr>"
+            ]
+            parts += [
+                f"<tr><td>{e(r['model'])}</td><td>{e(r['baseline'])}</td><td class='num'>{r['raw']}</td>"
+                f"<td class='num'>{r['lc']}</td><td class='num'>{r['n']}</td></tr>"
+                for r in lc
+            ]
+            parts.append("</table>")
+        skipped = metrics.get("skipped") or {}
+        if skipped:
+            parts.append(
+                "<p class='skipped'>Not computed: "
+                + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in skipped.items())
+                + "</p>"
+            )
+    if plots:
+        parts.append("<h2>Plots</h2>")
+        for name, png in plots.items():
+            data = base64.b64encode(png).decode("ascii")
+            parts.append(
+                f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{e(name)}</figcaption></figure>"
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(
+    html_path: str | Path,
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plot_dir: str | Path | None = None,
+) -> tuple[Path, Path]:
+    """Write ``html_path`` and the markdown beside it (``.md``) from ``result`` and the PNGs in
+    ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths."""
+    html_path = Path(html_path)
+    md_path = html_path.with_suffix(".md")
+    pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    page = render_html(
+        result,
+        title=title,
+        provenance=provenance,
+        plots={p.stem: p.read_bytes() for p in pngs},
+    )
+    md = render_markdown(
+        result,
+        title=title,
+        provenance=provenance,
+        plots={p.stem: os.path.relpath(p, md_path.parent) for p in pngs},
+    )
+    for path, text in ((html_path, page), (md_path, md)):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return html_path, md_path

@@ -1,0 +1,185 @@
+"""What a judge can be trusted for, derived from its figures by fixed rules (never text from a
+model): each statement names the figure it rests on and its interval; the intervals decide
+direction, the thresholds (0.9 position consistency) are reading aids stated in the text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+STYLE_TERMS = {
+    "word_diff": "longer answers",
+    "headers_style": "more markdown headers",
+    "lists_style": "more list items",
+    "bold_style": "more bold text",
+    "self_origin": "its own outputs",
+}
+
+
+def _excludes_zero(est: Mapping[str, Any], null: float = 0.0) -> int:
+    """+1 / -1 when the interval lies above / below ``null``, 0 when it spans it or is missing."""
+    lo, hi = est.get("ci_low"), est.get("ci_high")
+    if lo is None or hi is None:
+        return 0
+    return 1 if lo > null else -1 if hi < null else 0
+
+
+def fmt(x: Any, signed: bool = False, pct: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    if pct:
+        return f"{100 * x:.1f}%"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def fmt_ci(est: Mapping[str, Any], signed: bool) -> str:
+    if est.get("ci_low") is None:
+        return ""
+    return f"[{fmt(est['ci_low'], signed)}, {fmt(est['ci_high'], signed)}]"
+
+
+def mutual_gold(result: Mapping[str, Any]) -> bool:
+    """Two judges, each the other's whole gold panel (no panel named, no human gold): their DBG
+    scores mirror each other by construction."""
+    settings, judges = result.get("settings") or {}, result.get("judges") or {}
+    return (
+        len(judges) == 2
+        and not settings.get("gold")
+        and not settings.get("human_as_gold")
+        and all("dbg" in m for m in judges.values())
+    )
+
+
+def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> list[tuple[str, str]]:
+    """(kind, statement) pairs for one judge; kind is "ok", "caution" or "info". Thresholds are
+    reading aids stated in the text, the intervals decide direction."""
+    out: list[tuple[str, str]] = []
+    pc = metrics.get("position_consistency")
+    if pc:
+        v = pc["value"]
+        kind = "ok" if v >= 0.9 else "caution"
+        out.append(
+            (
+                kind,
+                f"Order: the same choice in both orders on {fmt(v, pct=True)} of {pc['n']} pairs "
+                f"{fmt_ci(pc, False)}"
+                + (
+                    "."
+                    if v >= 0.9
+                    else "; judge every pair in both orders "
+                    "and fold them (single-order verdicts are unreliable)."
+                ),
+            )
+        )
+    ceiling, agree = metrics.get("human_ceiling"), metrics.get("agreement_human")
+    if ceiling and ceiling.get("gap"):
+        gap, judge_agrees = ceiling["gap"], ceiling["judge"]["value"]
+        if _excludes_zero(gap) < 0:
+            out.append(
+                (
+                    "caution",
+                    f"Humans: agrees with the annotators' majority on {fmt(judge_agrees, pct=True)}"
+                    f" of pairs; one annotator agrees with the others on {fmt(ceiling['value'], pct=True)} "
+                    f"(gap {fmt(gap['value'], True)} {fmt_ci(gap, True)}, n={ceiling['n']}); not a "
+                    "substitute for human labels on this kind of data.",
+                )
+            )
+        else:
+            out.append(
+                (
+                    "ok",
+                    f"Humans: agrees with the annotators about as often as another annotator does "
+                    f"(gap {fmt(gap['value'], True)} {fmt_ci(gap, True)}, n={ceiling['n']}).",
+                )
+            )
+    elif agree:
+        out.append(
+            (
+                "info",
+                f"Humans: agrees with the human majority on {fmt(agree['value'], pct=True)} of "
+                f"{agree['n']} pairs {fmt_ci(agree, False)}; no second annotator for a ceiling.",
+            )
+        )
+    eo, dp = metrics.get("self_preference_eo"), metrics.get("self_preference_dp")
+    if eo:
+        sign = _excludes_zero(eo)
+        text = {
+            1: "favours its own outputs beyond their quality",
+            -1: "is harder on its own outputs than humans",
+            0: "shows no self-preference detectable against humans",
+        }[sign]
+        out.append(
+            (
+                "caution" if sign else "ok",
+                f"Self-preference: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}).",
+            )
+        )
+    elif dp:
+        out.append(
+            (
+                "info",
+                f"Self-preference: picks its own output in {fmt(dp.get('p_own'), pct=True)} of "
+                f"{dp['n']} pairs (DP {fmt(dp['value'], True)} {fmt_ci(dp, True)}); without human "
+                "labels this mixes bias with real quality.",
+            )
+        )
+    dbg = metrics.get("dbg")
+    if dbg:
+        if mutual_gold:
+            out.append(
+                (
+                    "info",
+                    f"DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}: two judges are each other's "
+                    "whole gold panel, so the interval is wide and both scores are equal by "
+                    "construction; add a third judge or human labels to separate them.",
+                )
+            )
+        elif sign := _excludes_zero(dbg):
+            out.append(
+                (
+                    "caution",
+                    f"Against the gold panel, gives its own responses {'more' if sign > 0 else 'fewer'} wins "
+                    f"than the panel does (DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}, n={dbg['n']}).",
+                )
+            )
+    vb = metrics.get("verbosity_bias")
+    if vb and _excludes_zero(vb) > 0:
+        out.append(
+            (
+                "caution",
+                f"Length: prefers the longer response more than humans do (verbosity bias "
+                f"{fmt(vb['value'], True)} {fmt_ci(vb, True)}, n={vb['n']}).",
+            )
+        )
+    out += _style_statements(metrics.get("regression") or {}, metrics.get("regression_human") or {})
+    return out
+
+
+def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any]) -> list[tuple[str, str]]:
+    terms, hterms = reg.get("terms") or {}, human.get("terms") or {}
+    if reg.get("note"):
+        return []
+    shared, own = [], []
+    for term, label in STYLE_TERMS.items():
+        t = terms.get(term)
+        if not t or (term == "self_origin" and "human_a" not in terms):
+            continue
+        sign = _excludes_zero(t)
+        if sign == 0:
+            continue
+        h = hterms.get(term)
+        piece = f"{'' if sign > 0 else 'fewer/less '}{label} ({fmt(t['coef'], True)})"
+        (shared if h and _excludes_zero(h) == sign else own).append(piece)
+    out = []
+    if own:
+        out.append(
+            (
+                "caution",
+                "Style, at equal other terms (choice regression): prefers "
+                + ", ".join(own)
+                + (" - humans on the same pairs do not." if hterms else "."),
+            )
+        )
+    if shared:
+        out.append(("info", "Style preferences the humans share: " + ", ".join(shared) + "."))
+    return out

@@ -1,0 +1,157 @@
+"""The report card page: statements derived from the figures, the HTML and markdown, the analyze and
+report commands, MLflow, and the page as a real (headless) Chromium renders it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_analyze import synthetic
+from typer.testing import CliRunner
+
+from judgebias.io import write_table
+from judgebias.report_card import render_html, render_markdown, write_report
+from judgebias.trust import mutual_gold, trust_summary
+
+RENDER = Path(__file__).with_name("render_page.py")
+
+
+def _est(value, lo, hi, n=100, **extra):
+    return {"value": value, "ci_low": lo, "ci_high": hi, "n": n, **extra}
+
+
+def test_trust_statements_follow_the_intervals():
+    metrics = {
+        # 0.62 < 0.9: order-dependent
+        "position_consistency": _est(0.62, 0.55, 0.69, 200),
+        # interval above 0: favours its own
+        "self_preference_eo": _est(0.20, 0.05, 0.35, 80),
+        # judge 0.70 vs ceiling 0.88, gap interval below 0
+        "human_ceiling": _est(
+            0.88, 0.85, 0.91, 300, judge=_est(0.70, 0.65, 0.75), gap=_est(-0.18, -0.22, -0.14)
+        ),
+        # spans 0: no statement
+        "verbosity_bias": _est(0.05, -0.02, 0.12),
+        # lists: the judge's (+0.3) beyond humans, whose interval spans 0; bold: shared by both
+        "regression": {
+            "terms": {
+                "lists_style": {"coef": 0.3, "ci_low": 0.1, "ci_high": 0.5},
+                "bold_style": {"coef": 0.4, "ci_low": 0.2, "ci_high": 0.6},
+                "word_diff": {"coef": 0.1, "ci_low": -0.1, "ci_high": 0.3},
+            }
+        },
+        "regression_human": {
+            "terms": {
+                "lists_style": {"coef": 0.1, "ci_low": -0.1, "ci_high": 0.3},
+                "bold_style": {"coef": 0.5, "ci_low": 0.3, "ci_high": 0.7},
+            }
+        },
+    }
+    said = trust_summary(metrics)
+    kinds = [k for k, _ in said]
+    text = " | ".join(t for _, t in said)
+    assert kinds == ["caution", "caution", "caution", "caution", "info"]
+    assert "same choice in both orders on 62.0% of 200 pairs" in text
+    assert "majority on 70.0% of pairs; one annotator agrees with the others on 88.0%" in text
+    assert "favours its own outputs beyond their quality (EO +0.200 [+0.050, +0.350], n=80)" in text
+    assert "verbosity" not in text
+    assert "prefers more list items (+0.300) - humans on the same pairs do not" in text
+    assert "Style preferences the humans share: more bold text (+0.400)" in text
+    # The same judge, consistent and no worse than an annotator, with no detectable self-preference.
+    good = {
+        "position_consistency": _est(0.95, 0.92, 0.97),
+        "self_preference_eo": _est(0.01, -0.08, 0.10),
+        "human_ceiling": _est(0.66, 0.6, 0.7, judge=_est(0.65, 0.6, 0.7), gap=_est(-0.01, -0.05, 0.03)),
+    }
+    assert [k for k, _ in trust_summary(good)] == ["ok", "ok", "ok"]
+    # Two judges each other's whole gold: DBG is explained, not judged.
+    two = {
+        "settings": {"gold": None},
+        "judges": {"a": {"dbg": _est(0.0, -0.3, 0.3)}, "b": {"dbg": _est(0.0, -0.3, 0.3)}},
+    }
+    assert mutual_gold(two)
+    assert "each other's whole gold panel" in trust_summary(two["judges"]["a"], mutual_gold=True)[0][1]
+
+
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory):
+    from judgebias.analysis import analyze
+
+    return analyze(synthetic(80), self_map={"j1": {"other"}}, reps=200)
+
+
+def test_page_holds_every_figure_with_interval_and_source(analyzed, tmp_path):
+    md = render_markdown(analyzed, title="T", provenance=["from a test"])
+    eo = analyzed["judges"]["j1"]["self_preference_eo"]
+    assert f"| {eo['value']:+.3f} | [{eo['ci_low']:+.3f}, {eo['ci_high']:+.3f}] | {eo['n']} |" in md
+    assert (
+        "Wataoka et al. 2024, Def. 4.1" in md and "## j3" in md and "Not computed" not in md.split("## j1")[0]
+    )
+    page = render_html(analyzed, title="T <script>", plots={"dbg": b"\x89PNG fake"})
+    assert "T &lt;script&gt;" in page and "data:image/png;base64," in page
+    html_path, md_path = write_report(tmp_path / "r.html", analyzed, title="T")
+    assert html_path.read_text().startswith("<!doctype html>") and md_path.suffix == ".md"
+
+
+def test_analyze_writes_the_page_logs_it_and_report_reopens_it(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from cli import app
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    table = write_table(synthetic(60), tmp_path / "t.jsonl")
+    out = tmp_path / "m.json"
+    res = CliRunner().invoke(app, ["analyze", str(table), "-o", str(out), "--reps", "200"])
+    assert res.exit_code == 0, res.output
+    page = tmp_path / "m_report.html"
+    assert (
+        page.is_file()
+        and (tmp_path / "m_report.md").is_file()
+        and (tmp_path / "m_plots" / "dbg.png").is_file()
+    )
+    run_id = res.output.split("MLflow: run ")[1].split()[0]
+    assert {"m_report.html", "m_report.md"} <= {a.path for a in MlflowClient(uri).list_artifacts(run_id)}
+
+    again = CliRunner().invoke(app, ["report", str(out), "-o", str(tmp_path / "again.html")])
+    assert again.exit_code == 0, again.output
+    from_run = CliRunner().invoke(app, ["report", run_id])
+    assert from_run.exit_code == 0, from_run.output
+    fetched = tmp_path / "reports" / run_id / "report.html"
+    assert fetched.is_file() and "data:image/png;base64," in fetched.read_text()
+    (tmp_path / "empty").mkdir()
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "empty")])
+    assert bad.exit_code == 2 and "not a run folder" in bad.output
+    (tmp_path / "x.json").write_text("[1, 2]")
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "x.json")])
+    assert bad.exit_code == 2 and "expected the JSON of judgebias analyze" in bad.output
+
+
+def test_the_page_renders_in_a_headless_browser(analyzed, tmp_path):
+    pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
+    from judgebias.plots import figures_for, save_figures
+
+    save_figures(figures_for(analyzed), tmp_path / "plots")
+    page, _ = write_report(
+        tmp_path / "report.html", analyzed, title="Judge report card", plot_dir=tmp_path / "plots"
+    )
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [sys.executable, str(RENDER), str(page), str(shot), "1100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["loaded"] and seen["h1"] == "Judge report card"
+    assert seen["tables"] == 3 and seen["rows"] > 30  # one figures table per judge
+    n_plots = len(list((tmp_path / "plots").glob("*.png")))
+    assert seen["images"] == seen["decoded"] == n_plots > 0  # every plot decodes
+    assert seen["scroll_width"] <= seen["window_width"]  # nothing wider than the window
+    assert any(t.startswith(("ok:", "caution:", "info:")) for t in seen["trust"])
+    assert seen["shot_saved"] and seen["shot_size"][1] > 1000 and shot.stat().st_size > 50_000
