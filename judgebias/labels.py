@@ -40,7 +40,8 @@ def normalize_label(value: object) -> str | None:
         raise ValueError(f"unknown label {value!r} (expected a, b or tie)") from None
 
 
-def _as_label_list(value: object) -> list[str]:
+def label_parts(value: object) -> list:
+    """The label values inside one cell, as written: a list's items, or a CSV string's parts."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -48,16 +49,17 @@ def _as_label_list(value: object) -> list[str]:
         # CSV cannot hold a list column: accept "a|b|tie" and JSON-ish "['a', 'b']".
         if text.startswith("[") and text.endswith("]"):
             text = text[1:-1].replace("'", "").replace('"', "")
-            parts = [p for p in (s.strip() for s in text.split(",")) if p]
-        elif "|" in text:
-            parts = [p.strip() for p in text.split("|") if p.strip()]
-        else:
-            parts = [text] if text else []
-        labels = [normalize_label(p) for p in parts]
-    elif isinstance(value, (list, tuple, np.ndarray)):
-        labels = [normalize_label(v) for v in value]
-    else:
-        labels = [normalize_label(value)]
+            return [p for p in (s.strip() for s in text.split(",")) if p]
+        if "|" in text:
+            return [p.strip() for p in text.split("|") if p.strip()]
+        return [text] if text else []
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return list(value)
+    return [value]
+
+
+def _as_label_list(value: object) -> list[str]:
+    labels = [normalize_label(v) for v in label_parts(value)]
     return [x for x in labels if x is not None]
 
 

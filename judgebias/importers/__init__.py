@@ -21,6 +21,7 @@ from judgebias.importers.hh_rlhf import import_hh_rlhf
 from judgebias.importers.llmbar import import_llmbar
 from judgebias.importers.mt_bench_human import import_mt_bench_human
 from judgebias.importers.pandalm import import_pandalm
+from judgebias.importers.table_file import import_table
 from judgebias.table import Exclusions, TableError
 
 Importer = Callable[..., tuple[pd.DataFrame, Exclusions]]
@@ -32,6 +33,7 @@ IMPORTERS: dict[str, Importer] = {
     "hh-rlhf": import_hh_rlhf,
     "arena": import_arena,
     "mt-bench-human": import_mt_bench_human,
+    "table": import_table,
 }
 
 
