@@ -210,4 +210,18 @@ def console_report(
         lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
-    return "\n".join(lines)
+    return "\n".join(lines + report_card_lines(store, metrics, mutual_gold(cfg)))
+
+
+def report_card_lines(store: RunStore, metrics: dict, mutual: bool) -> list[str]:
+    """The run's report card in brief (the statements of ``judgebias.trust``) and where its page is."""
+    from judgebias.trust import trust_summary
+
+    lines = ["", "report card (what each judge can be trusted for, derived from the figures above):"]
+    for judge, m in (metrics.get("judges") or {}).items():
+        for kind, text in trust_summary(m, mutual_gold=mutual):
+            lines.append(f"  {judge} [{kind}] {text}")
+    page = store.path(RunLayout().report_html)
+    if page.is_file():
+        lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
+    return lines
