@@ -34,12 +34,13 @@ def random_table(seed: int, n_pairs: int = 150) -> pd.DataFrame:
         for judge in JUDGES:
             row = {"pair_id": f"p{i}", "prompt": "q", "response_a": ra, "response_b": rb, "generator_a": ga,
                    "generator_b": gb, "judge": judge, "human": human}
-            if judge == "j3":  # verdict-only
-                row["verdict"] = rng.choice(["a", "b", "tie", None], p=[0.4, 0.4, 0.1, 0.1])
-                row["verdict_ab"], row["verdict_ba"] = rng.choice(["a", "b"], 2)
-            else:
-                p = float(rng.choice([0.5, rng.random()], p=[0.1, 0.9]))
-                row.update(p_a=p, p_a_ab=float(rng.random()), p_a_ba=float(rng.random()))
+            if judge == "j3":  # verdict-only; the verdict folds the two orders (agree, else tie)
+                if rng.random() < 0.9:
+                    ab, ba = (str(v) for v in rng.choice(["a", "b", "tie"], 2, p=[0.45, 0.45, 0.1]))
+                    row.update(verdict_ab=ab, verdict_ba=ba, verdict=ab if ab == ba else "tie")
+            else:  # P(A) is the mean of the two orders (exactly 0.5 in a tenth of the rows)
+                p_ab, p_ba = (0.5, 0.5) if rng.random() < 0.1 else (float(rng.random()), float(rng.random()))
+                row.update(p_a=(p_ab + p_ba) / 2, p_a_ab=p_ab, p_a_ba=p_ba)
             rows.append(row)
     return validate(pd.DataFrame(rows))[0]
 
@@ -143,6 +144,8 @@ def test_against_per_row_definitions(seed, judge):
     for r in rows:
         if judge == "j3":
             a, b = r["verdict_ab"], r["verdict_ba"]
+            if a is None or b is None:  # a row without both orders cannot flip
+                continue
         else:
             a, b = _win(r["p_a_ab"]), _win(r["p_a_ba"])
             a, b = {1.0: "a", 0.0: "b", 0.5: "tie"}[a], {1.0: "a", 0.0: "b", 0.5: "tie"}[b]
