@@ -50,6 +50,7 @@ def analyze_cmd(
     from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
     from judgebias.io import read_table
+    from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
     if mlflow:  # a tracking server that does not answer is said before the work, not minutes after
@@ -78,26 +79,24 @@ def analyze_cmd(
         typer.echo(f"error: {file}: {exc}", err=True)
         raise typer.Exit(2) from None
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(format_report(result))
     typer.echo(f"\nwrote {out}")
 
     figures = None
     if plots_dir is not None or mlflow or report:
         from judgebias.plots import figures_for, save_figures
+        from judgebias.report_card import analyze_outputs
 
         figures = figures_for(result)
-        plots_dir = plots_dir if plots_dir is not None else out.with_name(f"{out.stem}_plots")
+        plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
         paths = save_figures(figures, plots_dir)
         typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
     pages = []
     if report:
         from judgebias.report_card import write_report
 
-        pages = list(write_report(out.with_name(f"{out.stem}_report.html"), result,
+        pages = list(write_report(analyze_outputs(out)[1], result,
                                   title=f"Judge report card: {file.name}", plot_dir=plots_dir,
                                   provenance=[f"judgebias analyze {file}", f"metrics: {out}"]))
         typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")

@@ -13,8 +13,10 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str]:
     MLflow run id."""
     path = Path(target)
     if path.is_file():
-        plots = path.with_name(f"{path.stem}_plots")
-        return path, plots if plots.is_dir() else None, path.with_name(f"{path.stem}_report.html"), path.name
+        from judgebias.report_card import analyze_outputs
+
+        plots, page = analyze_outputs(path)
+        return path, plots if plots.is_dir() else None, page, path.name
     if path.is_dir():
         from judgebias.layout import RunLayout
 

@@ -9,6 +9,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
+from judgebias.trust import mutual_gold, trust_summary
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
@@ -52,14 +53,6 @@ def plan(cfg: ExperimentConfig) -> str:
                      f"{', '.join(cfg.finetune_generators)}, {ft.sample or 'all'} instructions")
     lines.append("      every stage is saved as it finishes: an interrupted run resumes where it stopped")
     return "\n".join(lines)
-
-
-def mutual_gold(cfg: ExperimentConfig) -> bool:
-    """Exactly two measured judges, each the other's only gold judge."""
-    measured = list(cfg.self_map)
-    return len(measured) == 2 and all(
-        cfg.gold_panel(j) == [o] for j, o in zip(measured, measured[::-1], strict=True)
-    )
 
 
 def fmt_estimate(e: dict | None) -> str:
@@ -133,7 +126,7 @@ def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str,
         ]
         for judge, row in comp["judges"].items():
             lines += [f"| {judge} | {cond} | {fmt_estimate(e)} |" for cond, e in ordered(row)]
-    for note, applies in ((MUTUAL_GOLD_NOTE, mutual_gold(cfg)), (WEAK_JUDGES_NOTE, _small_models(cfg))):
+    for note, applies in ((MUTUAL_GOLD_NOTE, mutual_gold(metrics)), (WEAK_JUDGES_NOTE, _small_models(cfg))):
         if applies:
             lines += ["", note]
     return "\n".join(lines).rstrip() + "\n"
@@ -206,20 +199,18 @@ def console_report(
             "\ncompute time of the stages when they ran (s): "
             + ", ".join(f"{k} {v:.0f}" for k, v in groups.items())
         )
-    if mutual_gold(cfg):
+    if mutual_gold(metrics):
         lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
-    return "\n".join(lines + report_card_lines(store, metrics, mutual_gold(cfg)))
+    return "\n".join(lines + report_card_lines(store, metrics))
 
 
-def report_card_lines(store: RunStore, metrics: dict, mutual: bool) -> list[str]:
+def report_card_lines(store: RunStore, metrics: dict) -> list[str]:
     """The run's report card in brief (the statements of ``judgebias.trust``) and where its page is."""
-    from judgebias.trust import trust_summary
-
     lines = ["", "report card (what each judge can be trusted for, derived from the figures above):"]
     for judge, m in (metrics.get("judges") or {}).items():
-        for kind, text in trust_summary(m, mutual_gold=mutual):
+        for kind, text in trust_summary(m, mutual_gold=mutual_gold(metrics)):
             lines.append(f"  {judge} [{kind}] {text}")
     page = store.path(RunLayout().report_html)
     if page.is_file():

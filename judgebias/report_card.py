@@ -12,10 +12,12 @@ import base64
 import html
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judgebias.analysis_report import ROWS
+from judgebias.runstore import atomic_write_text
 from judgebias.trust import fmt, fmt_ci, mutual_gold, trust_summary
 
 WATAOKA = "Wataoka et al. 2024"
@@ -126,42 +128,37 @@ def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
     ]
 
 
-def render_markdown(
-    result: Mapping[str, Any],
-    *,
-    title: str,
-    provenance: Sequence[str] = (),
-    plots: Mapping[str, str] | None = None,
-) -> str:
-    """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
-    ds = result.get("dataset") or {}
-    lines = [f"# {title}", "", *[f"- {p}" for p in provenance], f"- {_dataset_line(ds)}", ""]
-    for judge, metrics in (result.get("judges") or {}).items():
-        lines += [f"## {judge}", "", "**What this judge can be trusted for**", ""]
-        lines += [
-            f"- {'✅' if k == 'ok' else '⚠️' if k == 'caution' else 'ℹ️'} {t}"
-            for k, t in trust_summary(metrics, mutual_gold=mutual_gold(result))
-        ] or ["- (no figure to judge by)"]
-        lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
-        lines += [
-            f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
-            for r in _rows_for(metrics)
-        ]
-        lc = _lc_rows(result, judge)
-        if lc:
-            lines += [
-                "",
-                "| model | baseline | raw win rate | length-controlled | n |",
-                "|---|---|---|---|---|",
-            ]
-            lines += [f"| {r['model']} | {r['baseline']} | {r['raw']} | {r['lc']} | {r['n']} |" for r in lc]
-        skipped = metrics.get("skipped") or {}
-        if skipped:
-            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items())]
-        lines.append("")
-    for name, path in (plots or {}).items():
-        lines += [f"![{name}]({path})", ""]
-    return "\n".join(lines)
+@dataclass(frozen=True)
+class JudgeSection:
+    judge: str
+    trust: list[tuple[str, str]]
+    rows: list[dict[str, str]]
+    lc: list[dict[str, str]]
+    skipped: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the page says, built once from a result; the HTML and the markdown only format it."""
+
+    title: str
+    provenance: list[str]
+    sections: list[JudgeSection]
+
+
+def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = ()) -> Page:
+    mutual = mutual_gold(result)
+    sections = [
+        JudgeSection(
+            judge,
+            trust_summary(m, mutual_gold=mutual),
+            _rows_for(m),
+            _lc_rows(result, judge),
+            m.get("skipped") or {},
+        )
+        for judge, m in (result.get("judges") or {}).items()
+    ]
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections)
 
 
 def _dataset_line(ds: Mapping[str, Any]) -> str:
@@ -176,6 +173,47 @@ def _dataset_line(ds: Mapping[str, Any]) -> str:
     if ds.get("exclusions"):
         text += "; excluded by validation: " + ", ".join(f"{k} {v}" for k, v in ds["exclusions"].items())
     return text
+
+
+_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
+
+
+def render_markdown(
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plots: Mapping[str, str] | None = None,
+) -> str:
+    """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
+    return _markdown(build_page(result, title=title, provenance=provenance), plots or {})
+
+
+def _markdown(page: Page, plots: Mapping[str, str]) -> str:
+    lines = [f"# {page.title}", "", *[f"- {p}" for p in page.provenance], ""]
+    for sec in page.sections:
+        lines += [f"## {sec.judge}", "", "**What this judge can be trusted for**", ""]
+        lines += [f"- {_MARK[k]} {t}" for k, t in sec.trust] or ["- (no figure to judge by)"]
+        lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
+            for r in sec.rows
+        ]
+        if sec.lc:
+            lines += [
+                "",
+                "| model | baseline | raw win rate | length-controlled | n |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['model']} | {r['baseline']} | {r['raw']} | {r['lc']} | {r['n']} |" for r in sec.lc
+            ]
+        if sec.skipped:
+            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in sec.skipped.items())]
+        lines.append("")
+    for name, path in plots.items():
+        lines += [f"![{name}]({path})", ""]
+    return "\n".join(lines)
 
 
 _CSS = """body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -196,24 +234,25 @@ def render_html(
     plots: Mapping[str, bytes] | None = None,
 ) -> str:
     """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
+    return _html(build_page(result, title=title, provenance=provenance), plots or {})
+
+
+def _html(page: Page, plots: Mapping[str, bytes]) -> str:
     e = html.escape
-    ds = result.get("dataset") or {}
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(page.title)}</title>"
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
+        f"<h1>{e(page.title)}</h1>",
         "<ul class='prov'>",
     ]
-    parts += [f"<li>{e(p)}</li>" for p in (*provenance, _dataset_line(ds))] + ["</ul>"]
-    for judge, metrics in (result.get("judges") or {}).items():
+    parts += [f"<li>{e(p)}</li>" for p in page.provenance] + ["</ul>"]
+    for sec in page.sections:
         parts += [
-            f"<h2 id='judge-{e(judge)}'>{e(judge)}</h2>",
+            f"<h2 id='judge-{e(sec.judge)}'>{e(sec.judge)}</h2>",
             "<h3>What this judge can be trusted for</h3>",
             "<ul class='trust'>",
         ]
-        parts += [
-            f"<li class='{k}'>{e(t)}</li>" for k, t in trust_summary(metrics, mutual_gold=mutual_gold(result))
-        ]
+        parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
         parts += [
             "</ul>",
             "<table class='figures'><tr><th>figure</th><th>value</th><th>95% CI</th><th>n</th>"
@@ -222,10 +261,9 @@ def render_html(
         parts += [
             f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
             f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
-            for r in _rows_for(metrics)
+            for r in sec.rows
         ] + ["</table>"]
-        lc = _lc_rows(result, judge)
-        if lc:
+        if sec.lc:
             parts += [
                 "<table class='lc'><tr><th>model</th><th>baseline</th><th>raw win rate</th>"
                 "<th>length-controlled win rate</th><th>n</th></tr>"
@@ -233,14 +271,13 @@ def render_html(
             parts += [
                 f"<tr><td>{e(r['model'])}</td><td>{e(r['baseline'])}</td><td class='num'>{r['raw']}</td>"
                 f"<td class='num'>{r['lc']}</td><td class='num'>{r['n']}</td></tr>"
-                for r in lc
+                for r in sec.lc
             ]
             parts.append("</table>")
-        skipped = metrics.get("skipped") or {}
-        if skipped:
+        if sec.skipped:
             parts.append(
                 "<p class='skipped'>Not computed: "
-                + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in skipped.items())
+                + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in sec.skipped.items())
                 + "</p>"
             )
     if plots:
@@ -253,6 +290,12 @@ def render_html(
             )
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def analyze_outputs(metrics_json: str | Path) -> tuple[Path, Path]:
+    """(plots folder, report page) that ``analyze`` writes beside its metrics JSON."""
+    path = Path(metrics_json)
+    return path.with_name(f"{path.stem}_plots"), path.with_name(f"{path.stem}_report.html")
 
 
 def write_report(
@@ -268,21 +311,7 @@ def write_report(
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    page = render_html(
-        result,
-        title=title,
-        provenance=provenance,
-        plots={p.stem: p.read_bytes() for p in pngs},
-    )
-    md = render_markdown(
-        result,
-        title=title,
-        provenance=provenance,
-        plots={p.stem: os.path.relpath(p, md_path.parent) for p in pngs},
-    )
-    for path, text in ((html_path, page), (md_path, md)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+    page = build_page(result, title=title, provenance=provenance)
+    atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}))
+    atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs}))
     return html_path, md_path

@@ -39,15 +39,14 @@ def fmt_ci(est: Mapping[str, Any], signed: bool) -> str:
 
 
 def mutual_gold(result: Mapping[str, Any]) -> bool:
-    """Two judges, each the other's whole gold panel (no panel named, no human gold): their DBG
-    scores mirror each other by construction."""
-    settings, judges = result.get("settings") or {}, result.get("judges") or {}
-    return (
-        len(judges) == 2
-        and not settings.get("gold")
-        and not settings.get("human_as_gold")
-        and all("dbg" in m for m in judges.values())
-    )
+    """Two measured judges, each the other's whole gold panel (read off their DBG figures): their
+    DBG scores mirror each other by construction."""
+    panels = {j: (m.get("dbg") or {}).get("gold_panel") for j, m in (result.get("judges") or {}).items()}
+    panels = {j: p for j, p in panels.items() if p}
+    if len(panels) != 2:
+        return False
+    (a, pa), (b, pb) = panels.items()
+    return list(pa) == [b] and list(pb) == [a]
 
 
 def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> list[tuple[str, str]]:

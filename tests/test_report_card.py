@@ -68,11 +68,11 @@ def test_trust_statements_follow_the_intervals():
     }
     assert [k for k, _ in trust_summary(good)] == ["ok", "ok", "ok"]
     # Two judges each other's whole gold: DBG is explained, not judged.
-    two = {
-        "settings": {"gold": None},
-        "judges": {"a": {"dbg": _est(0.0, -0.3, 0.3)}, "b": {"dbg": _est(0.0, -0.3, 0.3)}},
-    }
+    two = {"judges": {"a": {"dbg": _est(0.0, -0.3, 0.3, gold_panel=["b"])},
+                      "b": {"dbg": _est(0.0, -0.3, 0.3, gold_panel=["a"])}}}
     assert mutual_gold(two)
+    three = {"judges": {**two["judges"], "c": {"dbg": _est(0.0, -0.3, 0.3, gold_panel=["a", "b"])}}}
+    assert not mutual_gold(three)
     assert "each other's whole gold panel" in trust_summary(two["judges"]["a"], mutual_gold=True)[0][1]
 
 
