@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from annotation.keys import keyed_pairs
-from judgebias.metrics.frame import parse_self_map
+from judgebias.metrics.origin import parse_self_map
 from judgebias.table import Exclusions
 
 
@@ -81,8 +81,8 @@ def self_sides(
 ) -> pd.Series:
     """Per row: "a" / "b" when ``judge`` (or a generator mapped to it) wrote exactly that response;
     None when it wrote neither or both. The judge's own generators are those the metrics use
-    (``judgebias.metrics.frame.self_set``: its name, ``self_map`` and the ``judge_generator`` column)."""
-    from judgebias.metrics.frame import self_set
+    (``judgebias.metrics.origin.self_set``: its name, ``self_map`` and the ``judge_generator`` column)."""
+    from judgebias.metrics.origin import self_set
 
     own = list(self_set(df, judge, self_map))
     is_a = df["generator_a"].isin(own)

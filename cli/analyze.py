@@ -13,9 +13,14 @@ def analyze_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the metrics JSON."),
     self_: list[str] = typer.Option(
         None, "--self", metavar="JUDGE=GENERATOR",
-        help="Count GENERATOR's responses as JUDGE's own (e.g. pandalm-7b=llama-7b: PandaLM is "
-             "fine-tuned from LLaMA). Repeatable; GENERATOR may be a comma list. A judge's own name "
-             "always counts, and so does the table's judge_generator column."),
+        help="GENERATOR is JUDGE itself under another name (e.g. gpt4-judge=gpt-4). Repeatable; "
+             "GENERATOR may be a comma list. A judge's own name always counts, and so does the "
+             "table's judge_generator column."),
+    family: list[str] = typer.Option(
+        None, "--family", metavar="JUDGE=GENERATOR",
+        help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b: PandaLM is fine-tuned from "
+             "LLaMA): family figures (family_preference_eo/dp, family_dbg, the regression's "
+             "family_origin term) beside the exact-self ones. Repeatable; comma lists allowed."),
     gold: str = typer.Option(None, "--gold", metavar="J1,J2,...",
                              help="Gold panel for DBG and agreement_gold (default: all other judges; "
                                   "the measured judge is never part of its own gold)."),
@@ -58,11 +63,15 @@ def analyze_cmd(
 
         TrackingSettings().check_reachable()
     try:
-        from judgebias.metrics.frame import parse_self_map
+        from judgebias.metrics.origin import parse_self_map
 
         self_map = parse_self_map(self_ or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--self") from None
+    try:
+        family_map = parse_self_map(family or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--family") from None
     gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
     try:
         table, exclusions = read_table(file, skip_invalid=skip_invalid)
@@ -71,7 +80,8 @@ def analyze_cmd(
 
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
-                         exclusions=exclusions, reps=reps, seed=seed, baseline=baseline)
+                         exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
+                         family_map=family_map)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

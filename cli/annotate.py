@@ -32,7 +32,7 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _self_map(items: list[str] | None) -> dict[str, tuple[str, ...]]:
-    from judgebias.metrics.frame import parse_self_map
+    from judgebias.metrics.origin import parse_self_map
 
     try:
         return parse_self_map(items or [])

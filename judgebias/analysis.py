@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import DEFAULT_REPS, dbg_score, gold_panel, pairwise_win_rates
@@ -30,7 +31,13 @@ from judgebias.metrics.perplexity import (
 )
 from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
-from judgebias.metrics.self_preference import self_preference_dp, self_preference_eo, self_preference_score
+from judgebias.metrics.self_preference import (
+    family_preference_dp,
+    family_preference_eo,
+    self_preference_dp,
+    self_preference_eo,
+    self_preference_score,
+)
 from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.stats import Estimate, InsufficientData, jsonable
@@ -60,8 +67,13 @@ def _has(df: pd.DataFrame, column: str) -> bool:
 def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = None,
             gold: Sequence[str] | None = None, human_as_gold: bool = False,
             exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
-            baseline: str | None = None) -> dict[str, Any]:
+            baseline: str | None = None,
+            family_map: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
     """Compute every metric the columns allow for every judge of a validated judgment table.
+
+    ``self_map`` names more generators that are the judge itself; ``family_map`` its relatives
+    (fine-tuned from, same base model): they get their own figures (``family_preference_*``,
+    ``family_dbg``, the regression's ``family_origin``) beside the exact-self ones.
 
     ``baseline`` names the reference model of the length-controlled win rates (default: per judge,
     the one generator in every pair it judged, if there is one)."""
@@ -71,12 +83,14 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     if len(df) == 0:
         raise ValueError("analyze: the judgment table has no rows")
     self_map = {k: set([v] if isinstance(v, str) else v) for k, v in (self_map or {}).items()}
+    family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
     gold = list(gold) if gold else None
     prepared = F.prepare(df)
     lean = _lean(prepared)
     judges = F.judges(lean)
     if gold:
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
+    _check_family(lean, judges, family_map)
 
     has_human = bool((lean[F.HUMAN_N].to_numpy() > 0).any())
     has_humans = bool((lean[F.HUMAN_N].to_numpy() > 1).any())
@@ -89,6 +103,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     result: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
+                     "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
                      "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
                      "baseline": baseline},
         "dataset": _dataset(prepared, lean, judges, exclusions),
@@ -113,27 +128,57 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
              "gen": (has_gen, "no generator names"),
              "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
              "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
-    result["settings"]["self_generators"] = {j: sorted(F.self_set(lean, j, self_map)) for j in judges}
+    result["settings"]["self_generators"] = {j: sorted(origin.self_set(lean, j, self_map)) for j in judges}
+    result["settings"]["family_generators"] = {
+        j: sorted(set(family_map[j]) - origin.self_set(lean, j, self_map))
+        for j in judges if family_map.get(j)
+    }
     for judge in judges:
         rows = lean.take(positions[judge])
-        result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, gold, human_as_gold,
-                                                 reps, seed)
+        result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, family_map, gold,
+                                                 human_as_gold, reps, seed)
     return jsonable(result)
 
 
-def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: dict, self_map, gold,
-                   human_as_gold: bool, reps: int, seed: int) -> dict[str, Any]:
+def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str, set[str]]) -> None:
+    """A misspelt family name would only show up as a skipped figure: name it before the work."""
+    unknown = sorted(j for j in family_map if j not in judges)
+    if unknown:
+        raise ValueError(f"family map names judge(s) {unknown} not in the table (judges: {judges})")
+    gens = {str(g) for c in ("generator_a", "generator_b") if c in lean.columns
+            for g in lean[c].dropna().unique()}
+    for judge, members in family_map.items():
+        missing = sorted(m for m in members if m not in gens)
+        if missing:
+            raise ValueError(f"family of {judge!r}: generator(s) {missing} not in the table "
+                             f"(generators: {sorted(gens)[:20]})")
+
+
+def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: dict, self_map, family_map,
+                   gold, human_as_gold: bool, reps: int, seed: int) -> dict[str, Any]:
     """Every metric of one judge; ``rows`` are its rows, ``lean`` the whole table (gold panels)."""
     out: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     has_gold = (bool(gold_panel(lean, judge, gold)), "no other judge to serve as gold")
     h, g, ppl = flags["human"], flags["gen"], flags["ppl"]
+    fam = (bool(family_map.get(judge)), "no family given for this judge (--family JUDGE=GENERATOR)")
+    kin = origin.with_family(self_map, family_map)
+    # Family figures only when some family was given: otherwise every judge would list three
+    # "not computed" lines for a question nobody asked.
+    family_plan: list[tuple[str, list[tuple[bool, str]], Callable[[], Estimate]]] = [
+        ("family_preference_eo", [fam, g, h],
+         partial(family_preference_eo, rows, judge, self_map, family_map)),
+        ("family_preference_dp", [fam, g], partial(family_preference_dp, rows, judge, self_map, family_map)),
+        ("family_dbg", [fam, g, h if human_as_gold else has_gold],
+         partial(dbg_score, lean, judge, kin, gold, human_as_gold=human_as_gold, reps=reps, seed=seed)),
+    ] if family_map else []
     plan: list[tuple[str, list[tuple[bool, str]], Callable[[], Estimate]]] = [
         ("self_preference_eo", [g, h], partial(self_preference_eo, rows, judge, self_map)),
         ("self_preference_dp", [g], partial(self_preference_dp, rows, judge, self_map)),
         ("self_preference_score", [g, flags["p"]], partial(self_preference_score, rows, judge, self_map)),
         ("dbg", [g, h if human_as_gold else has_gold],
          partial(dbg_score, lean, judge, self_map, gold, human_as_gold=human_as_gold, reps=reps, seed=seed)),
+        *family_plan,
         ("verbosity_bias", [h], partial(verbosity_bias, rows, judge)),
         ("agreement_human", [h], partial(agreement, rows, judge, "human")),
         ("kappa_human", [h], partial(cohen_kappa, rows, judge, "human")),
@@ -149,8 +194,9 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
         ("perplexity_excess", [ppl, h], partial(perplexity_excess, rows, judge, reps=reps, seed=seed)),
         ("perplexity_own_other", [ppl, g], partial(perplexity_own_other, rows, judge, self_map)),
         ("perplexity_familiarity", [ppl, g], partial(perplexity_familiarity, rows, judge, self_map)),
-        ("regression", [], partial(choice_regression, rows, judge, self_map)),
-        ("regression_human", [h], partial(choice_regression, rows, judge, self_map, of="human")),
+        ("regression", [], partial(choice_regression, rows, judge, self_map, family_map=family_map)),
+        ("regression_human", [h],
+         partial(choice_regression, rows, judge, self_map, of="human", family_map=family_map)),
     ]
     for name, needs, fn in plan:
         missing = [reason for ok, reason in needs if not ok]

@@ -42,6 +42,15 @@ MEANING: dict[str, tuple[str, str]] = {
         WATAOKA + ", Eq. 3",
     ),
     "dbg": ("judge's win rate of its own responses minus the gold panel's on the same pairs", DBG_PAPER),
+    "family_preference_eo": (
+        "EO with the judge's family's responses (same base model) counted as its own",
+        WATAOKA + ", Def. 4.1",
+    ),
+    "family_preference_dp": (
+        "DP with the judge's family's responses counted as its own",
+        WATAOKA + ", Eq. 4",
+    ),
+    "family_dbg": ("DBG with the judge's family's responses counted as its own", DBG_PAPER),
     "verbosity_bias": (
         "accuracy gap: picks longer when humans chose shorter, minus the reverse",
         SAITO + ", Eq. 6",

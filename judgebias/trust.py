@@ -13,6 +13,7 @@ STYLE_TERMS = {
     "lists_style": "more list items",
     "bold_style": "more bold text",
     "self_origin": "its own outputs",
+    "family_origin": "its family's outputs",
 }
 
 
@@ -99,48 +100,10 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> l
                 f"{agree['n']} pairs {fmt_ci(agree, False)}; no second annotator for a ceiling.",
             )
         )
-    eo, dp = metrics.get("self_preference_eo"), metrics.get("self_preference_dp")
-    if eo:
-        sign = _excludes_zero(eo)
-        text = {
-            1: "favours its own outputs beyond their quality",
-            -1: "is harder on its own outputs than humans",
-            0: "shows no self-preference detectable against humans",
-        }[sign]
-        out.append(
-            (
-                "caution" if sign else "ok",
-                f"Self-preference: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}).",
-            )
-        )
-    elif dp:
-        out.append(
-            (
-                "info",
-                f"Self-preference: picks its own output in {fmt(dp.get('p_own'), pct=True)} of "
-                f"{dp['n']} pairs (DP {fmt(dp['value'], True)} {fmt_ci(dp, True)}); without human "
-                "labels this mixes bias with real quality.",
-            )
-        )
-    dbg = metrics.get("dbg")
-    if dbg:
-        if mutual_gold:
-            out.append(
-                (
-                    "info",
-                    f"DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}: two judges are each other's "
-                    "whole gold panel, so the interval is wide and both scores are equal by "
-                    "construction; add a third judge or human labels to separate them.",
-                )
-            )
-        elif sign := _excludes_zero(dbg):
-            out.append(
-                (
-                    "caution",
-                    f"Against the gold panel, gives its own responses {'more' if sign > 0 else 'fewer'} wins "
-                    f"than the panel does (DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}, n={dbg['n']}).",
-                )
-            )
+    out += _preference(metrics, "self", "Self-preference", "its own outputs")
+    out += _preference(metrics, "family", "Family preference", "its family's outputs")
+    out += _dbg(metrics.get("dbg"), "its own responses", mutual_gold)
+    out += _dbg(metrics.get("family_dbg"), "its family's responses", mutual_gold)
     vb = metrics.get("verbosity_bias")
     if vb and _excludes_zero(vb) > 0:
         out.append(
@@ -154,6 +117,41 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> l
     return out
 
 
+def _preference(metrics: Mapping[str, Any], kind: str, title: str, whose: str) -> list[tuple[str, str]]:
+    """EO against humans when there is one; else DP, which mixes bias with quality."""
+    eo, dp = metrics.get(f"{kind}_preference_eo"), metrics.get(f"{kind}_preference_dp")
+    if eo:
+        sign = _excludes_zero(eo)
+        text = {
+            1: f"favours {whose} beyond their quality",
+            -1: f"is harder on {whose} than humans",
+            0: f"no preference for {whose} detectable against humans",
+        }[sign]
+        return [("caution" if sign else "ok",
+                 f"{title}: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}).")]
+    if dp:
+        return [("info",
+                 f"{title}: picks {whose} in {fmt(dp.get('p_own'), pct=True)} of {dp['n']} pairs "
+                 f"(DP {fmt(dp['value'], True)} {fmt_ci(dp, True)}); without human labels this mixes "
+                 "bias with real quality.")]
+    return []
+
+
+def _dbg(dbg: Mapping[str, Any] | None, whose: str, mutual_gold: bool) -> list[tuple[str, str]]:
+    if not dbg:
+        return []
+    if mutual_gold:
+        return [("info",
+                 f"DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}: two judges are each other's whole gold "
+                 "panel, so the interval is wide and both scores are equal by construction; add a third "
+                 "judge or human labels to separate them.")]
+    if sign := _excludes_zero(dbg):
+        return [("caution",
+                 f"Against the gold panel, gives {whose} {'more' if sign > 0 else 'fewer'} wins than the "
+                 f"panel does (DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}, n={dbg['n']}).")]
+    return []
+
+
 def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any]) -> list[tuple[str, str]]:
     terms, hterms = reg.get("terms") or {}, human.get("terms") or {}
     if reg.get("note"):
@@ -161,7 +159,7 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any]) -> list[
     shared, own = [], []
     for term, label in STYLE_TERMS.items():
         t = terms.get(term)
-        if not t or (term == "self_origin" and "human_a" not in terms):
+        if not t or (term in ("self_origin", "family_origin") and "human_a" not in terms):
             continue
         sign = _excludes_zero(t)
         if sign == 0:

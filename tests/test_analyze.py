@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from judgebias.analysis import analyze
 from judgebias.analysis_report import format_report
 from judgebias.io import write_table
-from judgebias.metrics.frame import parse_self_map
+from judgebias.metrics.origin import parse_self_map
 from judgebias.plots import DPI, FIGSIZE, figures_for, save_figures
 from judgebias.table import validate
 
@@ -227,6 +227,19 @@ def test_cli_analyze_writes_json_and_logs(tmp_path, mlflow_uri, monkeypatch):
     assert (tmp_path / "plots" / "dbg.png").exists()
     bad = CliRunner().invoke(app, ["analyze", str(table), "--out", str(out), "--self", "oops", "--no-mlflow"])
     assert bad.exit_code == 2
+    assert "family_preference_eo" not in data["judges"]["j1"]["skipped"]  # no family asked
+    fam = CliRunner().invoke(app, ["analyze", str(table), "--out", str(out), "--family", "j1=j2",
+                                   "--no-mlflow", "--no-report", "--reps", "200"])
+    assert fam.exit_code == 0, fam.output
+    data = json.loads(out.read_text())
+    assert data["settings"]["family_generators"] == {"j1": ["j2"]}
+    j1 = data["judges"]["j1"]
+    assert {"family_preference_eo", "family_preference_dp", "family_dbg"} <= set(j1)
+    assert "family_origin" in j1["regression"]["terms"] and "self_origin" in j1["regression"]["terms"]
+    assert "no family given" in data["judges"]["j2"]["skipped"]["family_preference_eo"]
+    typo = CliRunner().invoke(app, ["analyze", str(table), "--out", str(out), "--family", "j1=lama",
+                                    "--no-mlflow", "--no-report"])
+    assert typo.exit_code == 2 and "'lama'" in typo.output and "not in the table" in typo.output
     missing = CliRunner().invoke(app, ["analyze", str(tmp_path / "nope.jsonl"), "--out", str(out),
                                        "--no-mlflow"])
     assert missing.exit_code == 2 and "does not exist" in missing.output

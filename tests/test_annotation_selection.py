@@ -16,7 +16,7 @@ from annotation.feedback import (
 )
 from annotation.keys import pair_key
 from annotation.selection import Weights, select_pairs
-from judgebias.metrics.frame import parse_self_map
+from judgebias.metrics.origin import parse_self_map
 from judgebias.table import validate
 
 

@@ -179,6 +179,27 @@ def test_regression_recovers_known_effects_and_skips_absent_terms():
     assert 0 < est.value < 1
 
 
+def test_regression_separates_same_family_from_exact_self():
+    # j favours its own responses (+0.8) and is harder on its base model f's (-0.6): one merged
+    # "own" term would blur the two; with a family map each gets its own coefficient.
+    rng = np.random.default_rng(2)
+    n = 4000
+    human_a = rng.random(n) < 0.5
+    origin = rng.choice(["j", "f", "o"], size=(n, 2))
+    own = (origin[:, 0] == "j").astype(float) - (origin[:, 1] == "j")
+    fam = (origin[:, 0] == "f").astype(float) - (origin[:, 1] == "f")
+    logit = 0.1 + 1.2 * (human_a * 2 - 1) + 0.8 * own - 0.6 * fam
+    picks_a = rng.random(n) < 1 / (1 + np.exp(-logit))
+    df = table([dict(generator_a=a, generator_b=b, human=["a" if h else "b"], verdict="a" if p else "b")
+                for (a, b), h, p in zip(origin, human_a, picks_a, strict=True)])
+    terms = choice_regression(df, "j", family_map={"j": ["f"]}).details["terms"]
+    assert terms["self_origin"]["ci_low"] < 0.8 < terms["self_origin"]["ci_high"]
+    assert terms["family_origin"]["ci_low"] < -0.6 < terms["family_origin"]["ci_high"]
+    assert terms["family_origin"]["ci_high"] < 0 < terms["self_origin"]["ci_low"]
+    # Without the map, f is an outside generator and no family term is fitted.
+    assert "family_origin" not in choice_regression(df, "j").details["terms"]
+
+
 def test_regression_perfect_separation_is_a_note_not_a_crash():
     rows = [dict(generator_a="o", generator_b="x", human=[h], verdict=h, response_a="a " * (i % 7 + 1))
             for i, h in enumerate(["a", "b"] * 30)]

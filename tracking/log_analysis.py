@@ -131,6 +131,8 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
     params: dict[str, Any] = {
         "self_map": ";".join(f"{j}={','.join(g)}" for j, g in (settings.get("self_map") or {}).items())
         or "-",
+        "family_map": ";".join(f"{j}={','.join(g)}" for j, g in (settings.get("family_map") or {}).items())
+        or "-",
         "gold": ",".join(settings.get("gold") or []) or "all other judges",
         "human_as_gold": settings.get("human_as_gold", False),
         "bootstrap_reps": settings.get("bootstrap_reps"), "seed": settings.get("seed"),

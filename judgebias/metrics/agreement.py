@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.metrics.dbg import gold_votes
 from judgebias.stats import Estimate, InsufficientData, count_reasons, kappa, wilson
 
@@ -40,7 +41,7 @@ def _paired_labels(df, judge, reference, gold, self_map, what):
 
 
 def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
-              self_map: F.SelfMap | None = None) -> Estimate:
+              self_map: origin.SelfMap | None = None) -> Estimate:
     """Share of rows where the judge's choice equals the reference label (human majority or gold)."""
     table, excl = _paired_labels(df, judge, reference, gold, self_map, f"agreement_{reference}")
     n = int(table.sum())
@@ -53,7 +54,7 @@ def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: S
 
 
 def cohen_kappa(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
-                self_map: F.SelfMap | None = None) -> Estimate:
+                self_map: origin.SelfMap | None = None) -> Estimate:
     """Cohen's kappa between the judge and the reference over a/b/tie (asymptotic 95% interval)."""
     table, excl = _paired_labels(df, judge, reference, gold, self_map, f"kappa_{reference}")
     k = kappa(table)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.stats import Estimate, InsufficientData, bootstrap_mean, count_reasons, sign_test, wilson
 
 DEFAULT_REPS = 2000
@@ -81,7 +82,7 @@ def win_credit(p_own: np.ndarray) -> np.ndarray:
     return np.where(p_own > 0.5, 1.0, np.where(p_own < 0.5, 0.0, 0.5))
 
 
-def dbg_score(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
+def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
               gold: Sequence[str] | None = None, *, human_as_gold: bool = False,
               reps: int = DEFAULT_REPS, seed: int = 0) -> Estimate:
     """DBG score of ``judge`` with a per-pair bootstrap 95% interval (seeded) and an exact sign test
@@ -92,7 +93,7 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
     prepared = F.prepare(df)
     rows = F.judge_rows(prepared, judge, "dbg_score")
     votes, nvotes, panel = gold_votes(prepared, judge, gold, human_as_gold=human_as_gold)
-    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
     pair = rows[F.PAIR].to_numpy()
     jvote = rows[F.VOTE].to_numpy(dtype=float)
     gvote = votes[pair]
@@ -117,7 +118,7 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
     if not human_as_gold:
         kept = rows.loc[keep]
         for g in panel:
-            mine = list(F.self_set(prepared, g, self_map))
+            mine = list(origin.self_set(prepared, g, self_map))
             leak = F.isin(kept["generator_a"], mine) | F.isin(kept["generator_b"], mine)
             if leak.any():
                 warnings.append(f"gold judge {g!r} generated a response in {int(leak.sum())} of {n} pairs "

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.metrics.dbg import gold_votes, win_credit
 from judgebias.metrics.survey import (
     SampleDesign,
@@ -73,7 +74,7 @@ ESTIMANDS: dict[str, Estimand] = {e.name: e for e in (
 )}
 
 
-def pair_features(table: pd.DataFrame, judge: str, *, self_map: F.SelfMap | None = None,
+def pair_features(table: pd.DataFrame, judge: str, *, self_map: origin.SelfMap | None = None,
                   gold: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per pair (index ``pair_id``) with what the estimands need for ``judge``: the own side
     (0 = A, 1 = B, -1 = none or both), the judge's choice code and vote, the human majority code and
@@ -84,7 +85,7 @@ def pair_features(table: pd.DataFrame, judge: str, *, self_map: F.SelfMap | None
     if rows["pair_id"].duplicated().any():
         dup = rows.loc[rows["pair_id"].duplicated(), "pair_id"].iloc[0]
         raise ValueError(f"judge {judge!r} has two rows for pair {dup!r}")
-    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
     try:
         votes, _, _ = gold_votes(prepared, judge, gold)
         gvote = votes[rows[F.PAIR].to_numpy()]

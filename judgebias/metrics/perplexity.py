@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.metrics.verbosity import bin_rates
 from judgebias.stats import (
     Estimate,
@@ -108,7 +109,7 @@ def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: i
                              "human_p_lower": float((human[keep] == lower).mean())})
 
 
-def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None,
+def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
                          edges: np.ndarray = LOG_PPL_EDGES) -> Estimate:
     """Figure 4: win rate by log-perplexity difference for own-response pairs (own oriented as A)
     and pairs without an own response; value = Mantel-Haenszel odds ratio of winning (own vs other)
@@ -117,7 +118,7 @@ def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: F.SelfMap | Non
 
     F.require(df, ["generator_a", "generator_b"], "perplexity_own_other")
     rows, la, lb = _rows(df, judge, "perplexity_own_other")
-    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
     choice = rows[F.CHOICE].to_numpy()
     x = la - lb
     keep, excl = count_reasons([
@@ -165,12 +166,12 @@ def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: F.SelfMap | Non
                     details=details)
 
 
-def perplexity_familiarity(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+def perplexity_familiarity(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Figure 5: mean log-perplexity of the judge's own responses minus other models' responses
     (negative = its own texts are more familiar to it), Welch interval and t-test."""
     F.require(df, ["generator_a", "generator_b"], "perplexity_familiarity")
     rows, la, lb = _rows(df, judge, "perplexity_familiarity")
-    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
     logs = np.concatenate([la, lb])
     own = np.concatenate([own_a, own_b])
     ok = np.isfinite(logs)

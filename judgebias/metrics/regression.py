@@ -2,7 +2,9 @@
 
 * ``human_a``: +1 when the human majority prefers A, -1 when it prefers B (so the intercept is
   the judge's pull towards A, i.e. position, at an even human split),
-* ``self_origin``: +1 when A is the judge's own (or its family's) response, -1 when B is, 0 otherwise,
+* ``self_origin``: +1 when A is the judge's own response, -1 when B is, 0 otherwise,
+* ``family_origin`` (with a family map): the same for responses of the judge's family that are not
+  its own (PandaLM-7B is a LLaMA-7B fine-tune), so same-family and exact-self preference separate,
 * ``log_ppl_diff``: log ppl_A - log ppl_B, standardized,
 * ``word_diff``: words(A) - words(B), standardized,
 * style control (Arena-Hard-Auto): ``headers_style``, ``lists_style``, ``bold_style``, each the
@@ -25,14 +27,15 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons, jsonable
 
 MIN_ROWS_PER_TERM = 10
 STANDARDIZED = ("log_ppl_diff", "word_diff", *(f"{m}_style" for m in F.MARKDOWN))
 
 
-def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None = None, *,
-                      of: str = "judge") -> Estimate:
+def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None, *,
+                      of: str = "judge", family_map: origin.SelfMap | None = None) -> Estimate:
     """Fit the model to the judge's choices (``of="judge"``) or to the human majority on the same
     pairs (``of="human"``); ``details.terms`` maps each used term to coef, ci_low, ci_high, p_value
     and the odds ratio; ``value`` is McFadden's pseudo-R2 (no interval)."""
@@ -57,8 +60,11 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: F.SelfMap | None =
         else:
             skipped["human_a"] = "no human labels"
     if "generator_a" in rows.columns and "generator_b" in rows.columns:
-        own_a, own_b = F.own_sides(rows, judge, self_map)
+        own_a, own_b = origin.own_sides(rows, judge, self_map)
         columns["self_origin"] = own_a.astype(float) - own_b.astype(float)
+        if family_map and family_map.get(judge):
+            fam_a, fam_b = origin.family_sides(rows, judge, self_map, family_map)
+            columns["family_origin"] = fam_a.astype(float) - fam_b.astype(float)
     else:
         skipped["self_origin"] = "no generator columns"
     la = np.log(F.float_col(rows, "ppl_a"))

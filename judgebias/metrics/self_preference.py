@@ -6,15 +6,19 @@
   = TPR - TNR of the confusion matrix (paper's Figure 2; GPT-4: 1852/1960 - 118/278 = 0.520).
 * Demographic Parity form (Eq. 4): P(judge picks own) - P(judge picks other), no humans needed.
 * Its mean-score variant: mean over pairs of score(own) - score(other) from the averaged p_a.
+* Family forms: EO and DP with the judge's family's responses counted as its own (a family map:
+  PandaLM-7B is a LLaMA-7B fine-tune), beside the exact-self figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from judgebias.metrics import frame as F
+from judgebias.metrics import origin
 from judgebias.stats import (
     Estimate,
     InsufficientData,
@@ -62,12 +66,12 @@ def eo_from_confusion(conf: Confusion, exclusions: dict[str, int] | None = None)
 
 
 def _one_own(rows, judge, self_map):
-    own_a, own_b = F.own_sides(rows, judge, self_map)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
     own_side = np.where(own_a, F.A, F.B).astype(np.int8)  # meaningful where exactly one is own
     return own_a, own_b, own_side
 
 
-def self_preference_eo(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+def self_preference_eo(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Self-preference bias, Equal Opportunity form (Wataoka Def. 4.1), with its confusion matrix."""
     F.require(df, ["judge", "generator_a", "generator_b", "human"], "self_preference_eo")
     rows = F.judge_rows(df, judge, "self_preference_eo")
@@ -87,7 +91,7 @@ def self_preference_eo(df, judge: str, self_map: F.SelfMap | None = None) -> Est
     return eo_from_confusion(conf, excl)
 
 
-def self_preference_dp(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Self-preference bias, Demographic Parity form (Wataoka Eq. 4): P(picks own) - P(picks other)
     over pairs with exactly one own response and a non-tie choice; = 2 P(own) - 1, so the Wilson
     interval of P(own) maps onto it, and the exact binomial test is of P(own) = 1/2.
@@ -127,7 +131,7 @@ def self_preference_dp(df, judge: str, self_map: F.SelfMap | None = None) -> Est
         details={"picked_own": k, "picked_other": n - k, "p_own": p, "by_position": by_position})
 
 
-def self_preference_score(df, judge: str, self_map: F.SelfMap | None = None) -> Estimate:
+def self_preference_score(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Mean-score form of the Demographic Parity bias: mean of score(own) - score(other) =
     2 p(own) - 1 from the position-averaged probability p_a, t interval and t-test against 0."""
     F.require(df, ["judge", "generator_a", "generator_b", "p_a"], "self_preference_score")
@@ -147,3 +151,24 @@ def self_preference_score(df, judge: str, self_map: F.SelfMap | None = None) -> 
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
                     method="mean(score_own - score_other); t interval, one-sample t-test",
                     details={"mean_p_own": float(p_own.mean())})
+
+
+def _family(fn, what: str, df, judge: str, self_map: origin.SelfMap | None,
+            family_map: origin.SelfMap | None) -> Estimate:
+    if not family_map or not family_map.get(judge):
+        raise ValueError(f"{what}: no family given for judge {judge!r} (family_map / --family)")
+    est = fn(df, judge, origin.with_family(self_map, family_map))
+    members = sorted(origin.self_set(df, judge, self_map) | set(family_map[judge]))
+    return dataclasses.replace(est, method=f"toward the family {members}: {est.method}")
+
+
+def family_preference_eo(df, judge: str, self_map: origin.SelfMap | None = None,
+                         family_map: origin.SelfMap | None = None) -> Estimate:
+    """Definition 4.1 with the judge's family counted as its own."""
+    return _family(self_preference_eo, "family_preference_eo", df, judge, self_map, family_map)
+
+
+def family_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None,
+                         family_map: origin.SelfMap | None = None) -> Estimate:
+    """Eq. 4 with the judge's family counted as its own."""
+    return _family(self_preference_dp, "family_preference_dp", df, judge, self_map, family_map)
