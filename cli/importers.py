@@ -81,14 +81,16 @@ def import_cmd(
     per_pair = table.drop_duplicates("pair_id")
     labelled = int(per_pair["human"].map(len).gt(0).sum())
     with_majority = int(human_label(per_pair).notna().sum())
-    dropped, recoded = split_counts(exclusions)
+    dropped, no_verdict, recoded = split_counts(exclusions)
     typer.echo(f"wrote {out}")
     typer.echo(f"rows: {len(table)}  pairs: {table['pair_id'].nunique()}  judges: {len(judges)}"
                + (f" ({', '.join(judges)})" if judges else ""))
     typer.echo(f"pairs with human labels: {labelled} (with a strict majority: {with_majority})")
-    # Reasons name what was excluded: whole pairs, judge rows, or (verdict_*) a judge row kept
-    # without a usable verdict; see docs/importers.md.
+    # Reasons name what was left out (source records: whole pairs or judge rows); see docs/importers.md.
     typer.echo(f"excluded: {sum(dropped.values())}" + "".join(f"\n  {k}: {v}" for k, v in dropped.items()))
+    if no_verdict:
+        typer.echo(f"kept without a verdict (judge rows; counted as judge_missing by the metrics): "
+                   f"{sum(no_verdict.values())}" + "".join(f"\n  {k}: {v}" for k, v in no_verdict.items()))
     if recoded:
         typer.echo("recoded (kept):" + "".join(f"\n  {k}: {v}" for k, v in recoded.items()))
 

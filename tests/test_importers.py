@@ -62,9 +62,12 @@ def test_pandalm_counts_every_real_quirk(pandalm):
     # 30 sample records; 157/161 hold boolean responses, 18/301 empty ones -> 26 pairs x 2 judges.
     assert df["pair_id"].nunique() == 26 and len(df) == 52
     assert sorted(df["judge"].unique()) == ["gpt-3.5-turbo", "pandalm-7b"]
-    dropped, recoded = split_counts(excl)
+    dropped, no_verdict, recoded = split_counts(excl)
     assert dropped == {"pair_response1_boolean": 1, "pair_response2_boolean": 1,
-                       "pair_response1_empty": 1, "pair_response2_empty": 1, "verdict_garbage": 2}
+                       "pair_response1_empty": 1, "pair_response2_empty": 1}
+    # garbage verdicts keep their row (and pair) without a verdict: not counted as left out
+    assert no_verdict == {"verdict_garbage": 2}
+    assert df["verdict"].isna().sum() == 2
     # ties: gpt-3.5 writes "Tie" (idx 87, 90, 113), pandalm-7b and the annotators write 0.
     assert recoded == {"verdict_tie_spelled_Tie": 3, "verdict_tie_spelled_0": 3, "human_tie_spelled_0": 3}
     assert not {"pandalm/157", "pandalm/161", "pandalm/18", "pandalm/301"} & set(df["pair_id"])
@@ -81,7 +84,7 @@ def test_pandalm_verdict_spelled_otherwise_than_1_or_2_is_listed_as_recoded(tmp_
     records[0]["gpt_result"], records[1]["gpt_result"] = "A", "b"
     path.write_text(json.dumps(records))
     df, excl = import_dataset("pandalm", folder)
-    _, recoded = split_counts(excl)
+    _, _, recoded = split_counts(excl)
     assert recoded["verdict_a_spelled_A"] == 1 and recoded["verdict_b_spelled_b"] == 1
     assert _row(df, "pandalm/0", "gpt-3.5-turbo").verdict == "a"
 
@@ -265,6 +268,23 @@ def test_llmbar_misaligned_results(tmp_path):
         import_dataset("llmbar", folder)
 
 
+def test_llmbar_one_missing_order_keeps_the_row_without_a_verdict(tmp_path):
+    folder = _copy(LLMBAR, tmp_path)
+    res = folder / "Natural/evaluators/GPT-4/Vanilla/result.json"
+
+    def drop(rows):
+        rows[2]["results"][-1]["swap = True"]["winner"] = None
+
+    _edit_json(res, drop)
+    df, excl = import_dataset("llmbar", folder)
+    dropped, no_verdict, _ = split_counts(excl)
+    # the pair and the judge row stay (the other order is still read), only the verdict is gone
+    assert no_verdict == {"verdict_missing_in_one_order": 1} and not dropped
+    r = _row(df, "llmbar/Natural/2", "GPT-4/Vanilla")
+    assert r.verdict_ba is None and r.verdict is None and r.verdict_ab in ("a", "b", "tie")
+    assert len(df) == len(import_dataset("llmbar", LLMBAR)[0])
+
+
 # --- HH-RLHF ---------------------------------------------------------------------------------------
 
 def test_hh_rlhf_split_and_counts():
@@ -328,6 +348,8 @@ def test_cli_import_writes_table_and_prints_counts(cli, tmp_path):
     assert "rows: 52  pairs: 26  judges: 2 (gpt-3.5-turbo, pandalm-7b)" in res.output
     assert "pairs with human labels: 26" in res.output
     assert "verdict_garbage: 2" in res.output and "verdict_tie_spelled_Tie: 3" in res.output
+    # 4 pairs left out; the 2 garbage verdicts are rows kept without a verdict, not exclusions
+    assert "excluded: 4\n" in res.output and "kept without a verdict" in res.output
     table, _ = read_table(out)
     assert len(table) == 52 and list(_row(table, "pandalm/0", "pandalm-7b").human) == ["b", "b", "b"]
 

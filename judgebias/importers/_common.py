@@ -5,8 +5,11 @@ Conventions every importer follows:
 
 * A record that cannot become a valid pair (empty or non-text response, no prompt, ...) is left
   out and counted in the returned ``Exclusions`` under a reason that says why.
+* A judge row kept without a usable verdict (the judge answered garbage, one order is missing) is
+  counted under a reason starting with ``verdict_``: the pair stays, the metrics count the row
+  under ``judge_missing``.
 * A value that is kept but had to be re-spelled (a tie written ``0`` or ``Tie``) is counted under a
-  reason starting with ``recoded:``; such rows are NOT left out. ``split_counts`` separates the two.
+  reason starting with ``recoded:``; such rows are NOT left out. ``split_counts`` separates the three.
 * Anything that means the input is not what the importer was written for (malformed JSON, a
   missing field, a verdict file that does not line up with its test set) raises ``TableError``
   naming the file, the row and the field: never a silent guess.
@@ -26,6 +29,7 @@ from judgebias.labels import normalize_label
 from judgebias.table import Exclusions, TableError, validate
 
 RECODED = "recoded:"
+NO_VERDICT = "verdict_"
 
 
 def load_json(path: Path) -> Any:
@@ -86,15 +90,18 @@ def short_hash(*parts: str, n: int = 12) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
 
 
-def split_counts(exclusions: Exclusions) -> tuple[dict[str, int], dict[str, int]]:
-    """(left out, recoded-but-kept) counts from one importer's ``Exclusions``."""
-    dropped, recoded = {}, {}
+def split_counts(exclusions: Exclusions) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """(left out, kept without a verdict, recoded-but-kept) counts from one importer's
+    ``Exclusions``: an import summary that added the three would claim rows it kept as lost."""
+    dropped, no_verdict, recoded = {}, {}, {}
     for reason, n in sorted(exclusions.counts.items()):
         if reason.startswith(RECODED):
             recoded[reason[len(RECODED):]] = int(n)
+        elif reason.startswith(NO_VERDICT):
+            no_verdict[reason] = int(n)
         else:
             dropped[reason] = int(n)
-    return dropped, recoded
+    return dropped, no_verdict, recoded
 
 
 def finish(rows: list[dict], source: str, exclusions: Exclusions) -> tuple[pd.DataFrame, Exclusions]:
