@@ -49,7 +49,8 @@ Dtype = Annotated[str | None, typer.Option(
     "of the config hash: its own run folder.")]
 
 
-def _run(config_path: Path, overrides: dict | None, threads: int | None = None) -> None:
+def _run(config_path: Path, overrides: dict | None, threads: int | None = None, *,
+         imported: bool = False) -> None:
     cfg = _load_or_exit(config_path, overrides)
     _prepare_env()
     from judgebias.conversion import prefetch
@@ -76,7 +77,22 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None) 
 
     result = experiment(str(config_path), overrides)
     wall = time.perf_counter() - start
-    typer.echo(console_report(cfg, RunStore(cfg.run_path()), result, wall_s=wall, peak_rss_gb=_peak_rss_gb()))
+    store = RunStore(cfg.run_path())
+    typer.echo(console_report(cfg, store, result, wall_s=wall, peak_rss_gb=_peak_rss_gb()))
+    if imported:
+        _imported_reports(cfg, store)
+
+
+def _imported_reports(cfg, store) -> None:
+    """The bundled real judgments' report cards: findings the demo's tiny models cannot give."""
+    from judgebias.report import imported_lines
+    from judgebias.stages.imported import imported_reports
+    from tracking.experiment import settings_for
+    from tracking.imported import log_imported
+
+    reports = imported_reports(store)
+    runs = log_imported(store, reports, settings_for(cfg))
+    typer.echo("\n".join(imported_lines(store, reports, runs)))
 
 
 def register(app: typer.Typer) -> None:
@@ -103,12 +119,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the bundled experiment offline on two packaged small models (SmolLM2-135M-Instruct and
         gemma-3-270m) over MT-bench instructions: Prefect in ephemeral mode, MLflow in ./mlflow.db.
+        Then the report cards of real judges on bundled real data (PandaLM, LLMBar), marked imported.
         Measured cold on 2 CPU cores in bf16 (its cost against float32 measured and printed): 4 min 29 s
         on an Intel Xeon with AMX, 6 min 0 s on an AMD EPYC with AVX512-BF16 only; 15 s again (every
         stage in the run folder)."""
         from judgebias.config import demo_config_path
 
-        _run(demo_config_path(), _overrides(sample, no_ablations, dtype or _demo_dtype()), threads)
+        _run(demo_config_path(), _overrides(sample, no_ablations, dtype or _demo_dtype()), threads,
+             imported=True)
 
     @app.command("serve")
     def serve_cmd(

@@ -44,6 +44,12 @@ class RunLayout:
         """The metrics of the table with human labels merged in (one folder per merged table)."""
         return RunLayout(f"annotated-{table_digest}/")
 
+    @staticmethod
+    def imported(name: str) -> RunLayout:
+        """A bundled real dataset's figures and report card (``judgebias.bundled``): imported
+        judgments, kept apart from the run's own."""
+        return RunLayout(f"imported/{slug(name)}/")
+
     def _at(self, name: str) -> str:
         return f"{self.prefix}{name}"
 

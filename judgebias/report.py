@@ -144,6 +144,8 @@ def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
         group = (
             "style ablation"
             if stage.startswith("style-")
+            else "imported data"
+            if stage.startswith("imported/")
             else "fine-tune ablation"
             if stage.startswith("finetune-")
             else stage.split("[")[0]
@@ -215,4 +217,19 @@ def report_card_lines(store: RunStore, metrics: dict) -> list[str]:
     page = store.path(RunLayout().report_html)
     if page.is_file():
         lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
+    return lines
+
+
+def imported_lines(store: RunStore, reports: list[tuple[Any, dict]],
+                   runs: dict[str, str] | None = None) -> list[str]:
+    """The report cards of the bundled real judgments in brief, marked as imported data."""
+    lines = ["", "real judges on real data (bundled with judgebias, IMPORTED: not produced by this run):"]
+    for entry, result in reports:
+        lines.append(f"  {entry.title} ({entry.source}, {entry.licence}): {entry.who}")
+        for judge, m in (result.get("judges") or {}).items():
+            for kind, text in trust_summary(m, mutual_gold=mutual_gold(result)):
+                lines.append(f"    {judge} [{kind}] {text}")
+        page = store.path(RunLayout.imported(entry.name).report_html)
+        run = (runs or {}).get(entry.name)
+        lines.append(f"    page: {page}" + (f"  (MLflow run {run})" if run else ""))
     return lines

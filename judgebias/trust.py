@@ -33,10 +33,11 @@ def fmt(x: Any, signed: bool = False, pct: bool = False) -> str:
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
-def fmt_ci(est: Mapping[str, Any], signed: bool) -> str:
+def fmt_ci(est: Mapping[str, Any], signed: bool, pct: bool = False) -> str:
+    """The interval in the unit of its value: a share printed as a percentage gets a percent interval."""
     if est.get("ci_low") is None:
         return ""
-    return f"[{fmt(est['ci_low'], signed)}, {fmt(est['ci_high'], signed)}]"
+    return f"[{fmt(est['ci_low'], signed, pct)}, {fmt(est['ci_high'], signed, pct)}]"
 
 
 def mutual_gold(result: Mapping[str, Any]) -> bool:
@@ -62,7 +63,7 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> l
             (
                 kind,
                 f"Order: the same choice in both orders on {fmt(v, pct=True)} of {pc['n']} pairs "
-                f"{fmt_ci(pc, False)}"
+                f"{fmt_ci(pc, False, pct=True)}"
                 + (
                     "."
                     if v >= 0.9
@@ -97,7 +98,7 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False) -> l
             (
                 "info",
                 f"Humans: agrees with the human majority on {fmt(agree['value'], pct=True)} of "
-                f"{agree['n']} pairs {fmt_ci(agree, False)}; no second annotator for a ceiling.",
+                f"{agree['n']} pairs {fmt_ci(agree, False, pct=True)}; no second annotator for a ceiling.",
             )
         )
     out += _preference(metrics, "self", "Self-preference", "its own outputs")
