@@ -5,8 +5,11 @@ from __future__ import annotations
 from judgebias.prompts.base import GenerationTemplate, JudgeTemplate
 from judgebias.prompts.dbg import DBG_AB, DBG_GENERATE, DBG_TRUTHFUL
 from judgebias.prompts.mtbench import MTBENCH_PAIR
+from judgebias.prompts.recognition import SELF_RECOGNITION
 
-JUDGE_TEMPLATES: dict[str, JudgeTemplate] = {t.name: t for t in (DBG_AB, DBG_TRUTHFUL, MTBENCH_PAIR)}
+JUDGE_TEMPLATES: dict[str, JudgeTemplate] = {
+    t.name: t for t in (DBG_AB, DBG_TRUTHFUL, MTBENCH_PAIR, SELF_RECOGNITION)
+}
 GENERATION_TEMPLATES: dict[str, GenerationTemplate] = {t.name: t for t in (DBG_GENERATE,)}
 
 
@@ -32,6 +35,7 @@ __all__ = [
     "GENERATION_TEMPLATES",
     "JUDGE_TEMPLATES",
     "MTBENCH_PAIR",
+    "SELF_RECOGNITION",
     "GenerationTemplate",
     "JudgeTemplate",
     "generation_template",

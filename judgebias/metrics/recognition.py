@@ -1,0 +1,100 @@
+"""Self-recognition and its link to self-preference (Panickssery et al. 2024).
+
+Input: judgment-table rows of the ``self-recognition`` template (``judgebias.prompts.recognition``),
+where ``p_a`` is the judge's probability that answer A is the one it wrote (both orders averaged),
+on pairs holding exactly one of its own responses; and, for the link, the judge's ordinary
+judgments of the same pairs (``p_a`` = its preference for A).
+
+* ``self_recognition``: accuracy = share of pairs where P(own is mine) > 0.5 (Wilson interval; a
+  pair at exactly 0.5 is undecided and counted apart), with the mean confidence P(own is mine)
+  (t interval). 0.5 = chance.
+* ``recognition_preference``: per pair, recognition confidence against preference for the own
+  response; Pearson r with a Fisher-z interval and Spearman's rho, and a logistic fit of "picks
+  own" on the confidence (Wald interval), as Panickssery et al. relate the two.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics import origin
+from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, wilson
+
+
+def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Series:
+    """P(the own response) per pair_id from ``p_a``, over pairs with exactly one own response."""
+    F.require(df, ["pair_id", "judge", "generator_a", "generator_b", "p_a"], what)
+    rows = df[(df["judge"] == judge).to_numpy(dtype=bool, na_value=False)]
+    if rows.empty:
+        raise ValueError(f"{what}: judge {judge!r} has no rows")
+    if rows["pair_id"].duplicated().any():
+        raise ValueError(f"{what}: pair {rows.loc[rows['pair_id'].duplicated(), 'pair_id'].iloc[0]!r} "
+                         f"appears twice for {judge!r}")
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
+    one = own_a ^ own_b
+    p = pd.to_numeric(rows["p_a"], errors="coerce").to_numpy(dtype=float)
+    own = np.where(own_a, p, 1.0 - p)
+    keep = one & np.isfinite(p)
+    return pd.Series(own[keep], index=rows["pair_id"].to_numpy()[keep], dtype=float)
+
+
+def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
+    own = _own_probability(df, judge, self_map, "self_recognition")
+    undecided = int((own == 0.5).sum())
+    decided = own[own != 0.5]
+    n = int(decided.size)
+    if n == 0:
+        raise InsufficientData(f"no pair with one own response and a decided recognition probability "
+                               f"({undecided} at exactly 0.5)")
+    correct = int((decided > 0.5).sum())
+    acc, lo, hi = wilson(correct, n)
+    conf = mean_t(own.to_numpy(), null=0.5)
+    return Estimate(
+        value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
+        method="share of pairs with P(own is mine) > 0.5; Wilson interval",
+        details={"correct": correct,
+                 "mean_confidence": {"value": conf["value"], "ci_low": conf["ci_low"],
+                                     "ci_high": conf["ci_high"], "p_value": conf["p_value"],
+                                     "n": int(own.size), "null": 0.5},
+                 "population": f"pairs holding exactly one response of {judge}"})
+
+
+def recognition_preference(recognition: pd.DataFrame, judgments: pd.DataFrame, judge: str,
+                           self_map=None) -> Estimate:
+    """Pearson r between recognition confidence and preference for the own response, per pair."""
+    import statsmodels.api as sm
+    from scipy import stats
+
+    rec = _own_probability(recognition, judge, self_map, "recognition_preference (recognition)")
+    pref = _own_probability(judgments, judge, self_map, "recognition_preference (judgments)")
+    both = pd.concat({"rec": rec, "pref": pref}, axis=1, join="inner").dropna()
+    n = len(both)
+    if n < 4:
+        raise InsufficientData(f"{n} pair(s) with both a recognition and a preference probability (needs 4)")
+    x, y = both["rec"].to_numpy(), both["pref"].to_numpy()
+    if x.std() == 0 or y.std() == 0:
+        raise InsufficientData("recognition or preference is constant across the pairs")
+    r, p = stats.pearsonr(x, y)
+    z, se = math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(n - 3)
+    zc = stats.norm.ppf(1 - ALPHA / 2)
+    rho, rho_p = stats.spearmanr(x, y)
+    details = {"spearman": {"value": float(rho), "p_value": float(rho_p)},
+               "population": f"pairs holding exactly one response of {judge}, recognised and judged"}
+    picks = (y > 0.5).astype(float)
+    if 0 < picks.sum() < n:
+        try:
+            fit = sm.Logit(picks, sm.add_constant(x)).fit(disp=0)
+            lo, hi = fit.conf_int(alpha=ALPHA)[1]
+            details["logit_picks_own_on_confidence"] = {
+                "coef": float(fit.params[1]), "ci_low": float(lo), "ci_high": float(hi),
+                "p_value": float(fit.pvalues[1]), "n": n}
+        except (np.linalg.LinAlgError, ValueError) as exc:  # separation on a few pairs
+            details["logit_picks_own_on_confidence"] = {"note": f"not estimable: {exc}"}
+    return Estimate(value=float(r), ci_low=math.tanh(z - zc * se), ci_high=math.tanh(z + zc * se), n=n,
+                    exclusions={}, statistic=float(r), p_value=float(p),
+                    method="Pearson r of P(own is mine) and P(picks own); Fisher-z interval",
+                    details=details)

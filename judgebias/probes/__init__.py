@@ -1,0 +1,1 @@
+"""Active probes: inputs changed on purpose to see what moves a judge."""
