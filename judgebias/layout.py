@@ -45,6 +45,18 @@ class RunLayout:
         return RunLayout(f"annotated-{table_digest}/")
 
     @staticmethod
+    def perturbation(cfg, tag: str | None = None) -> RunLayout:
+        """The perturbation probe's folder (its figures), or with ``tag`` one perturbation's pairs
+        and judgments. ``cfg``: an ``ExperimentConfig``."""
+        root = f"perturb-{cfg.probe_hash('perturbations')}/"
+        return RunLayout(f"{root}{slug(tag)}/" if tag else root)
+
+    @staticmethod
+    def recognition(cfg) -> RunLayout:
+        """The self-recognition probe's pairs, judgments and figures."""
+        return RunLayout(f"recognition-{cfg.probe_hash('self_recognition')}/")
+
+    @staticmethod
     def imported(name: str) -> RunLayout:
         """A bundled real dataset's figures and report card (``judgebias.bundled``): imported
         judgments, kept apart from the run's own."""
@@ -106,6 +118,11 @@ class RunLayout:
     @property
     def report_md(self) -> str:
         return self._at("report.md")
+
+    @property
+    def probe_result(self) -> str:
+        """A probe's figures per judge (robustness per perturbation, or self-recognition)."""
+        return self._at("probe.json")
 
     @property
     def comparison(self) -> str:

@@ -48,8 +48,10 @@ def build_pairs(cfg, store, responses: dict, prefix: str = ""):
 
 
 @task(name="judge_pairs", cache_policy=NO_CACHE, task_run_name="judge_pairs[{judge}]")
-def judge_pairs(cfg, store, judge: str, pairs, prefix: str = "", adapter: Any = None):
-    return stages.judge_pairs(cfg, store, judge, pairs, prefix=prefix, adapter=adapter, progress=_log)
+def judge_pairs(cfg, store, judge: str, pairs, prefix: str = "", adapter: Any = None,
+                template: str | None = None):
+    return stages.judge_pairs(cfg, store, judge, pairs, prefix=prefix, adapter=adapter, template=template,
+                              progress=_log)
 
 
 @task(name="dtype_fidelity", cache_policy=NO_CACHE, task_run_name="dtype_fidelity[{judge}]")
@@ -148,3 +150,18 @@ def sync_annotations(cfg, store, push: bool = True):
 @stage_task
 def annotated_metrics(cfg, store, merged_table: str):
     return stages.annotated_metrics(cfg, store, merged_table, progress=_log)
+
+
+@task(name="perturb_pairs", cache_policy=NO_CACHE, task_run_name="perturb_pairs[{name}]")
+def perturbed_pairs(cfg, store, pairs, name: str):
+    return stages.perturbed_pairs(cfg, store, pairs, name)
+
+
+@stage_task
+def perturbation_report(cfg, store, before: dict, after: dict, perturbed: dict):
+    return stages.perturbation_report(cfg, store, before, after, perturbed, progress=_log)
+
+
+@stage_task
+def recognition_report(cfg, store, recognised: dict, judgments: dict):
+    return stages.recognition_report(cfg, store, recognised, judgments, progress=_log)

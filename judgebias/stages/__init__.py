@@ -27,6 +27,15 @@ from judgebias.stages.explain import (
 from judgebias.stages.finetune import compare_finetune, finetune_generator, finetune_instructions
 from judgebias.stages.generation import build_pairs, generate_responses
 from judgebias.stages.judge import dtype_fidelity, judge_pairs
+from judgebias.stages.probes import (
+    RECOGNITION_TEMPLATE,
+    perturbation_prefix,
+    perturbation_report,
+    perturbed_pairs,
+    recognition_pairs,
+    recognition_prefix,
+    recognition_report,
+)
 from judgebias.stages.results import (
     aggregate_gold,
     annotated_metrics,
@@ -37,6 +46,7 @@ from judgebias.stages.results import (
 from judgebias.stages.style import compare_style, rewrite_style, rewriter_judges, semantic_preservation
 
 __all__ = [
+    "RECOGNITION_TEMPLATE",
     "Progress",
     "aggregate_gold",
     "annotated_metrics",
@@ -61,7 +71,13 @@ __all__ = [
     "load_instructions",
     "open_backend",
     "perplexity_analysis",
+    "perturbation_prefix",
+    "perturbation_report",
+    "perturbed_pairs",
     "read_instructions",
+    "recognition_pairs",
+    "recognition_prefix",
+    "recognition_report",
     "rewrite_style",
     "rewriter_judges",
     "semantic_preservation",

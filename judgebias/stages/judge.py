@@ -25,9 +25,11 @@ def judge_pairs(
     *,
     prefix: str = "",
     adapter: dict | None = None,
+    template: str | None = None,
     progress: Progress = _noop,
 ) -> pd.DataFrame:
-    """Every pair judged in both orders by ``judge``: its judgment-table rows."""
+    """Every pair judged in both orders by ``judge``: its judgment-table rows. ``template`` asks
+    the judge another question with its other settings (the self-recognition probe)."""
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
@@ -37,6 +39,8 @@ def judge_pairs(
     j = cfg.judge(judge)
     if adapter:  # the fine-tuned generator's model judging, with the judge's other settings
         j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
+    if template:
+        j = j.model_copy(update={"template": template})
     with (
         _timed(store, f"{prefix}judge_pairs[{judge}]") as info,
         open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend,

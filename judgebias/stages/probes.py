@@ -1,0 +1,141 @@
+"""Active probes as stages: CALM perturbations and self-recognition (``judgebias.probes``).
+
+Both reuse the judging stage (same engine, same cache; the perturbed text and the template are in
+every call's content key), write under their own hashed folder and read the main run's judgments
+as the "before".
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+
+from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
+from judgebias.runstore import RunStore
+from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages.data import subset
+
+RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
+
+
+def perturbation_prefix(cfg: ExperimentConfig, name: str) -> str:
+    from judgebias.probes.perturbations import perturbation
+
+    return RunLayout.perturbation(cfg, perturbation(name).tag).prefix
+
+
+def recognition_prefix(cfg: ExperimentConfig) -> str:
+    return RunLayout.recognition(cfg).prefix
+
+
+def _pairs_sample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
+    if n is None or n >= len(pairs):
+        return pairs.reset_index(drop=True)
+    return subset(pairs.reset_index(drop=True), n, seed)
+
+
+def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame,
+                    name: str) -> pd.DataFrame:
+    """The main run's pairs (a seeded sample) with one side perturbed by ``name``."""
+    from judgebias.probes.perturbations import perturb_pairs, perturbation
+
+    p, conf = perturbation(name), cfg.probes.perturbations
+    layout = RunLayout.perturbation(cfg, p.tag)
+    if store.has(layout.pairs):
+        return store.read_frame(layout.pairs)
+    out = perturb_pairs(_pairs_sample(pairs, conf.sample, conf.seed), p, seed=conf.seed)
+    store.write_frame(layout.pairs, out)
+    return out
+
+
+def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFrame,
+                judge: str) -> pd.DataFrame:
+    """One row per pair: the judge's folded verdict and P(A) before and after the perturbation."""
+    keep = ["pair_id", "verdict", "p_a"]
+    b = before[[c for c in keep if c in before.columns]].rename(
+        columns={"pair_id": "source_pair_id", "verdict": "verdict_before", "p_a": "p_a_before"})
+    a = after[[c for c in keep if c in after.columns]].rename(
+        columns={"verdict": "verdict_after", "p_a": "p_a_after"})
+    meta = perturbed[["pair_id", "source_pair_id", "perturbation", "perturbed_side"]]
+    rows = meta.merge(a, on="pair_id", how="left").merge(b, on="source_pair_id", how="left")
+    return rows.drop(columns="pair_id").rename(columns={"source_pair_id": "pair_id"}).assign(judge=judge)
+
+
+def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str, pd.DataFrame],
+                        after: dict[str, dict[str, pd.DataFrame]], perturbed: dict[str, pd.DataFrame],
+                        *, progress: Progress = _noop) -> dict:
+    """Robustness rate and shift per judge and perturbation (``metrics.robustness``), a bar plot of
+    the shifts per judge; ``after[name][judge]`` are the perturbed pairs' judgments."""
+    from judgebias import plots
+    from judgebias.metrics.robustness import perturbation_shift, robustness_rate
+    from judgebias.stats import InsufficientData
+
+    layout = RunLayout.perturbation(cfg)
+    if store.has(layout.probe_result):
+        return store.read_json(layout.probe_result)
+    out: dict = {"judges": {}, "perturbations": {}}
+    with _timed(store, layout.stage("perturbation_report")):
+        from judgebias.probes.perturbations import perturbation
+
+        for name in after:
+            p = perturbation(name)
+            out["perturbations"][p.tag] = {"bias": p.bias, "description": p.description}
+        for judge, rows in before.items():
+            table = pd.concat([probe_table(rows, after[n][judge], perturbed[n], judge) for n in after],
+                              ignore_index=True)
+            figures = {}
+            for tag in out["perturbations"]:
+                entry = {}
+                for key, fn in (("robustness_rate", robustness_rate), ("shift", perturbation_shift)):
+                    try:
+                        entry[key] = fn(table, judge, tag).to_dict()
+                    except InsufficientData as exc:
+                        entry[key] = {"value": None, "skipped": str(exc)}
+                figures[tag] = entry
+            out["judges"][judge] = figures
+            shifts = {tag: f["shift"] for tag, f in figures.items() if f["shift"].get("value") is not None}
+            if shifts:
+                plots.save_figure(plots.estimate_bars(
+                    shifts, title=f"{judge}: shift toward the perturbed side (CALM perturbations)",
+                    ylabel="P(perturbed side) after - before"),
+                    store.path(layout.plot(f"perturbations_{judge}")))
+        store.write_json(layout.probe_result, out)
+    progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
+    return out
+
+
+def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) -> pd.DataFrame:
+    """The pairs holding exactly one of ``judge``'s own responses (a seeded sample)."""
+    own = {judge, cfg.self_map.get(judge, judge)}
+    one = pairs["generator_a"].isin(own) ^ pairs["generator_b"].isin(own)
+    return _pairs_sample(pairs[one], cfg.probes.self_recognition.sample, 0)
+
+
+def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[str, pd.DataFrame],
+                       judgments: dict[str, pd.DataFrame], *, progress: Progress = _noop) -> dict:
+    """Per judge: recognition accuracy and its correlation with self-preference on the same pairs."""
+    from judgebias.metrics.recognition import recognition_preference, self_recognition
+    from judgebias.stats import InsufficientData
+
+    layout = RunLayout.recognition(cfg)
+    if store.has(layout.probe_result):
+        return store.read_json(layout.probe_result)
+    self_map = {k: {v} for k, v in cfg.self_map.items()}
+    out: dict = {"judges": {}}
+    with _timed(store, layout.stage("recognition_report")):
+        for judge, rows in recognised.items():
+            entry = {}
+            plan = (("self_recognition", partial(self_recognition, rows, judge, self_map)),
+                    ("recognition_preference",
+                     partial(recognition_preference, rows, judgments[judge], judge, self_map)))
+            for key, fn in plan:
+                try:
+                    entry[key] = fn().to_dict()
+                except InsufficientData as exc:
+                    entry[key] = {"value": None, "skipped": str(exc)}
+            out["judges"][judge] = entry
+        store.write_json(layout.probe_result, out)
+    progress(f"self-recognition: {len(out['judges'])} judge(s)")
+    return out

@@ -1,0 +1,103 @@
+"""The two probes as flows on the tiny local models with a real call cache: perturbed pairs judged
+in both orders, self-recognition asked in both orders, their figures in the run folder, and a
+rerun that makes no model call."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def probe_run(prefect_harness, tiny_models, tmp_path_factory):
+    from flows.experiment import perturbation_probe, self_recognition_probe
+    from judgebias.config import load_config
+    from judgebias.runstore import RunStore
+
+    base = tmp_path_factory.mktemp("probes")
+    doc = tiny_config(tiny_models, base)
+    doc["dataset"]["sample"] = 3
+    doc["analyses"] = {"perplexity": False, "attention": False}
+    doc["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    doc["probes"] = {"perturbations": {"names": ["authority", "sentiment_hostile"], "sample": 2},
+                     "self_recognition": {"sample": 2}}
+    path = base / "probes.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = load_config(path)
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        perturbed = perturbation_probe(cfg)
+        recognised = self_recognition_probe(cfg)
+    finally:
+        os.chdir(cwd)
+    return {"cfg": cfg, "store": RunStore(cfg.run_path()), "perturbed": perturbed, "recognised": recognised,
+            "base": base}
+
+
+def test_perturbed_pairs_are_judged_and_measured(probe_run):
+    from judgebias.layout import RunLayout
+
+    cfg, store, out = probe_run["cfg"], probe_run["store"], probe_run["perturbed"]
+    assert set(out["perturbations"]) == {"authority@1", "sentiment_hostile@1"}
+    main_pairs = store.read_frame(RunLayout().pairs).set_index("pair_id")
+    for tag in out["perturbations"]:
+        layout = RunLayout.perturbation(cfg, tag)
+        pairs = store.read_frame(layout.pairs)
+        assert len(pairs) == 2
+        for rec in pairs.to_dict("records"):
+            other = "b" if rec["perturbed_side"] == "a" else "a"
+            assert rec[f"response_{other}"] == main_pairs.loc[rec["source_pair_id"], f"response_{other}"]
+        for judge in ("ta", "tb"):
+            judged = store.read_frame(layout.judgments(judge))
+            assert len(judged) == 2 and judged["p_a_ab"].notna().all() and judged["p_a_ba"].notna().all()
+            fig = out["judges"][judge][tag]
+            assert 0 <= fig["robustness_rate"]["value"] <= 1 and fig["robustness_rate"]["n"] <= 2
+            assert fig["shift"]["scale"] == "probability"
+    assert store.path(RunLayout.perturbation(cfg).plot("perturbations_ta")).is_file()
+
+
+def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):
+    from judgebias.layout import RunLayout
+
+    cfg, store, out = probe_run["cfg"], probe_run["store"], probe_run["recognised"]
+    layout = RunLayout.recognition(cfg)
+    for judge in ("ta", "tb"):
+        asked = store.read_frame(layout.judgments(judge))
+        assert len(asked) == 2 and (asked["template_version"].str.startswith("self-recognition@1")).all()
+        own = (asked["generator_a"] == judge) ^ (asked["generator_b"] == judge)
+        assert own.all()
+        rec = out["judges"][judge]["self_recognition"]
+        assert rec.get("value") is None or 0 <= rec["value"] <= 1
+
+
+def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
+    from flows.experiment import perturbation_probe, self_recognition_probe
+    from judgebias.layout import RunLayout
+
+    cfg, store = probe_run["cfg"], probe_run["store"]
+    before = store.read_json(RunLayout.perturbation(cfg).probe_result)
+    # As if killed after the model calls but before any probe output was written.
+    for tag in ("authority@1", "sentiment_hostile@1"):
+        for judge in ("ta", "tb"):
+            store.path(RunLayout.perturbation(cfg, tag).judgments(judge)).unlink()
+    for judge in ("ta", "tb"):
+        store.path(RunLayout.recognition(cfg).judgments(judge)).unlink()
+    store.path(RunLayout.perturbation(cfg).probe_result).unlink()
+    store.path(RunLayout.recognition(cfg).probe_result).unlink()
+    cwd = os.getcwd()
+    os.chdir(probe_run["base"])
+    try:
+        after = perturbation_probe(cfg)
+        self_recognition_probe(cfg)
+    finally:
+        os.chdir(cwd)
+    stages = store.manifest()["stages"]
+    reran = [s for s in stages if s.endswith(("judge_pairs[ta]", "judge_pairs[tb]")) and "/" in s]
+    assert len(reran) == 6  # 2 perturbations + recognition, 2 judges each
+    for stage in reran:
+        assert stages[stage]["calls"] == 0 and stages[stage]["hits"] > 0, (stage, stages[stage])
+    assert after == before
