@@ -18,7 +18,7 @@ from typing import Any
 
 from judgebias.analysis_report import ROWS
 from judgebias.runstore import atomic_write_text
-from judgebias.trust import fmt, fmt_ci, mutual_gold, trust_summary
+from judgebias.trust import fmt, fmt_ci, mutual_gold, probe_statements, trust_summary
 
 WATAOKA = "Wataoka et al. 2024"
 DBG_PAPER = "Beyond the Surface (DBG), 2025"
@@ -123,6 +123,34 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+CALM = "Ye et al. 2024 (CALM)"
+PANICKSSERY = "Panickssery et al. 2024"
+
+
+def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
+    """The probes' figures of one judge (``result["probes"]``, written by the probe stages)."""
+    rows = []
+
+    def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
+        if est and est.get("value") is not None:
+            rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
+                         "n": str(est.get("n", "")), "meaning": meaning, "source": source})
+
+    pert = probes.get("perturbations") or {}
+    for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
+        what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
+        add(f"robust to {tag.split('@')[0]}", entry.get("robustness_rate"), False,
+            f"share of verdicts unchanged when one side gets {what}", CALM)
+        add(f"shift toward {tag.split('@')[0]}", entry.get("shift"), True,
+            "P(perturbed side) after - before; 0 = not moved", CALM)
+    rec = ((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}
+    add("self-recognition accuracy", rec.get("self_recognition"), False,
+        "picks its own answer when asked which it wrote; 0.5 = chance", PANICKSSERY)
+    add("recognition vs self-preference (r)", rec.get("recognition_preference"), True,
+        "per pair: confidence it wrote its answer against its preference for it", PANICKSSERY)
+    return rows
+
+
 def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
     return [
         {
@@ -160,8 +188,8 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
     sections = [
         JudgeSection(
             judge,
-            trust_summary(m, mutual_gold=mutual),
-            _rows_for(m),
+            trust_summary(m, mutual_gold=mutual) + probe_statements(result.get("probes") or {}, judge),
+            _rows_for(m) + _probe_rows(result.get("probes") or {}, judge),
             _lc_rows(result, judge),
             m.get("skipped") or {},
         )

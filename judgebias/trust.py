@@ -181,3 +181,32 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any]) -> list[
     if shared:
         out.append(("info", "Style preferences the humans share: " + ", ".join(shared) + "."))
     return out
+
+
+def probe_statements(probes: Mapping[str, Any], judge: str) -> list[tuple[str, str]]:
+    """What the probes say about one judge: perturbations whose shift interval excludes 0, and
+    self-recognition against chance."""
+    out: list[tuple[str, str]] = []
+    pert = probes.get("perturbations") or {}
+    figures = (pert.get("judges") or {}).get(judge) or {}
+    moved = []
+    for tag, entry in figures.items():
+        shift = entry.get("shift") or {}
+        if shift.get("value") is not None and _excludes_zero(shift):
+            what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
+            moved.append(f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
+                         f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']})")
+    if moved:
+        out.append(("caution", "Perturbations (CALM) that move its verdicts: " + "; ".join(moved) + "."))
+    elif figures:
+        out.append(("ok", f"None of the {len(figures)} perturbations tried (CALM) moved it detectably."))
+    rec_judges = (probes.get("self_recognition") or {}).get("judges") or {}
+    rec = (rec_judges.get(judge) or {}).get("self_recognition")
+    if rec and rec.get("value") is not None:
+        sign = _excludes_zero(rec, 0.5)
+        text = {1: "tells its own answers apart", -1: "picks the other answer as its own",
+                0: "does not recognise its own answers beyond chance"}[sign]
+        out.append(("info", f"Self-recognition: {text} ({fmt(rec['value'], pct=True)} of {rec['n']} "
+                            f"pairs {fmt_ci(rec, False, pct=True)}; Panickssery et al. link this to "
+                            "self-preference)."))
+    return out

@@ -101,3 +101,54 @@ def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
     for stage in reran:
         assert stages[stage]["calls"] == 0 and stages[stage]["hits"] > 0, (stage, stages[stage])
     assert after == before
+
+
+def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
+    from mlflow.tracking import MlflowClient
+
+    from tracking.experiment import settings_for
+    from tracking.mlflow_run import mlflow_run
+    from tracking.probes import log_probes
+
+    cfg, store = probe_run["cfg"], probe_run["store"]
+    settings = settings_for(cfg)
+    with mlflow_run("probes test", settings=settings) as parent:
+        log_probes(cfg, store, {"judgebias.config_hash": cfg.config_hash()})
+    client = MlflowClient(tracking_uri=settings.resolved_uri())
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    by_probe = {r.data.tags["judgebias.probe"]: r for r in children}
+    assert set(by_probe) == {"perturbations", "self_recognition"}
+    metrics = by_probe["perturbations"].data.metrics
+    out = probe_run["perturbed"]["judges"]["ta"]["authority@1"]["robustness_rate"]
+    assert metrics["ta.authority.robustness_rate"] == pytest.approx(out["value"])
+    assert metrics["ta.authority.robustness_rate.n"] == out["n"]
+    assert "probe.json" in {a.path for a in client.list_artifacts(by_probe["self_recognition"].info.run_id)}
+
+
+def test_the_run_page_shows_the_probes(probe_run):
+    from judgebias.layout import RunLayout
+
+    page = probe_run["store"].path(RunLayout().report_html).read_text()
+    assert "robust to authority" in page and "shift toward sentiment_hostile" in page
+    assert "Ye et al. 2024 (CALM)" in page
+    assert "Perturbations (CALM)" in page or "perturbations tried (CALM)" in page
+
+
+def test_probe_statements_by_hand():
+    from judgebias.trust import probe_statements
+
+    est = {"value": 0.12, "ci_low": 0.02, "ci_high": 0.22, "n": 20}
+    flat = {"value": 0.01, "ci_low": -0.05, "ci_high": 0.07, "n": 20}
+    described = {"authority@1": {"description": "a fake citation"},
+                 "distraction@1": {"description": "an irrelevant sentence"}}
+    shifts = {"authority@1": {"shift": est}, "distraction@1": {"shift": flat}}
+    recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20}
+    probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
+              "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
+    said = dict((text.split(":")[0], kind) for kind, text in probe_statements(probes, "j"))
+    assert said == {"Perturbations (CALM) that move its verdicts": "caution", "Self-recognition": "info"}
+    text = " ".join(t for _, t in probe_statements(probes, "j"))
+    assert "a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20)" in text
+    assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
+    assert probe_statements({}, "j") == []

@@ -38,6 +38,7 @@ from tracking.log_analysis import (
 )
 from tracking.mlflow_run import mlflow_run
 from tracking.params import flatten
+from tracking.probes import log_probes
 from tracking.settings import TrackingSettings
 
 PACKAGES = ("judgebias", "torch", "transformers", "peft", "prefect", "mlflow", "pandas", "numpy")
@@ -231,6 +232,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             _log_style(cfg, store, tags)
         if cfg.ablations.finetune.enabled:
             _log_finetune(cfg, store, tags)
+        log_probes(cfg, store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
         result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}

@@ -16,6 +16,7 @@ from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed
 from judgebias.stages.data import subset
+from judgebias.stages.results import refresh_report
 
 RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
 
@@ -102,6 +103,7 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
                     ylabel="P(perturbed side) after - before"),
                     store.path(layout.plot(f"perturbations_{judge}")))
         store.write_json(layout.probe_result, out)
+        refresh_report(cfg, store)
     progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
     return out
 
@@ -137,5 +139,6 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
                     entry[key] = {"value": None, "skipped": str(exc)}
             out["judges"][judge] = entry
         store.write_json(layout.probe_result, out)
+        refresh_report(cfg, store)
     progress(f"self-recognition: {len(out['judges'])} judge(s)")
     return out

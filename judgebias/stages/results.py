@@ -151,6 +151,20 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -
                              "generators: " + ", ".join(g.name for g in cfg.generators)])
 
 
+def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
+    """The run's page again, with the probes' figures beside the main ones (the probes run after
+    the metrics wrote it)."""
+    layout = RunLayout()
+    if not store.has(layout.metrics):
+        return
+    probes = {}
+    for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
+                        ("self_recognition", RunLayout.recognition(cfg))):
+        if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
+            probes[kind] = store.read_json(where.probe_result)
+    _report(cfg, store, {**store.read_json(layout.metrics), "probes": probes}, "")
+
+
 def _plots(result: dict, folder: Path) -> list[Path]:
     from judgebias import plots
 

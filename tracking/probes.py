@@ -1,0 +1,46 @@
+"""MLflow child runs of the two probes (``judgebias.stages.probes``): one per probe, its figures
+as ``<judge>.<perturbation>.robustness_rate`` / ``.shift`` and ``<judge>.self_recognition`` /
+``.recognition_preference`` (each with ``.ci_low``, ``.ci_high``, ``.n``), the JSON and the plots."""
+
+from __future__ import annotations
+
+from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
+from judgebias.runstore import RunStore
+from tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
+
+
+def probe_metrics(result: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for judge, figures in (result.get("judges") or {}).items():
+        for name, entry in figures.items():
+            if "robustness_rate" in entry or "shift" in entry:  # a perturbation: its two figures
+                for key, est in entry.items():
+                    if est.get("value") is not None:
+                        out.update(estimate_metrics(f"{judge}.{name.split('@')[0]}.{key}", est))
+            elif entry.get("value") is not None:
+                out.update(estimate_metrics(f"{judge}.{name}", entry))
+    return out
+
+
+def log_probes(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
+    """Inside the experiment's parent run: one nested run per probe that has its figures."""
+    import mlflow
+
+    from tracking.mlflow_run import mlflow_run
+
+    for kind, layout, params in (
+        ("perturbations", RunLayout.perturbation(cfg),
+         {"perturbations": ",".join(cfg.probes.perturbations.names),
+          "sample": str(cfg.probes.perturbations.sample), "seed": cfg.probes.perturbations.seed}),
+        ("self_recognition", RunLayout.recognition(cfg), {"sample": str(cfg.probes.self_recognition.sample)}),
+    ):
+        if not getattr(cfg.probes, kind).enabled or not store.has(layout.probe_result):
+            continue
+        result = store.read_json(layout.probe_result)
+        with mlflow_run(f"probe:{kind}", tags={**tags, "judgebias.kind": "probe", "judgebias.probe": kind}):
+            log_params_dict({**params, "probe_hash": cfg.probe_hash(kind)})
+            log_metrics_dict(probe_metrics(result))
+            mlflow.log_dict(result, "probe.json")
+            plots = store.path(layout.plots)
+            log_files(sorted(plots.glob("*.png")) if plots.is_dir() else [], "plots")
