@@ -9,7 +9,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.trust import mutual_gold, trust_summary
+from judgebias.trust import mutual_gold, probe_statements, trust_summary
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
@@ -144,6 +144,10 @@ def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
         group = (
             "style ablation"
             if stage.startswith("style-")
+            else "perturbation probe"
+            if stage.startswith("perturb-")
+            else "self-recognition probe"
+            if stage.startswith("recognition-")
             else "imported data"
             if stage.startswith("imported/")
             else "fine-tune ablation"
@@ -205,14 +209,25 @@ def console_report(
         lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
-    return "\n".join(lines + report_card_lines(store, metrics))
+    return "\n".join(lines + report_card_lines(store, metrics, probe_results(cfg, store)))
 
 
-def report_card_lines(store: RunStore, metrics: dict) -> list[str]:
+def probe_results(cfg: ExperimentConfig, store: RunStore) -> dict[str, Any]:
+    """The figures of the probes that ran (``judgebias.stages.probes``), by probe."""
+    out = {}
+    for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
+                        ("self_recognition", RunLayout.recognition(cfg))):
+        if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
+            out[kind] = store.read_json(where.probe_result)
+    return out
+
+
+def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None) -> list[str]:
     """The run's report card in brief (the statements of ``judgebias.trust``) and where its page is."""
     lines = ["", "report card (what each judge can be trusted for, derived from the figures above):"]
     for judge, m in (metrics.get("judges") or {}).items():
-        for kind, text in trust_summary(m, mutual_gold=mutual_gold(metrics)):
+        said = trust_summary(m, mutual_gold=mutual_gold(metrics)) + probe_statements(probes or {}, judge)
+        for kind, text in said:
             lines.append(f"  {judge} [{kind}] {text}")
     page = store.path(RunLayout().report_html)
     if page.is_file():

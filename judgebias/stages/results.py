@@ -154,15 +154,11 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -
 def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
     """The run's page again, with the probes' figures beside the main ones (the probes run after
     the metrics wrote it)."""
+    from judgebias.report import probe_results
+
     layout = RunLayout()
-    if not store.has(layout.metrics):
-        return
-    probes = {}
-    for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
-                        ("self_recognition", RunLayout.recognition(cfg))):
-        if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
-            probes[kind] = store.read_json(where.probe_result)
-    _report(cfg, store, {**store.read_json(layout.metrics), "probes": probes}, "")
+    if store.has(layout.metrics):
+        _report(cfg, store, {**store.read_json(layout.metrics), "probes": probe_results(cfg, store)}, "")
 
 
 def _plots(result: dict, folder: Path) -> list[Path]:
