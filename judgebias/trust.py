@@ -197,7 +197,7 @@ def probe_statements(probes: Mapping[str, Any], judge: str) -> list[tuple[str, s
             moved.append(f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
                          f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']})")
     if moved:
-        out.append(("caution", "Perturbations (CALM) that move its verdicts: " + "; ".join(moved) + "."))
+        out.append(("caution", "Perturbations (CALM) that move its P(A): " + "; ".join(moved) + "."))
     elif figures:
         out.append(("ok", f"None of the {len(figures)} perturbations tried (CALM) moved it detectably."))
     rec_judges = (probes.get("self_recognition") or {}).get("judges") or {}

@@ -147,7 +147,7 @@ def test_probe_statements_by_hand():
     probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
               "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
     said = dict((text.split(":")[0], kind) for kind, text in probe_statements(probes, "j"))
-    assert said == {"Perturbations (CALM) that move its verdicts": "caution", "Self-recognition": "info"}
+    assert said == {"Perturbations (CALM) that move its P(A)": "caution", "Self-recognition": "info"}
     text = " ".join(t for _, t in probe_statements(probes, "j"))
     assert "a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20)" in text
     assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
