@@ -196,6 +196,11 @@ def test_regression_separates_same_family_from_exact_self():
     assert terms["self_origin"]["ci_low"] < 0.8 < terms["self_origin"]["ci_high"]
     assert terms["family_origin"]["ci_low"] < -0.6 < terms["family_origin"]["ci_high"]
     assert terms["family_origin"]["ci_high"] < 0 < terms["self_origin"]["ci_low"]
+    # A family given as one name, not a list, is that name (not its characters).
+    base = df.assign(generator_a=df["generator_a"].replace("f", "base"),
+                     generator_b=df["generator_b"].replace("f", "base"))
+    one = choice_regression(base, "j", family_map={"j": "base"}).details["terms"]["family_origin"]
+    assert one["coef"] == pytest.approx(terms["family_origin"]["coef"])
     # Without the map, f is an outside generator and no family term is fitted.
     assert "family_origin" not in choice_regression(df, "j").details["terms"]
 

@@ -74,7 +74,7 @@ def family_sides(rows: pd.DataFrame, judge: str, self_map: SelfMap | None,
     """Boolean arrays: response A / B came from the judge's family but not from the judge itself,
     so a regression can hold a same-family term beside the exact-self one."""
     mine = self_set(rows, judge, self_map)
-    family = [g for g in (family_map or {}).get(judge, ()) if g not in mine]
+    family = [g for g in with_family(None, family_map).get(judge, ()) if g not in mine]
     none = np.zeros(len(rows), dtype=bool)
     fam_a = isin(rows["generator_a"], family) if "generator_a" in rows and family else none
     fam_b = isin(rows["generator_b"], family) if "generator_b" in rows and family else none

@@ -157,8 +157,9 @@ def _family(fn, what: str, df, judge: str, self_map: origin.SelfMap | None,
             family_map: origin.SelfMap | None) -> Estimate:
     if not family_map or not family_map.get(judge):
         raise ValueError(f"{what}: no family given for judge {judge!r} (family_map / --family)")
-    est = fn(df, judge, origin.with_family(self_map, family_map))
-    members = sorted(origin.self_set(df, judge, self_map) | set(family_map[judge]))
+    kin = origin.with_family(self_map, family_map)
+    est = fn(df, judge, kin)
+    members = sorted(origin.self_set(df, judge, kin))
     return dataclasses.replace(est, method=f"toward the family {members}: {est.method}")
 
 
