@@ -70,6 +70,7 @@ def main_stages(cfg, store) -> dict[str, Any]:
         "instructions": instructions,
         "responses": responses,
         "pairs": pairs,
+        "judgments": judgments,
         "table": table,
         "metrics": metrics,
     }
@@ -137,13 +138,12 @@ def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dic
     store = _store(cfg, run_dir)
     state = main_stages(cfg, store)
     judges = [j.name for j in cfg.judges]
-    before = each(t.judge_pairs, judges, cfg, store, state["pairs"])
     perturbed, after = {}, {}
     for name in cfg.probes.perturbations.names:
         perturbed[name] = t.perturbed_pairs(cfg, store, state["pairs"], name)
         prefix = stages.perturbation_prefix(cfg, name)
         after[name] = each(t.judge_pairs, judges, cfg, store, perturbed[name], prefix=prefix)
-    return t.perturbation_report(cfg, store, before, after, perturbed)
+    return t.perturbation_report(cfg, store, state["judgments"], after, perturbed)
 
 
 @flow(name="self_recognition_probe", log_prints=True, task_runner=SEQUENTIAL)
@@ -153,14 +153,13 @@ def self_recognition_probe(cfg: ExperimentConfig, run_dir: str | None = None) ->
     store = _store(cfg, run_dir)
     state = main_stages(cfg, store)
     prefix = stages.recognition_prefix(cfg)
-    judgments, recognised = {}, {}
+    recognised = {}
     for j in cfg.judges:
-        judgments[j.name] = t.judge_pairs(cfg, store, j.name, state["pairs"])
         pairs = stages.recognition_pairs(cfg, state["pairs"], j.name)
         if len(pairs):
             recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, prefix=prefix,
                                                template=stages.RECOGNITION_TEMPLATE)
-    return t.recognition_report(cfg, store, recognised, judgments)
+    return t.recognition_report(cfg, store, recognised, state["judgments"])
 
 
 @flow(name="experiment", log_prints=True)

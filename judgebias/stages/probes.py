@@ -110,9 +110,10 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
 
 def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) -> pd.DataFrame:
     """The pairs holding exactly one of ``judge``'s own responses (a seeded sample)."""
-    own = {judge, cfg.self_map.get(judge, judge)}
-    one = pairs["generator_a"].isin(own) ^ pairs["generator_b"].isin(own)
-    return _pairs_sample(pairs[one], cfg.probes.self_recognition.sample, 0)
+    from judgebias.metrics.origin import own_sides
+
+    own_a, own_b = own_sides(pairs, judge, {k: {v} for k, v in cfg.self_map.items()})
+    return _pairs_sample(pairs[own_a ^ own_b], cfg.probes.self_recognition.sample, 0)
 
 
 def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[str, pd.DataFrame],
