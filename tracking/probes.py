@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.report import probe_results
 from judgebias.runstore import RunStore
 from tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
 
@@ -29,18 +30,17 @@ def log_probes(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
 
     from tracking.mlflow_run import mlflow_run
 
-    for kind, layout, params in (
-        ("perturbations", RunLayout.perturbation(cfg),
-         {"perturbations": ",".join(cfg.probes.perturbations.names),
-          "sample": str(cfg.probes.perturbations.sample), "seed": cfg.probes.perturbations.seed}),
-        ("self_recognition", RunLayout.recognition(cfg), {"sample": str(cfg.probes.self_recognition.sample)}),
-    ):
-        if not getattr(cfg.probes, kind).enabled or not store.has(layout.probe_result):
-            continue
-        result = store.read_json(layout.probe_result)
+    pert = cfg.probes.perturbations
+    params = {
+        "perturbations": {"perturbations": ",".join(pert.names), "sample": str(pert.sample),
+                          "seed": pert.seed},
+        "self_recognition": {"sample": str(cfg.probes.self_recognition.sample)},
+    }
+    layouts = {"perturbations": RunLayout.perturbation(cfg), "self_recognition": RunLayout.recognition(cfg)}
+    for kind, result in probe_results(cfg, store).items():
         with mlflow_run(f"probe:{kind}", tags={**tags, "judgebias.kind": "probe", "judgebias.probe": kind}):
-            log_params_dict({**params, "probe_hash": cfg.probe_hash(kind)})
+            log_params_dict({**params[kind], "probe_hash": cfg.probe_hash(kind)})
             log_metrics_dict(probe_metrics(result))
             mlflow.log_dict(result, "probe.json")
-            plots = store.path(layout.plots)
+            plots = store.path(layouts[kind].plots)
             log_files(sorted(plots.glob("*.png")) if plots.is_dir() else [], "plots")
