@@ -8,15 +8,15 @@ from pathlib import Path
 import typer
 
 
-def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str]:
-    """(metrics.json, plots folder, default page path, title) for a file, a run folder or an
-    MLflow run id."""
+def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, dict]:
+    """(metrics.json, plots folder, default page path, title, probes' figures) for a file, a run
+    folder or an MLflow run id."""
     path = Path(target)
     if path.is_file():
         from judgebias.report_card import analyze_outputs
 
         plots, page = analyze_outputs(path)
-        return path, plots if plots.is_dir() else None, page, path.name
+        return path, plots if plots.is_dir() else None, page, path.name, {}
     if path.is_dir():
         from judgebias.layout import RunLayout
 
@@ -26,7 +26,11 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str]:
                 f"{path} is a folder without {RunLayout().metrics} (not a run folder)",
                 param_hint="RUN_OR_FILE",
             )
-        return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.name
+        from judgebias.report import indexed_probe_results
+        from judgebias.runstore import RunStore
+
+        probes = indexed_probe_results(RunStore(path))
+        return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.name, probes
     from tracking.log_analysis import download_analysis
     from tracking.settings import TrackingSettings
 
@@ -45,7 +49,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str]:
             f"{settings.resolved_uri()} ({type(exc).__name__}: {exc})",
             param_hint="RUN_OR_FILE",
         ) from None
-    return metrics, plots, workdir / target / "report.html", f"MLflow run {target}"
+    return metrics, plots, workdir / target / "report.html", f"MLflow run {target}", {}
 
 
 def report_cmd(
@@ -63,7 +67,7 @@ def report_cmd(
     """Write the judge report card (self-contained HTML + markdown) of a run and print its path."""
     from judgebias.report_card import write_report
 
-    metrics, plots, default, title = _source(target, Path("reports"))
+    metrics, plots, default, title, probes = _source(target, Path("reports"))
     try:
         result = json.loads(metrics.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -74,7 +78,7 @@ def report_cmd(
         raise typer.Exit(2)
     page, md = write_report(
         out or default,
-        result,
+        {**result, "probes": probes} if probes else result,
         title=f"Judge report card: {title}",
         plot_dir=plots,
         provenance=[f"metrics: {metrics}"],

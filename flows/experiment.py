@@ -137,12 +137,9 @@ def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dic
     orders; robustness rate and shift toward the perturbed side per judge."""
     store = _store(cfg, run_dir)
     state = main_stages(cfg, store)
-    judges = [j.name for j in cfg.judges]
-    perturbed, after = {}, {}
-    for name in cfg.probes.perturbations.names:
-        perturbed[name] = t.perturbed_pairs(cfg, store, state["pairs"], name)
-        prefix = stages.perturbation_prefix(cfg, name)
-        after[name] = each(t.judge_pairs, judges, cfg, store, perturbed[name], prefix=prefix)
+    perturbed = t.perturbed_pairs(cfg, store, state["pairs"])
+    after = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, perturbed,
+                 prefix=stages.perturbation_prefix(cfg))
     return t.perturbation_report(cfg, store, state["judgments"], after, perturbed)
 
 

@@ -45,11 +45,10 @@ class RunLayout:
         return RunLayout(f"annotated-{table_digest}/")
 
     @staticmethod
-    def perturbation(cfg, tag: str | None = None) -> RunLayout:
-        """The perturbation probe's folder (its figures), or with ``tag`` one perturbation's pairs
-        and judgments. ``cfg``: an ``ExperimentConfig``."""
-        root = f"perturb-{cfg.probe_hash('perturbations')}/"
-        return RunLayout(f"{root}{slug(tag)}/" if tag else root)
+    def perturbation(cfg) -> RunLayout:
+        """The perturbation probe's perturbed pairs (every perturbation in one table), their
+        judgments and the figures. ``cfg``: an ``ExperimentConfig``."""
+        return RunLayout(f"perturb-{cfg.probe_hash('perturbations')}/")
 
     @staticmethod
     def recognition(cfg) -> RunLayout:
@@ -69,6 +68,9 @@ class RunLayout:
     manifest = "manifest.json"  # stage timings, shared by all variants
     instructions = "instructions.parquet"
     mlflow_link = "mlflow.json"  # the MLflow run the experiment was logged to (for the sync flow)
+    # Which probe folders the run's page was last built from: the probe folders are keyed by the
+    # config's hash, which `judgebias report RUN_FOLDER` does not have.
+    probes_index = "probes.json"
 
     @staticmethod
     def perplexity(judge: str) -> str:

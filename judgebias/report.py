@@ -9,7 +9,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.trust import mutual_gold, probe_statements, trust_summary
+from judgebias.trust import fmt, fmt_ci, mutual_gold, probe_statements, trust_summary
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
@@ -51,6 +51,13 @@ def plan(cfg: ExperimentConfig) -> str:
     if ft.enabled:
         lines.append(f"      fine-tune ablation: LoRA {ft.steps} steps on "
                      f"{', '.join(cfg.finetune_generators)}, {ft.sample or 'all'} instructions")
+    pt, rec = cfg.probes.perturbations, cfg.probes.self_recognition
+    if pt.enabled:
+        lines.append(f"      perturbation probe (CALM): {len(pt.names)} perturbations of "
+                     f"{pt.sample or 'all'} pairs, judged again in both orders")
+    if rec.enabled:
+        lines.append(f"      self-recognition probe: each judge asked which answer it wrote, "
+                     f"{rec.sample or 'all'} pairs per judge")
     lines.append("      every stage is saved as it finishes: an interrupted run resumes where it stopped")
     return "\n".join(lines)
 
@@ -199,6 +206,8 @@ def console_report(
                 f"  (rewriter {comp['rewriter']!r} left out of the gold panel: "
                 f"{', '.join(comp['excluded_from_gold'])})"
             )
+    probes = probe_results(cfg, store)
+    lines += perturbation_lines(probes)
     groups = stage_groups(store.stage_seconds())
     if groups:
         lines.append(
@@ -209,17 +218,49 @@ def console_report(
         lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
-    return "\n".join(lines + report_card_lines(store, metrics, probe_results(cfg, store)))
+    return "\n".join(lines + report_card_lines(store, metrics, probes))
 
 
-def probe_results(cfg: ExperimentConfig, store: RunStore) -> dict[str, Any]:
-    """The figures of the probes that ran (``judgebias.stages.probes``), by probe."""
+def perturbation_lines(probes: dict) -> list[str]:
+    """The perturbation probe's figures as a table: one row per judge and perturbation."""
+    pert = probes.get("perturbations") or {}
+    rows = [(judge, tag, f.get("robustness_rate") or {}, f.get("shift") or {})
+            for judge, figures in (pert.get("judges") or {}).items() for tag, f in figures.items()]
+    if not rows:
+        return []
+    jw, tw = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    lines = ["\nperturbation probe (CALM; docs/probes.md), 95% intervals: verdicts unchanged, and the "
+             "shift of P(perturbed side wins)"]
+    for judge, tag, rate, shift in rows:
+        kept = (f"{fmt(rate['value'], pct=True):>6} {fmt_ci(rate, False, pct=True):<17}"
+                if rate.get("value") is not None else f"{'n/a':<24}")
+        lines.append(f"  {judge:<{jw}}  {tag:<{tw}}  unchanged {kept} shift {fmt_estimate(shift)}")
+    return lines
+
+
+def probe_index(cfg: ExperimentConfig, store: RunStore) -> dict[str, str]:
+    """Kind -> the run-folder path of the figures of each enabled probe that ran."""
     out = {}
     for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
                         ("self_recognition", RunLayout.recognition(cfg))):
         if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
-            out[kind] = store.read_json(where.probe_result)
+            out[kind] = where.probe_result
     return out
+
+
+def probe_results(cfg: ExperimentConfig, store: RunStore) -> dict[str, Any]:
+    """The figures of the probes that ran (``judgebias.stages.probes``), by probe."""
+    return {kind: store.read_json(path) for kind, path in probe_index(cfg, store).items()}
+
+
+def indexed_probe_results(store: RunStore) -> dict[str, Any]:
+    """The probes' figures the run's page was last built from (``RunLayout.probes_index``), for a
+    reader without the config; {} for a run without probes or from before the index existed."""
+    index = RunLayout().probes_index
+    if not store.has(index):
+        return {}
+    return {kind: store.read_json(path) for kind, path in store.read_json(index).items()
+            if store.has(path)}
 
 
 def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None) -> list[str]:

@@ -183,22 +183,33 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any]) -> list[
     return out
 
 
+# A reading aid, stated in the text: a shift of P(A) under this is reported as detectable but
+# small. On dozens of pairs a judge whose P(A) barely moves (0.004, say) can have an interval that
+# excludes 0; "moved by a fake citation" would overstate it.
+MATERIAL_SHIFT = 0.05
+
+
 def probe_statements(probes: Mapping[str, Any], judge: str) -> list[tuple[str, str]]:
-    """What the probes say about one judge: perturbations whose shift interval excludes 0, and
-    self-recognition against chance."""
+    """What the probes say about one judge: perturbations whose shift interval excludes 0 (those
+    under ``MATERIAL_SHIFT`` apart), and self-recognition against chance."""
     out: list[tuple[str, str]] = []
     pert = probes.get("perturbations") or {}
     figures = (pert.get("judges") or {}).get(judge) or {}
-    moved = []
+    moved, small = [], []
     for tag, entry in figures.items():
         shift = entry.get("shift") or {}
         if shift.get("value") is not None and _excludes_zero(shift):
             what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
-            moved.append(f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
-                         f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']})")
+            piece = (f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
+                     f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']})")
+            (moved if abs(shift["value"]) >= MATERIAL_SHIFT else small).append(piece)
     if moved:
-        out.append(("caution", "Perturbations (CALM) that move its P(A): " + "; ".join(moved) + "."))
-    elif figures:
+        out.append(("caution", f"Perturbations (CALM) that move its P(A) by {MATERIAL_SHIFT} or more: "
+                    + "; ".join(moved) + "."))
+    if small:
+        out.append(("info", f"Perturbations (CALM) with a detectable shift under {MATERIAL_SHIFT} "
+                    "(a reading aid, not a test): " + "; ".join(small) + "."))
+    if figures and not moved and not small:
         out.append(("ok", f"None of the {len(figures)} perturbations tried (CALM) moved it detectably."))
     rec_judges = (probes.get("self_recognition") or {}).get("judges") or {}
     rec = (rec_judges.get(judge) or {}).get("self_recognition")

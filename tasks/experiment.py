@@ -152,13 +152,13 @@ def annotated_metrics(cfg, store, merged_table: str):
     return stages.annotated_metrics(cfg, store, merged_table, progress=_log)
 
 
-@task(name="perturb_pairs", cache_policy=NO_CACHE, task_run_name="perturb_pairs[{name}]")
-def perturbed_pairs(cfg, store, pairs, name: str):
-    return stages.perturbed_pairs(cfg, store, pairs, name)
+@stage_task
+def perturbed_pairs(cfg, store, pairs):
+    return stages.perturbed_pairs(cfg, store, pairs)
 
 
 @stage_task
-def perturbation_report(cfg, store, before: dict, after: dict, perturbed: dict):
+def perturbation_report(cfg, store, before: dict, after: dict, perturbed):
     return stages.perturbation_report(cfg, store, before, after, perturbed, progress=_log)
 
 

@@ -44,16 +44,18 @@ def test_perturbed_pairs_are_judged_and_measured(probe_run):
     cfg, store, out = probe_run["cfg"], probe_run["store"], probe_run["perturbed"]
     assert set(out["perturbations"]) == {"authority@1", "sentiment_hostile@1"}
     main_pairs = store.read_frame(RunLayout().pairs).set_index("pair_id")
-    for tag in out["perturbations"]:
-        layout = RunLayout.perturbation(cfg, tag)
-        pairs = store.read_frame(layout.pairs)
-        assert len(pairs) == 2
-        for rec in pairs.to_dict("records"):
-            other = "b" if rec["perturbed_side"] == "a" else "a"
-            assert rec[f"response_{other}"] == main_pairs.loc[rec["source_pair_id"], f"response_{other}"]
-        for judge in ("ta", "tb"):
-            judged = store.read_frame(layout.judgments(judge))
-            assert len(judged) == 2 and judged["p_a_ab"].notna().all() and judged["p_a_ba"].notna().all()
+    layout = RunLayout.perturbation(cfg)
+    pairs = store.read_frame(layout.pairs)
+    # Every perturbation of the same two sampled pairs, in one table judged in one call per judge.
+    assert pairs["perturbation"].value_counts().to_dict() == {"authority@1": 2, "sentiment_hostile@1": 2}
+    assert pairs.groupby("perturbation")["source_pair_id"].apply(frozenset).nunique() == 1
+    for rec in pairs.to_dict("records"):
+        other = "b" if rec["perturbed_side"] == "a" else "a"
+        assert rec[f"response_{other}"] == main_pairs.loc[rec["source_pair_id"], f"response_{other}"]
+    for judge in ("ta", "tb"):
+        judged = store.read_frame(layout.judgments(judge))
+        assert len(judged) == 4 and judged["p_a_ab"].notna().all() and judged["p_a_ba"].notna().all()
+        for tag in out["perturbations"]:
             fig = out["judges"][judge][tag]
             assert 0 <= fig["robustness_rate"]["value"] <= 1 and fig["robustness_rate"]["n"] <= 2
             assert fig["shift"]["scale"] == "probability"
@@ -81,10 +83,8 @@ def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
     cfg, store = probe_run["cfg"], probe_run["store"]
     before = store.read_json(RunLayout.perturbation(cfg).probe_result)
     # As if killed after the model calls but before any probe output was written.
-    for tag in ("authority@1", "sentiment_hostile@1"):
-        for judge in ("ta", "tb"):
-            store.path(RunLayout.perturbation(cfg, tag).judgments(judge)).unlink()
     for judge in ("ta", "tb"):
+        store.path(RunLayout.perturbation(cfg).judgments(judge)).unlink()
         store.path(RunLayout.recognition(cfg).judgments(judge)).unlink()
     store.path(RunLayout.perturbation(cfg).probe_result).unlink()
     store.path(RunLayout.recognition(cfg).probe_result).unlink()
@@ -97,7 +97,7 @@ def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
         os.chdir(cwd)
     stages = store.manifest()["stages"]
     reran = [s for s in stages if s.endswith(("judge_pairs[ta]", "judge_pairs[tb]")) and "/" in s]
-    assert len(reran) == 6  # 2 perturbations + recognition, 2 judges each
+    assert len(reran) == 4  # the perturbations (one call) + recognition, 2 judges each
     for stage in reran:
         assert stages[stage]["calls"] == 0 and stages[stage]["hits"] > 0, (stage, stages[stage])
     assert after == before
@@ -135,20 +135,53 @@ def test_the_run_page_shows_the_probes(probe_run):
     assert "Perturbations (CALM)" in page or "perturbations tried (CALM)" in page
 
 
+def test_the_report_command_rebuilds_the_page_with_the_probes(probe_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    store = probe_run["store"]
+    out = tmp_path / "again.html"
+    done = CliRunner().invoke(app, ["report", str(store.root), "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    page = out.read_text()
+    # Without the index the command has no config to find the hashed probe folders.
+    assert "robust to authority" in page and "shift toward sentiment_hostile" in page
+
+
 def test_probe_statements_by_hand():
     from judgebias.trust import probe_statements
 
     est = {"value": 0.12, "ci_low": 0.02, "ci_high": 0.22, "n": 20}
     flat = {"value": 0.01, "ci_low": -0.05, "ci_high": 0.07, "n": 20}
+    tiny = {"value": -0.004, "ci_low": -0.007, "ci_high": -0.001, "n": 80}  # detectable, under 0.05
     described = {"authority@1": {"description": "a fake citation"},
-                 "distraction@1": {"description": "an irrelevant sentence"}}
-    shifts = {"authority@1": {"shift": est}, "distraction@1": {"shift": flat}}
+                 "distraction@1": {"description": "an irrelevant sentence"},
+                 "verbosity@1": {"description": "padding"}}
+    shifts = {"authority@1": {"shift": est}, "distraction@1": {"shift": flat}, "verbosity@1": {"shift": tiny}}
     recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20}
     probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
               "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
-    said = dict((text.split(":")[0], kind) for kind, text in probe_statements(probes, "j"))
-    assert said == {"Perturbations (CALM) that move its P(A)": "caution", "Self-recognition": "info"}
+    said = dict((text.split(":")[0].split(" (a reading")[0], kind)
+                for kind, text in probe_statements(probes, "j"))
+    assert said == {"Perturbations (CALM) that move its P(A) by 0.05 or more": "caution",
+                    "Perturbations (CALM) with a detectable shift under 0.05": "info",
+                    "Self-recognition": "info"}
     text = " ".join(t for _, t in probe_statements(probes, "j"))
     assert "a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20)" in text
+    assert "under 0.05 (a reading aid, not a test): padding (away from that side, shift -0.004" in text
     assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
     assert probe_statements({}, "j") == []
+
+
+def test_the_console_lists_every_perturbation_per_judge(probe_run):
+    from judgebias.report import perturbation_lines, probe_results
+
+    lines = perturbation_lines(probe_results(probe_run["cfg"], probe_run["store"]))
+    rows = lines[1:]
+    assert len(rows) == 4  # 2 judges x 2 perturbations
+    for judge in ("ta", "tb"):
+        for tag in ("authority@1", "sentiment_hostile@1"):
+            (row,) = [r for r in rows if r.split()[:2] == [judge, tag]]
+            assert "unchanged" in row and "shift" in row and "n=2" in row
+    assert perturbation_lines({}) == []

@@ -21,10 +21,8 @@ from judgebias.stages.results import refresh_report
 RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
 
 
-def perturbation_prefix(cfg: ExperimentConfig, name: str) -> str:
-    from judgebias.probes.perturbations import perturbation
-
-    return RunLayout.perturbation(cfg, perturbation(name).tag).prefix
+def perturbation_prefix(cfg: ExperimentConfig) -> str:
+    return RunLayout.perturbation(cfg).prefix
 
 
 def recognition_prefix(cfg: ExperimentConfig) -> str:
@@ -37,16 +35,19 @@ def _pairs_sample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame
     return subset(pairs.reset_index(drop=True), n, seed)
 
 
-def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame,
-                    name: str) -> pd.DataFrame:
-    """The main run's pairs (a seeded sample) with one side perturbed by ``name``."""
+def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The main run's pairs (a seeded sample), once per configured perturbation with one side
+    perturbed, in one frame: the judges see every perturbation in one judging call, so the engine
+    batches across them (one call per perturbation made small batches of a few pairs each)."""
     from judgebias.probes.perturbations import perturb_pairs, perturbation
 
-    p, conf = perturbation(name), cfg.probes.perturbations
-    layout = RunLayout.perturbation(cfg, p.tag)
+    conf = cfg.probes.perturbations
+    layout = RunLayout.perturbation(cfg)
     if store.has(layout.pairs):
         return store.read_frame(layout.pairs)
-    out = perturb_pairs(_pairs_sample(pairs, conf.sample, conf.seed), p, seed=conf.seed)
+    sample = _pairs_sample(pairs, conf.sample, conf.seed)
+    out = pd.concat([perturb_pairs(sample, perturbation(name), seed=conf.seed) for name in conf.names],
+                    ignore_index=True)
     store.write_frame(layout.pairs, out)
     return out
 
@@ -65,12 +66,13 @@ def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFra
 
 
 def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str, pd.DataFrame],
-                        after: dict[str, dict[str, pd.DataFrame]], perturbed: dict[str, pd.DataFrame],
+                        after: dict[str, pd.DataFrame], perturbed: pd.DataFrame,
                         *, progress: Progress = _noop) -> dict:
     """Robustness rate and shift per judge and perturbation (``metrics.robustness``), a bar plot of
-    the shifts per judge; ``after[name][judge]`` are the perturbed pairs' judgments."""
+    the shifts per judge; ``after[judge]`` are the perturbed pairs' judgments."""
     from judgebias import plots
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
+    from judgebias.probes.perturbations import perturbation
     from judgebias.stats import InsufficientData
 
     layout = RunLayout.perturbation(cfg)
@@ -78,14 +80,11 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
         return store.read_json(layout.probe_result)
     out: dict = {"judges": {}, "perturbations": {}}
     with _timed(store, layout.stage("perturbation_report")):
-        from judgebias.probes.perturbations import perturbation
-
-        for name in after:
+        for name in cfg.probes.perturbations.names:
             p = perturbation(name)
             out["perturbations"][p.tag] = {"bias": p.bias, "description": p.description}
         for judge, rows in before.items():
-            table = pd.concat([probe_table(rows, after[n][judge], perturbed[n], judge) for n in after],
-                              ignore_index=True)
+            table = probe_table(rows, after[judge], perturbed, judge)
             figures = {}
             for tag in out["perturbations"]:
                 entry = {}

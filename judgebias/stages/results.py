@@ -154,10 +154,11 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -
 def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
     """The run's page again, with the probes' figures beside the main ones (the probes run after
     the metrics wrote it)."""
-    from judgebias.report import probe_results
+    from judgebias.report import probe_index, probe_results
 
     layout = RunLayout()
     if store.has(layout.metrics):
+        store.write_json(layout.probes_index, probe_index(cfg, store))
         _report(cfg, store, {**store.read_json(layout.metrics), "probes": probe_results(cfg, store)}, "")
 
 
