@@ -226,7 +226,9 @@ def _is_failure(result: Any) -> bool:
     if getattr(result, "error", None):
         return True
     # Defensive: a "successful" score with NaN probabilities is off-format in all but name.
-    return isinstance(result, OptionScores) and any(math.isnan(p) for p in result.probs.values())
+    # (Bounds in place of probabilities are a result: an option outside an API's top log-probs.)
+    return (isinstance(result, OptionScores) and not result.bounds
+            and any(math.isnan(p) for p in result.probs.values()))
 
 
 class CachedBackend:

@@ -117,6 +117,8 @@ def judgment_from_scores(pair: Pair, order: Order, judge: str, tag: str, scores:
     if scores.error:
         return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
                         raw_output=scores.raw, error=scores.error, usage=usage)
+    if scores.bounds:
+        return _bounded_judgment(pair, order, judge, tag, scores, first, usage)
     p1, p2 = scores.probs.get(first, math.nan), scores.probs.get(second, math.nan)
     if math.isnan(p1) or math.isnan(p2):
         return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
@@ -128,6 +130,21 @@ def judgment_from_scores(pair: Pair, order: Order, judge: str, tag: str, scores:
     return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
                     raw_output=scores.raw, p_first=p1, p_second=p2, verdict_shown=_shown_label(p1, p2),
                     usage=usage)
+
+
+def _bounded_judgment(pair: Pair, order: Order, judge: str, tag: str, scores: OptionScores,
+                      first: str, usage: dict[str, float]) -> Judgment:
+    """An option outside the endpoint's top log-probs: P(first) is only an interval. The verdict
+    is kept where the interval lies on one side of 0.5; the probability is left out (NaN), so no
+    metric averages a bound as a value, and the interval goes to ``usage`` for the table."""
+    low, high = scores.bounds[first]
+    usage = {**usage, "p_first_low": low, "p_first_high": high}
+    base = dict(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
+                raw_output=scores.raw, usage=usage)
+    if low > 0.5 or high < 0.5:
+        return Judgment(**base, verdict_shown="a" if low > 0.5 else "b")
+    return Judgment(**base, error=f"P(first) only bounded in [{low:.3f}, {high:.3f}] (an option outside "
+                                  "the top log-probs), which spans 0.5: no verdict")
 
 
 def _explain_judgment(pair: Pair, order: Order, judge: str, tag: str, text: str, letter: str | None,
@@ -217,14 +234,26 @@ def _fold(pairs: Sequence[Pair], judgments: list[Judgment]) -> JudgeResult:
             # Numbers (token counts) vary per item; the reason is the message without them.
             exclusions.add(re.sub(r"\d+", "N", j.error)[:100], example=f"{j.pair_id} ({j.order})")
     rows = [combine_orders(pair, by_pair[pair.pair_id]) for pair in pairs]
-    for row in rows:
-        for key in ("mass_ab", "mass_ba", "p_tie_ab", "p_tie_ba"):
-            row.setdefault(key, math.nan)
+    bounded = [j for j in judgments if "p_first_low" in j.usage]
     for pair, row in zip(pairs, rows, strict=True):
         for j in by_pair[pair.pair_id]:
             row[f"mass_{j.order}"] = j.usage.get("mass", math.nan)
             row[f"p_tie_{j.order}"] = j.usage.get("p_tie", math.nan)
+            if bounded:  # the table says which P(A) is an interval, in original terms
+                row[f"p_a_low_{j.order}"], row[f"p_a_high_{j.order}"] = _p_a_bounds(j)
+    for j in bounded:
+        if not j.error:
+            exclusions.add("probability left out, verdict kept: an option outside the endpoint's top "
+                           "log-probs (P(A) only bounded; table columns p_a_low_*/p_a_high_*)",
+                           example=f"{j.pair_id} ({j.order})")
     return JudgeResult(judgments=judgments, rows=rows, exclusions=exclusions)
+
+
+def _p_a_bounds(j: Judgment) -> tuple[float, float]:
+    low, high = j.usage.get("p_first_low", math.nan), j.usage.get("p_first_high", math.nan)
+    if "p_first_low" not in j.usage and j.ok and not math.isnan(j.p_a):
+        return j.p_a, j.p_a  # a measured value is its own interval
+    return (low, high) if j.order == "ab" else (1.0 - high, 1.0 - low)
 
 
 def pairs_from_table(df: pd.DataFrame) -> list[Pair]:

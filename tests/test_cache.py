@@ -155,6 +155,22 @@ def test_failures_are_not_cached(cache):
     assert len(cache) == 3
 
 
+def test_bounded_scores_are_a_result_and_cached(cache):
+    # An option outside an API's top log-probs: NaN probs with bounds is an answer, not a failure.
+    class Bounded(CountingBackend):
+        def score_options(self, prompts, options):
+            self._tick(len(prompts))
+            return [OptionScores(dict.fromkeys(options, math.nan), mass=0.97, raw="A",
+                                 bounds={options[0]: [0.99, 1.0], options[1]: [0.0, 0.01]}) for _ in prompts]
+
+    cb = CachedBackend(inner := Bounded(), cache)
+    first = cb.score_options(prompts(2), ["A", "B"])
+    again = cb.score_options(prompts(2), ["A", "B"])
+    assert inner.batches == [2] and cb.stats.stored == 2
+    assert again[0].bounds == {"A": [0.99, 1.0], "B": [0.0, 0.01]} and again[0].mass == 0.97
+    assert first[0].bounds == again[0].bounds
+
+
 def key_of(backend=None, op="score_options", prompt=None, options=("A", "B"), params=None, continuation=None,
            template=""):
     backend = backend or CountingBackend()

@@ -225,3 +225,35 @@ def test_cli_explain_first_off_format_is_counted_not_scored(tiny_folder, tmp_pat
     assert table["judge_error"].str.contains("off-format: no \\[\\[A\\]\\]/\\[\\[B\\]\\] verdict").all()
     assert f"{OFF_FORMAT}: 8" in res.output
     assert set(table["template_version"]) == {"mtbench-pair@pair-v2:chat"}
+
+
+def test_a_bounded_probability_keeps_the_verdict_and_leaves_the_value_out():
+    # ab: P(first) in [0.99, 1] -> verdict a, no P(A). ba: an ordinary P(first) = 0.3 -> P(A) = 0.7.
+    # The row: p_a_ab NaN, p_a NaN (no average with a bound), verdict from agree-else-tie: a and a.
+    # Bounds in original terms: ab [0.99, 1]; ba measured 0.7 -> [0.7, 0.7].
+    backend = ScriptedBackend(scores={
+        "good answer": OptionScores({"A": math.nan, "B": math.nan}, mass=0.98, raw="A",
+                                    bounds={"A": [0.99, 1.0], "B": [0.0, 0.01]}),
+        "bad answer": OptionScores({"A": 0.3, "B": 0.7}, mass=0.9, raw="B"),
+    })
+    result = judge_pairs([_pair(1)], backend, DBG_AB)
+    (row,) = result.rows
+    assert math.isnan(row["p_a_ab"]) and row["p_a_ba"] == pytest.approx(0.7) and math.isnan(row["p_a"])
+    assert (row["verdict_ab"], row["verdict_ba"], row["verdict"]) == ("a", "a", "a")
+    assert row["fold_rule"] == "agree-else-tie" and row["judge_error"] is None
+    assert (row["p_a_low_ab"], row["p_a_high_ab"]) == (0.99, 1.0)
+    assert row["p_a_low_ba"] == pytest.approx(0.7) and row["p_a_high_ba"] == pytest.approx(0.7)
+    (reason,) = result.exclusions.counts
+    assert reason.startswith("probability left out, verdict kept") and result.exclusions.counts[reason] == 1
+
+
+def test_a_bound_spanning_one_half_is_no_verdict():
+    # ba shows B first with P(first) in [0.4, 1.0]: spans 0.5, so neither verdict nor value.
+    backend = ScriptedBackend(scores={
+        "good answer": OptionScores({"A": 0.8, "B": 0.2}, mass=0.9, raw="A"),
+        "bad answer": OptionScores({"A": math.nan, "B": math.nan}, raw="A", bounds={"A": [0.4, 1.0]}),
+    })
+    (row,) = judge_pairs([_pair(1)], backend, DBG_AB).rows
+    assert "only bounded in [0.400, 1.000]" in row["judge_error"] and row["verdict"] is None
+    # In original terms the ba bound [0.4, 1] on B-first is P(A) in [0, 0.6].
+    assert row["p_a_low_ba"] == pytest.approx(0.0) and row["p_a_high_ba"] == pytest.approx(0.6)

@@ -246,3 +246,28 @@ def test_generate_and_echo_requests():
     assert kw["prompt"] == "The capital of France is Paris" and kw["echo"] is True and kw["logprobs"] == 1
     with pytest.raises(ValueError, match="raw text"):
         build_echo_request("m", Prompt.chat(("user", "x")), "y")
+
+
+def test_an_option_outside_the_top_logprobs_gives_bounds_not_one():
+    # llama.cpp-style top-5 at the answer: A -0.0222, The -4.61, ** -5.3, " A" -6.2, I -6.9; no B.
+    # listed sum = 0.996025, smallest listed e^-6.9 = 0.0010078, unlisted 1 - 0.996025 = 0.0039748,
+    # so P(B token) <= u = min(0.0010078, 0.0039748) = 0.0010078; m_A = e^-0.0222 + e^-6.2 = 0.98007.
+    # P(A) in [m_A / (m_A + u), 1] = [0.998973, 1]; P(B) in [0, u / (m_A + u)] = [0, 0.001027].
+    s = parse_option_scores(load("synthetic_B_outside_top"), ["A", "B"])
+    assert s.error is None and all(math.isnan(p) for p in s.probs.values())
+    m_a, u = e(-0.0222) + e(-6.2), e(-6.9)
+    assert s.bounds["A"] == pytest.approx([m_a / (m_a + u), 1.0])
+    assert s.bounds["B"] == pytest.approx([0.0, u / (m_a + u)])
+    assert s.bounds["A"][0] == pytest.approx(0.998973, abs=1e-6) and s.mass == pytest.approx(m_a)
+
+
+def test_bounds_use_the_unlisted_mass_when_it_is_smaller():
+    from judgebias.backends.openai_parsing import option_bounds
+
+    # Top list covers 0.97 + 0.02 + 0.009 = 0.999: unlisted 0.001 < smallest listed 0.009.
+    # A (0.97) and "x" listed, B missing: u = 0.001 -> P(A) in [0.97 / 0.971, 1].
+    b = option_bounds({"A": 0.97, "B": 0.0}, smallest_listed=0.009, unlisted=0.001)
+    assert b == {"A": pytest.approx([0.97 / 0.971, 1.0]), "B": pytest.approx([0.0, 0.001 / 0.971])}
+    # Three options, two missing: together at most the unlisted 0.001, each at most u = 0.001.
+    b = option_bounds({"A": 0.97, "B": 0.0, "C": 0.0}, smallest_listed=0.009, unlisted=0.001)
+    assert b["A"] == pytest.approx([0.97 / 0.971, 1.0]) and b["C"] == pytest.approx([0.0, 0.001 / 0.971])

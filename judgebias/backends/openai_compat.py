@@ -149,7 +149,8 @@ class OpenAICompatBackend:
 
     def identity(self) -> dict:
         # The scoring request's shape changes what the model answers, so it is part of the identity.
-        scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs,
+        # "parser" 2: an option outside the top log-probs gives bounds, where 1 stored 1.000 / 0.000.
+        scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs, "parser": 2,
                    "max_tokens": self.score_max_tokens, "prefix_mode": self.prefix_mode,
                    "answer_after": self.answer_after}
         ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,

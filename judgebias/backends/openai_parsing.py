@@ -12,6 +12,9 @@ Scoring a fixed set of options (e.g. "A"/"B") has two paths:
   token normalizes to that option (" A", "A", "(A", '"A' all count for "A"), as alpaca_eval's
   ``logprob_parser`` does with exact tokens. Probabilities are renormalized over the options;
   ``mass`` keeps the unnormalized total. Neither option among the top log-probs -> NaN and an error.
+  Only some of them listed -> ``bounds``, not ``probs``: a missing option's probability lies between
+  0 and the smallest listed log-prob's (and the mass the list leaves), so the result is an interval
+  per option (a server returning 5 top log-probs would otherwise make P(A) = 1.000 of 0.978).
 * **verdict only** (``logprobs`` is null, as ``transformers serve`` returns): the answer text is
   parsed ("A", "(B)", "[[A]]" / "[[B]]" / "[[C]]" = tie after an explanation) into 1/0 (or 0.5/0.5
   for a tie) with ``verdict_only=True``. Off-format text -> NaN and an error, never a guess.
@@ -284,7 +287,31 @@ def parse_option_scores(response: Mapping[str, Any], options: Sequence[str], *,
         shown = [t.get("token") for t in tops[:5]]
         return _nan_scores(options, text, f"off-format: neither of {list(options)} among the top "
                            f"{len(tops)} log-probs at the answer token {entry.get('token')!r} (top: {shown})")
+    missing = [o for o, m in mass_by_option.items() if m == 0.0]
+    if missing:
+        listed = [math.exp(t["logprob"]) for t in tops if t.get("logprob") is not None]
+        return OptionScores(dict.fromkeys(options, math.nan), mass=mass, raw=text,
+                            bounds=option_bounds(mass_by_option, min(listed), 1.0 - sum(listed)))
     return OptionScores({o: m / mass for o, m in mass_by_option.items()}, mass=mass, raw=text)
+
+
+def option_bounds(mass_by_option: Mapping[str, float], smallest_listed: float,
+                  unlisted: float) -> dict[str, list[float]]:
+    """[low, high] of each option's normalized probability when the options with mass 0 were not
+    among the top log-probs: each such option has at most ``u = min(smallest_listed, unlisted)``
+    (a token outside the list is below every listed one, and all of them share what the list
+    leaves), all of them together at most ``unlisted``."""
+    u = max(0.0, min(smallest_listed, unlisted))
+    listed = sum(mass_by_option.values())
+    absent = [o for o, m in mass_by_option.items() if m == 0.0]
+    others_max = min(u * len(absent), max(unlisted, 0.0))
+    out = {}
+    for o, m in mass_by_option.items():
+        if m > 0.0:
+            out[o] = [m / (listed + others_max), m / listed]
+        else:
+            out[o] = [0.0, u / (listed + u)]
+    return out
 
 
 def parse_generation(response: Mapping[str, Any], seconds: float = 0.0) -> Generation:

@@ -75,6 +75,9 @@ class OptionScores:
     ``verdict_only`` marks scores read from the answer text of an endpoint that returns no
     log-probabilities: probs are then 1/0 (0.5/0.5 for a tie verdict), a verdict, not a
     probability, so they must not be averaged as one.
+    ``bounds`` (option -> [low, high]) replaces ``probs`` (all NaN) when an option fell outside an
+    endpoint's top log-probabilities: its probability is then only known to lie below the
+    smallest listed one, so each option's normalized probability is an interval, not a value.
     """
 
     probs: dict[str, float]
@@ -82,6 +85,7 @@ class OptionScores:
     raw: str = ""
     error: str | None = None
     verdict_only: bool = False
+    bounds: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
