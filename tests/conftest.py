@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,34 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+# A real `transformers serve` over SmolLM2-135M-Instruct, shared by the tests of API judges.
+@pytest.fixture(scope="session")
+def smollm2_folder() -> str:
+    from judgebias import models
+
+    try:
+        _, folder = models.local_folder("smollm2-135m-instruct")
+    except models.ModelNotFound as exc:
+        if os.environ.get("CI"):  # CI installs the packaged model: missing there is a broken install
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def transformers_server(smollm2_folder, tmp_path_factory):
+    from servers import running
+
+    exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    argv = [exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log_path, what="transformers serve",
+                 env=env):
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder}
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
-import shutil
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +21,6 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from servers import running
 
 from judgebias.backends.openai_compat import EndpointError, OpenAICompatBackend, ServiceUnavailable
 from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
@@ -283,30 +279,6 @@ def test_secrets_stay_out_of_identity_repr_and_pickles(monkeypatch):
 
 
 # ------------------------------------------------------------------ real transformers serve
-
-
-@pytest.fixture(scope="session")
-def smollm2_folder() -> str:
-    from judgebias import models
-    try:
-        _, folder = models.local_folder("smollm2-135m-instruct")
-    except models.ModelNotFound as exc:
-        if os.environ.get("CI"):  # CI installs the packaged model: missing there is a broken install
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    return folder
-
-
-@pytest.fixture(scope="session")
-def transformers_server(smollm2_folder, tmp_path_factory):
-    exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    argv = [exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
-    with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log_path, what="transformers serve",
-                 env=env):
-        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder}
 
 
 PAIRS = [Pair(pair_id=Pair.make_id(q, a, b), prompt=q, response_a=a, response_b=b)
