@@ -43,8 +43,16 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's choice). "
                                                     "1 is steadier on a machine shared with other jobs.")
                            ] = None,
+        endpoint: Annotated[str | None, typer.Option(help="Also time an OpenAI-compatible server on the same "
+                                                     "prompts (llama-server, vLLM, Ollama, transformers "
+                                                     "serve), e.g. http://127.0.0.1:8080/v1.")] = None,
+        endpoint_model: Annotated[str | None, typer.Option(help="The model name the server expects "
+                                                           "(default: the judge's name).")] = None,
+        endpoint_concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight to the server.")
+                                        ] = 1,
     ) -> None:
-        """Benchmark the local judge: batched scoring vs one-at-a-time vs generate-then-parse.
+        """Benchmark the local judge: batched scoring vs one-at-a-time vs generate-then-parse, and
+        with --endpoint a server the user would otherwise run, on the same prompts.
 
         Prints a JSON report and a markdown table; figures are measurements of this run on this
         machine, never thresholds. Run it on a quiet machine.
@@ -67,7 +75,8 @@ def register(app: typer.Typer) -> None:
         report = run_benchmark(model=model, arch=arch, n_pairs=pairs, prompt_tokens=prompt_tokens,
                                explain_pairs=explain_pairs, explain_tokens=explain_tokens, modes=chosen,
                                device=device, token_budget=token_budget, batch_size=batch_size,
-                               dtype=dtype, baseline_dtype=baseline_dtype)
+                               dtype=dtype, baseline_dtype=baseline_dtype, endpoint=endpoint,
+                               endpoint_model=endpoint_model, endpoint_concurrency=endpoint_concurrency)
         text = json.dumps(report, indent=2)
         typer.echo(text)
         table = markdown(report)

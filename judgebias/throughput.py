@@ -20,89 +20,16 @@ dtype) and labelled as such; GPU peaks are the vendor's dense bf16 figure.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import math
 import os
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
+from judgebias.hardware import PeakMemory, cpu_name, gpu_peak_tflops, measured_cpu_peak_tflops
 from judgebias.random_weights import random_model
-
-# Dense bf16 tensor-core peaks (vendor data sheets, TFLOP/s, no sparsity). torch names the SXM
-# H100 "NVIDIA H100 80GB HBM3", the others "... PCIe" / "... NVL": the longest matching key wins.
-GPU_BF16_PEAK_TFLOPS = {
-    "H200": 989.0, "H100": 989.0, "H100 NVL": 835.0, "H100 PCIE": 756.0,
-    "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0, "RTX 4090": 165.0,
-}
-
-
-def gpu_peak_tflops(device_name: str) -> float | None:
-    name = device_name.upper()
-    for key in sorted(GPU_BF16_PEAK_TFLOPS, key=len, reverse=True):
-        if key in name:
-            return GPU_BF16_PEAK_TFLOPS[key]
-    return None
-
-
-def measured_cpu_peak_tflops(n: int = 2048, repeats: int = 6, dtype=None) -> float:
-    """Best matmul rate of this CPU in ``dtype`` (default fp32) with torch's threads: the practical
-    peak, not a data sheet."""
-    import torch
-
-    dtype = dtype or torch.float32
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    torch.mm(a, b)
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best / 1e12
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-class PeakMemory:
-    """Peak resident memory (CPU, Linux VmHWM reset per mode) or peak allocated GPU memory."""
-
-    def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-
-    def reset(self) -> None:
-        if self.cuda:
-            import torch
-
-            torch.cuda.reset_peak_memory_stats()
-        else:
-            with contextlib.suppress(OSError):
-                Path("/proc/self/clear_refs").write_text("5")
-
-    def peak_gib(self) -> float:
-        if self.cuda:
-            import torch
-
-            return torch.cuda.max_memory_allocated() / 2**30
-        try:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 2**20
-        except OSError:
-            pass
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
@@ -156,7 +83,8 @@ def _unbatched_p_first(model, encode, prompts, ids_a, ids_b) -> list[float]:
 def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_tokens: int,
                   explain_pairs: int, explain_tokens: int, modes: list[str], device: str | None,
                   token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
-                  baseline_dtype: str = "auto") -> dict[str, Any]:
+                  baseline_dtype: str = "auto", endpoint: str | None = None,
+                  endpoint_model: str | None = None, endpoint_concurrency: int = 1) -> dict[str, Any]:
     """Time each mode on the same prompts. ``dtype`` is the engine's (batched, explain); the plain
     one-at-a-time baseline runs in ``baseline_dtype`` (default: the device's exact reference), and
     when the two differ it also runs in the engine's dtype, so the report separates what batching
@@ -287,6 +215,21 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
                                                        if judged else None)
         record("explain", engine_dtype, seconds, len(sub), prompt_toks + generated + reread, extra)
 
+    verdicts: dict[str, list] = {}
+    if endpoint:
+        from judgebias.endpoint_bench import bench_endpoint
+
+        begin()
+        row, p_first["endpoint"] = bench_endpoint(prompts, DBG_AB.options, base_url=endpoint,
+                                                  model=endpoint_model or label,
+                                                  concurrency=endpoint_concurrency)
+        verdicts["endpoint"] = row.pop("_verdicts")
+        results["endpoint"] = {
+            **row, "dtype": "server's", "pairs": len(pairs), "pairs_per_s": len(pairs) / row["seconds"],
+            "cpu_seconds": None, "prompt_tokens": total_tokens, "tokens_per_s": total_tokens / row["seconds"],
+            "tflops": None, "peak_tflops": None, "share_of_peak": None,
+            "peak_memory_gib": row["server_peak_memory_gib"]}
+
     if "batched" in results:
         bat = results["batched"]
         for mode, row in results.items():
@@ -295,14 +238,19 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
             # How many times faster batched judging is than this row, per pair (rows may judge
             # different numbers of pairs: explain runs on a subset).
             row["batched_speedup"] = bat["pairs_per_s"] / row["pairs_per_s"]
-            row["batched_speedup_cpu_time"] = ((row["cpu_seconds"] / row["pairs"])
+            row["batched_speedup_cpu_time"] = (None if row["cpu_seconds"] is None else
+                                               (row["cpu_seconds"] / row["pairs"])
                                                / max(bat["cpu_seconds"] / bat["pairs"], 1e-9))
             if mode in p_first:
-                va, vb = _verdicts(p_first["batched"]), _verdicts(p_first[mode])
-                row["verdict_agreement_with_batched"] = sum(
-                    x == y for x, y in zip(va, vb, strict=True)) / len(va)
-                row["max_abs_p_diff"] = max(abs(x - y) for x, y in
-                                            zip(p_first["batched"], p_first[mode], strict=True))
+                va = _verdicts(p_first["batched"])
+                vb = verdicts.get(mode) or _verdicts(p_first[mode])
+                known = [(x, y) for x, y in zip(va, vb, strict=True) if y is not None]
+                row["verdict_agreement_with_batched"] = (sum(x == y for x, y in known) / len(known)
+                                                         if known else None)
+                # Only answers with a probability compare (a server's bounds and bare verdicts do not).
+                diffs = [abs(x - y) for x, y in zip(p_first["batched"], p_first[mode], strict=True)
+                         if not math.isnan(y)]
+                row["max_abs_p_diff"] = max(diffs) if diffs else None
 
     gpu_note = "measured on this device" if on_gpu else "not measured (no GPU in this run)"
     return {
@@ -353,12 +301,12 @@ def markdown(report: dict[str, Any]) -> str:
         agree = r.get("verdict_agreement_with_batched")
         share = r.get("share_of_peak")
         speedup = ("-" if "batched_speedup" not in r else
-                   f"{r['batched_speedup']:.2f} / {r['batched_speedup_cpu_time']:.2f}")
+                   f"{r['batched_speedup']:.2f} / {fmt(r['batched_speedup_cpu_time'], '.2f')}")
         lines.append(
             f"| {mode} | {r['dtype']} | {r['pairs_per_s']:.3g} | {r['tokens_per_s']:.0f} | "
-            f"{r['tflops']:.3g} | "
-            f"{'n/a' if share is None else f'{100 * share:.1f}%'} | {r['peak_memory_gib']:.2f} | "
-            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {speedup} | "
+            f"{fmt(r['tflops'])} | "
+            f"{'n/a' if share is None else f'{100 * share:.1f}%'} | {fmt(r['peak_memory_gib'], '.2f')} | "
+            f"{r['seconds']:.1f} | {fmt(r['cpu_seconds'], '.1f')} | {speedup} | "
             f"{'-' if agree is None else f'{100 * agree:.0f}%'} | {fmt(r.get('max_abs_p_diff'), '.2g')} |")
     if "explain" in report["modes"]:
         e = report["modes"]["explain"]
@@ -367,6 +315,15 @@ def markdown(report: dict[str, Any]) -> str:
                      f"tokens, {e['generated_tokens']} generated; off-format "
                      f"{100 * e['off_format_rate']:.0f}% of judgments; its agreement is with the "
                      "A/B prompt's verdict (a different prompt).")
+    if "endpoint" in report["modes"]:
+        e = report["modes"]["endpoint"]
+        kinds = ", ".join(f"{n} {k.replace('_', '-')}" for k, n in e["answers"].items() if n)
+        where = (f"server process {e['server_pid']}, its peak memory since it started" if e["server_pid"]
+                 else "remote or unseen server: no memory figure")
+        lines += ["", f"endpoint = {e['endpoint_model']} at {e['endpoint']} through the OpenAI client, "
+                      f"{e['concurrency']} request(s) at a time; answers: {kinds}; {where}. Only answers "
+                      "with log-probabilities enter max abs dP(A); bounds and bare verdicts count in "
+                      "the verdict agreement."]
     if report["device_type"] == "cpu":
         lines.append("")
         lines.append("GPU (bf16, SDPA): not measured in this run (no GPU available).")

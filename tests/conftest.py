@@ -101,8 +101,8 @@ def transformers_server(smollm2_folder, tmp_path_factory):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     argv = [exe, "serve", smollm2_folder, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log_path, what="transformers serve",
-                 env=env):
-        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder}
+                 env=env) as proc:
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": smollm2_folder, "pid": proc.pid}
 
 
 @pytest.fixture(scope="session")

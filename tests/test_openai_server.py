@@ -347,3 +347,36 @@ def test_real_server_generates_and_has_no_prompt_logprobs(transformers_server):
     assert gen.error is None and gen.text and gen.completion_tokens > 0 and gen.prompt_tokens > 0
     (lp,) = b.continuation_logprobs([Prompt.raw("The capital of France is")], [" Paris"])
     assert lp.error and lp.error.startswith("endpoint does not return prompt logprobs") and lp.logprobs == ()
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_bench_times_a_real_server_beside_the_engine(transformers_server, monkeypatch):
+    from judgebias import throughput as bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+    report = bench.run_benchmark(model="smollm2-135m-instruct", arch=None, n_pairs=2, prompt_tokens=0,
+                                 explain_pairs=1, explain_tokens=4, modes=["batched"], device="cpu",
+                                 token_budget=None, batch_size=8, endpoint=transformers_server["base_url"],
+                                 endpoint_model=transformers_server["model"])
+    row = report["modes"]["endpoint"]
+    # transformers serve returns no log-probabilities: every answer is a bare verdict (or off-format),
+    # so nothing enters max |dP(A)| and the agreement is over the verdicts it gave.
+    assert row["answers"]["logprobs"] == 0 and row["answers"]["verdict_only"] + row["answers"]["failed"] == 4
+    assert row["max_abs_p_diff"] is None and row["pairs"] == 2 and row["pairs_per_s"] > 0
+    assert row["server_pid"] == transformers_server["pid"] and row["server_peak_memory_gib"] > 0.1
+    engine = report["modes"]["batched"]
+    assert row["batched_speedup"] == pytest.approx(engine["pairs_per_s"] / row["pairs_per_s"])
+    table = bench.markdown(report)
+    assert "| endpoint | server's |" in table and f"server process {transformers_server['pid']}" in table
+
+
+def test_a_bounded_or_verdict_answer_still_has_a_shown_verdict():
+    from judgebias.endpoint_bench import _shown
+
+    ab = ("A", "B")
+    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.99, 1.0]}), ab) == "a"
+    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.0, 0.01]}), ab) == "b"
+    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.3, 1.0]}), ab) is None
+    assert _shown(OptionScores({"A": 0.0, "B": 1.0}, verdict_only=True), ab) == "b"
+    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, error="off-format"), ab) is None

@@ -1,0 +1,85 @@
+"""An OpenAI-compatible server timed beside the in-process engine (``judgebias bench --endpoint``).
+
+What a user would otherwise run for P(A) from a local judge (llama.cpp's ``llama-server``,
+llama-cpp-python, Ollama, vLLM, ``transformers serve``) gets the same prompts as the engine's rows,
+through the project's own client (``OpenAICompatBackend``, no call cache). The row says how many
+answers were log-probabilities, bounds (an option outside the server's top log-probs) or bare
+verdicts, since only the first can be compared with the engine's P(A).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from judgebias.hardware import process_peak_gib
+
+
+def server_pid(base_url: str) -> int | None:
+    """The PID of the local process listening on the URL's port, when there is one and this user
+    may see it (psutil); None for a remote endpoint."""
+    url = urlparse(base_url)
+    if url.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+                return conn.pid
+    except (OSError, psutil.AccessDenied):
+        return None
+    return None
+
+
+def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, model: str,
+                   concurrency: int = 1, pid: int | None = None) -> tuple[dict[str, Any], list[float]]:
+    """Score ``prompts`` through the endpoint; (the row's figures, P(first) per prompt with NaN
+    where the server gave no probability). ``concurrency`` 1 matches the engine's one process."""
+    from judgebias.backends.openai_compat import OpenAICompatBackend
+
+    backend = OpenAICompatBackend(model, base_url, name=f"endpoint {base_url}",
+                                  max_concurrency=concurrency, max_tries=2, timeout_s=600)
+    pid = pid if pid is not None else server_pid(base_url)
+    backend.score_options(prompts[:1], options)  # warm-up: connection, server-side first call
+    start = time.perf_counter()
+    scores = backend.score_options(prompts, options)
+    seconds = time.perf_counter() - start
+    kinds = {"logprobs": 0, "bounded": 0, "verdict_only": 0, "failed": 0}
+    p_first = []
+    for s in scores:
+        p = s.probs.get(options[0], math.nan)
+        if s.error:
+            kinds["failed"] += 1
+        elif s.bounds:
+            kinds["bounded"] += 1
+        elif s.verdict_only:
+            kinds["verdict_only"] += 1
+        else:
+            kinds["logprobs"] += 1
+        p_first.append(p if not (s.error or s.bounds or s.verdict_only) else math.nan)
+    usage = backend.usage_summary()
+    row = {"seconds": round(seconds, 3), "prompt_tokens_reported": int(usage.get("prompt_tokens", 0)),
+           "answers": kinds, "server_pid": pid, "server_peak_memory_gib": process_peak_gib(pid),
+           "concurrency": concurrency, "endpoint": base_url, "endpoint_model": model}
+    verdicts = [_shown(s, options) for s in scores]
+    return {**row, "_verdicts": verdicts}, p_first
+
+
+def _shown(s, options: tuple[str, ...]) -> str | None:
+    """The shown-order verdict of one answer ("a" = first shown), from whichever form it came in."""
+    if s.error:
+        return None
+    if s.bounds:
+        low = s.bounds[options[0]][0]
+        high = s.bounds[options[0]][1]
+        return "a" if low > 0.5 else "b" if high < 0.5 else None
+    p1, p2 = s.probs.get(options[0], math.nan), s.probs.get(options[1], math.nan)
+    if math.isnan(p1) or math.isnan(p2):
+        return None
+    return "a" if p1 > p2 else "b" if p1 < p2 else "tie"
