@@ -1,5 +1,6 @@
-"""Prefect tasks of the experiment: each calls exactly one function of ``judgebias.stages`` (or of
-``tracking.experiment`` for MLflow) and logs one line of progress.
+"""Prefect tasks of the experiment: the functions of ``judgebias.stages`` themselves, made tasks by
+``stage_task`` (which hands them this task's logger as their progress callback); the few tasks
+written out below call MLflow, Label Studio or Prefect's artifacts.
 
 Caching policy: NONE at the Prefect level (``NO_CACHE``), on purpose. Resumability comes from two
 content-addressed layers that survive a killed process: every stage's output in the run folder
@@ -11,7 +12,8 @@ failure is recorded per item (excluded and counted), and a crash should be seen,
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -23,9 +25,46 @@ def _log(message: str) -> None:
     get_run_logger().info(message)
 
 
-def stage_task(fn):
-    """A Prefect task named after the stage function; no caching, no retries."""
-    return task(fn, name=fn.__name__, cache_policy=NO_CACHE, retries=0, log_prints=False)
+def stage_task(fn, run_name: str | None = None):
+    """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters, e.g.
+    "judge_pairs[{judge}]"); no caching, no retries. A stage that takes ``progress`` gets the
+    task's logger; Prefect sees the stage's parameters without it."""
+    sig = inspect.signature(fn)
+    takes_progress = "progress" in sig.parameters
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        return fn(*args, **({**kwargs, "progress": _log} if takes_progress else kwargs))
+
+    # Annotations dropped: they are strings naming the stages' own imports, which Prefect would
+    # try to resolve here.
+    run.__signature__ = sig.replace(
+        parameters=[p.replace(annotation=inspect.Parameter.empty) for n, p in sig.parameters.items()
+                    if n != "progress"],
+        return_annotation=inspect.Signature.empty)
+    return task(run, name=fn.__name__, task_run_name=run_name, cache_policy=NO_CACHE, retries=0,
+                log_prints=False)
+
+
+generate_responses = stage_task(stages.generate_responses, "generate_responses[{generator}]")
+build_pairs = stage_task(stages.build_pairs)
+judge_pairs = stage_task(stages.judge_pairs, "judge_pairs[{judge}]")
+dtype_fidelity = stage_task(stages.dtype_fidelity, "dtype_fidelity[{judge}]")
+perplexity_analysis = stage_task(stages.perplexity_analysis, "perplexity_analysis[{judge}]")
+attention_analysis = stage_task(stages.attention_analysis, "attention_analysis[{judge}]")
+assemble_table = stage_task(stages.assemble_table)
+aggregate_gold = stage_task(stages.aggregate_gold)
+compute_metrics = stage_task(stages.compute_metrics)
+rewrite_style = stage_task(stages.rewrite_style, "rewrite_style[{style}]")
+semantic_preservation = stage_task(stages.semantic_preservation)
+compare_style = stage_task(stages.compare_style)
+finetune_generator = stage_task(stages.finetune_generator, "finetune_generator[{generator}]")
+finetune_instructions = stage_task(stages.finetune_instructions)
+compare_finetune = stage_task(stages.compare_finetune)
+annotated_metrics = stage_task(stages.annotated_metrics)
+perturbed_pairs = stage_task(stages.perturbed_pairs)
+perturbation_report = stage_task(stages.perturbation_report)
+recognition_report = stage_task(stages.recognition_report)
 
 
 @stage_task
@@ -33,85 +72,6 @@ def load_instructions(cfg, store):
     df = stages.load_instructions(cfg, store)
     _log(f"{len(df)} instructions from {cfg.dataset.source}")
     return df
-
-
-@task(name="generate_responses", cache_policy=NO_CACHE, task_run_name="generate_responses[{generator}]")
-def generate_responses(cfg, store, generator: str, instructions, prefix: str = "", adapter: Any = None):
-    return stages.generate_responses(
-        cfg, store, generator, instructions, prefix=prefix, adapter=adapter, progress=_log
-    )
-
-
-@stage_task
-def build_pairs(cfg, store, responses: dict, prefix: str = ""):
-    return stages.build_pairs(cfg, store, responses, prefix=prefix, progress=_log)
-
-
-@task(name="judge_pairs", cache_policy=NO_CACHE, task_run_name="judge_pairs[{judge}]")
-def judge_pairs(cfg, store, judge: str, pairs, prefix: str = "", adapter: Any = None,
-                template: str | None = None):
-    return stages.judge_pairs(cfg, store, judge, pairs, prefix=prefix, adapter=adapter, template=template,
-                              progress=_log)
-
-
-@task(name="dtype_fidelity", cache_policy=NO_CACHE, task_run_name="dtype_fidelity[{judge}]")
-def dtype_fidelity(cfg, store, judge: str, judgments):
-    return stages.dtype_fidelity(cfg, store, judge, judgments, progress=_log)
-
-
-@task(name="perplexity_analysis", cache_policy=NO_CACHE, task_run_name="perplexity_analysis[{judge}]")
-def perplexity_analysis(cfg, store, judge: str, pairs):
-    return stages.perplexity_analysis(cfg, store, judge, pairs, progress=_log)
-
-
-@task(name="attention_analysis", cache_policy=NO_CACHE, task_run_name="attention_analysis[{judge}]")
-def attention_analysis(cfg, store, judge: str, pairs):
-    return stages.attention_analysis(cfg, store, judge, pairs, progress=_log)
-
-
-@stage_task
-def assemble_table(cfg, store, judgments: dict, perplexity: dict | None = None, prefix: str = ""):
-    return stages.assemble_table(cfg, store, judgments, perplexity, prefix=prefix, progress=_log)
-
-
-@stage_task
-def aggregate_gold(cfg, store, table, prefix: str = "", exclude: tuple[str, ...] = ()):
-    return stages.aggregate_gold(cfg, store, table, prefix=prefix, exclude=exclude, progress=_log)
-
-
-@stage_task
-def compute_metrics(cfg, store, table, prefix: str = "", exclude: tuple[str, ...] = ()):
-    return stages.compute_metrics(cfg, store, table, prefix=prefix, exclude=exclude, progress=_log)
-
-
-@task(name="rewrite_style", cache_policy=NO_CACHE, task_run_name="rewrite_style[{style}]")
-def rewrite_style(cfg, store, style: str, responses: dict):
-    return stages.rewrite_style(cfg, store, style, responses, progress=_log)
-
-
-@stage_task
-def semantic_preservation(cfg, store, rewrites: dict):
-    return stages.semantic_preservation(cfg, store, rewrites, progress=_log)
-
-
-@stage_task
-def compare_style(cfg, store, before_table, after_tables: dict):
-    return stages.compare_style(cfg, store, before_table, after_tables, progress=_log)
-
-
-@task(name="finetune_generator", cache_policy=NO_CACHE, task_run_name="finetune_generator[{generator}]")
-def finetune_generator(cfg, store, generator: str):
-    return stages.finetune_generator(cfg, store, generator, progress=_log)
-
-
-@stage_task
-def finetune_instructions(cfg, instructions):
-    return stages.finetune_instructions(cfg, instructions)
-
-
-@stage_task
-def compare_finetune(cfg, store, before_table, after_table):
-    return stages.compare_finetune(cfg, store, before_table, after_table, progress=_log)
 
 
 @stage_task
@@ -145,23 +105,3 @@ def sync_annotations(cfg, store, push: bool = True):
     from annotation.experiment import sync_annotations as sync
 
     return sync(cfg, store, push=push, progress=_log)
-
-
-@stage_task
-def annotated_metrics(cfg, store, merged_table: str):
-    return stages.annotated_metrics(cfg, store, merged_table, progress=_log)
-
-
-@stage_task
-def perturbed_pairs(cfg, store, pairs):
-    return stages.perturbed_pairs(cfg, store, pairs)
-
-
-@stage_task
-def perturbation_report(cfg, store, before: dict, after: dict, perturbed):
-    return stages.perturbation_report(cfg, store, before, after, perturbed, progress=_log)
-
-
-@stage_task
-def recognition_report(cfg, store, recognised: dict, judgments: dict):
-    return stages.recognition_report(cfg, store, recognised, judgments, progress=_log)
