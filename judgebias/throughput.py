@@ -251,6 +251,13 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
                 diffs = [abs(x - y) for x, y in zip(p_first["batched"], p_first[mode], strict=True)
                          if not math.isnan(y)]
                 row["max_abs_p_diff"] = max(diffs) if diffs else None
+    if "endpoint" in results and "unbatched" in p_first:
+        # A server against the exact reference (the plain way in --baseline-dtype, fp32 on CPU).
+        e, ref = results["endpoint"], p_first["unbatched"]
+        known = [(x, y) for x, y in zip(_verdicts(ref), verdicts["endpoint"], strict=True) if y is not None]
+        e["verdict_agreement_with_reference"] = sum(x == y for x, y in known) / len(known) if known else None
+        diffs = [abs(x - y) for x, y in zip(ref, p_first["endpoint"], strict=True) if not math.isnan(y)]
+        e["max_abs_p_diff_vs_reference"] = max(diffs) if diffs else None
 
     gpu_note = "measured on this device" if on_gpu else "not measured (no GPU in this run)"
     return {
@@ -324,6 +331,11 @@ def markdown(report: dict[str, Any]) -> str:
                       f"{e['concurrency']} request(s) at a time; answers: {kinds}; {where}. Only answers "
                       "with log-probabilities enter max abs dP(A); bounds and bare verdicts count in "
                       "the verdict agreement."]
+        if "max_abs_p_diff_vs_reference" in e:
+            agree = e["verdict_agreement_with_reference"]
+            lines[-1] += (f" Against the {report['baseline_dtype']} reference (unbatched): verdicts agree "
+                          f"{'n/a' if agree is None else f'{100 * agree:.0f}%'}, max abs dP(A) "
+                          f"{fmt(e['max_abs_p_diff_vs_reference'], '.2g')}.")
     if report["device_type"] == "cpu":
         lines.append("")
         lines.append("GPU (bf16, SDPA): not measured in this run (no GPU available).")

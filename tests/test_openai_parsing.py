@@ -271,3 +271,17 @@ def test_bounds_use_the_unlisted_mass_when_it_is_smaller():
     # Three options, two missing: together at most the unlisted 0.001, each at most u = 0.001.
     b = option_bounds({"A": 0.97, "B": 0.0, "C": 0.0}, smallest_listed=0.009, unlisted=0.001)
     assert b["A"] == pytest.approx([0.97 / 0.971, 1.0]) and b["C"] == pytest.approx([0.0, 0.001 / 0.971])
+
+
+def test_real_llamacpp_server_payload_with_b_outside_its_top_20():
+    # llama-cpp-python's server, SmolLM2 Q4_1, a real bench prompt: the answer starts "You ..." and
+    # its top-20 at that token hold "A" (-2.09563) but no "B". Listed total 0.642098, smallest listed
+    # e^-5.06593 = 0.0063085 < unlisted 0.357902, so u = 0.0063085 and m_A = e^-2.09563 = 0.122996:
+    # P(A) in [0.122996 / (0.122996 + 0.0063085), 1] = [0.95121, 1], never the point value 1.000.
+    s = parse_option_scores(load("llamacpp_server_B_outside_top20"), ["A", "B"])
+    tops = load("llamacpp_server_B_outside_top20")["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    assert len(tops) == 20 and s.error is None and math.isnan(s.probs["A"])
+    m_a, u = e(-2.095630407333374), e(min(t["logprob"] for t in tops))
+    assert s.bounds["A"] == pytest.approx([m_a / (m_a + u), 1.0])
+    assert s.bounds["A"][0] == pytest.approx(0.95121, abs=1e-5)
+    assert s.mass == pytest.approx(m_a)  # visibly off-format: 12% of the mass on the options

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
+from servers import running
 
 from judgebias.backends.openai_compat import EndpointError, OpenAICompatBackend, ServiceUnavailable
 from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
@@ -380,3 +383,48 @@ def test_a_bounded_or_verdict_answer_still_has_a_shown_verdict():
     assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.3, 1.0]}), ab) is None
     assert _shown(OptionScores({"A": 0.0, "B": 1.0}, verdict_only=True), ab) == "b"
     assert _shown(OptionScores({"A": math.nan, "B": math.nan}, error="off-format"), ab) is None
+
+
+# ------------------------------------------------------------------ llama.cpp's server (optional)
+
+
+def _llamacpp_python() -> str | None:
+    """A Python with llama-cpp-python's server: $JUDGEBIAS_LLAMACPP_PYTHON, else this one if it has it."""
+    import importlib.util
+    import subprocess
+
+    exe = os.environ.get("JUDGEBIAS_LLAMACPP_PYTHON") or sys.executable
+    if exe == sys.executable:
+        return exe if importlib.util.find_spec("llama_cpp") else None
+    probe = subprocess.run([exe, "-c", "import llama_cpp.server"], capture_output=True)
+    return exe if probe.returncode == 0 else None
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_bench_beside_llamacpp_server_on_the_packaged_gguf(tmp_path, monkeypatch):
+    exe = _llamacpp_python()
+    if exe is None:
+        pytest.skip("llama-cpp-python is not installed (an optional engine: `pip install "
+                    "'llama-cpp-python[server]'`, or JUDGEBIAS_LLAMACPP_PYTHON=/path/to/its/python)")
+    from judgebias import models
+    from judgebias import throughput as bench
+
+    gguf = models.resolve("smollm2-135m-instruct").source
+    port = free_port()
+    argv = [exe, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2-q4_1",
+            "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "2048"]
+    with running(argv, health_url=f"http://127.0.0.1:{port}/v1/models", log=tmp_path / "llamacpp.log",
+                 what="llama-cpp-python server") as proc:
+        monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+        report = bench.run_benchmark(model="smollm2-135m-instruct", arch=None, n_pairs=3, prompt_tokens=0,
+                                     explain_pairs=1, explain_tokens=4, modes=["batched", "unbatched"],
+                                     device="cpu", token_budget=None, batch_size=8,
+                                     endpoint=f"http://127.0.0.1:{port}/v1", endpoint_model="smollm2-q4_1")
+    row = report["modes"]["endpoint"]
+    # llama.cpp returns top log-probs: every answer is a probability or, with an option outside its
+    # top 20, a bound; the Q4_1 weights stay within a few hundredths of the fp32 engine.
+    assert row["answers"]["logprobs"] + row["answers"]["bounded"] + row["answers"]["failed"] == 6
+    assert row["answers"]["verdict_only"] == 0 and row["server_pid"] == proc.pid
+    if row["answers"]["logprobs"]:
+        assert row["max_abs_p_diff_vs_reference"] < 0.1
