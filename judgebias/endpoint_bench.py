@@ -47,6 +47,7 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
                                   max_concurrency=concurrency, max_tries=2, timeout_s=600)
     pid = pid if pid is not None else server_pid(base_url)
     backend.score_options(prompts[:1], options)  # warm-up: connection, server-side first call
+    warm_tokens = backend.usage_summary().get("prompt_tokens", 0)
     start = time.perf_counter()
     scores = backend.score_options(prompts, options)
     seconds = time.perf_counter() - start
@@ -64,7 +65,9 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
             kinds["logprobs"] += 1
         p_first.append(p if not (s.error or s.bounds or s.verdict_only) else math.nan)
     usage = backend.usage_summary()
-    row = {"seconds": round(seconds, 3), "prompt_tokens_reported": int(usage.get("prompt_tokens", 0)),
+    # The server's own count of the timed prompts' tokens (its chat template included).
+    reported = int(usage.get("prompt_tokens", 0) - warm_tokens)
+    row = {"seconds": round(seconds, 3), "prompt_tokens_reported": reported,
            "answers": kinds, "server_pid": pid, "server_peak_memory_gib": process_peak_gib(pid),
            "concurrency": concurrency, "endpoint": base_url, "endpoint_model": model}
     verdicts = [_shown(s, options) for s in scores]
