@@ -42,6 +42,7 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     """Score ``prompts`` through the endpoint; (the row's figures, P(first) per prompt with NaN
     where the server gave no probability). ``concurrency`` 1 matches the engine's one process."""
     from judgebias.backends.openai_compat import OpenAICompatBackend
+    from judgebias.judging import shown_verdict
 
     backend = OpenAICompatBackend(model, base_url, name=f"endpoint {base_url}",
                                   max_concurrency=concurrency, max_tries=2, timeout_s=600)
@@ -70,19 +71,6 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     row = {"seconds": round(seconds, 3), "prompt_tokens_reported": reported,
            "answers": kinds, "server_pid": pid, "server_peak_memory_gib": process_peak_gib(pid),
            "concurrency": concurrency, "endpoint": base_url, "endpoint_model": model}
-    verdicts = [_shown(s, options) for s in scores]
+    verdicts = [shown_verdict(s, *options[:2]) for s in scores]
     return {**row, "_verdicts": verdicts}, p_first
 
-
-def _shown(s, options: tuple[str, ...]) -> str | None:
-    """The shown-order verdict of one answer ("a" = first shown), from whichever form it came in."""
-    if s.error:
-        return None
-    if s.bounds:
-        low = s.bounds[options[0]][0]
-        high = s.bounds[options[0]][1]
-        return "a" if low > 0.5 else "b" if high < 0.5 else None
-    p1, p2 = s.probs.get(options[0], math.nan), s.probs.get(options[1], math.nan)
-    if math.isnan(p1) or math.isnan(p2):
-        return None
-    return "a" if p1 > p2 else "b" if p1 < p2 else "tie"

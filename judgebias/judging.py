@@ -109,6 +109,17 @@ def _shown_label(p_first: float, p_second: float) -> str | None:
     return "a" if p_first > p_second else "b" if p_first < p_second else "tie"
 
 
+def shown_verdict(scores: OptionScores, first: str, second: str) -> str | None:
+    """The verdict in shown terms ("a" = the option shown first) of one answer, whether it came as
+    probabilities, a bare verdict or bounds (decided only where they lie on one side of 0.5)."""
+    if scores.error:
+        return None
+    if scores.bounds:
+        low, high = scores.bounds[first]
+        return "a" if low > 0.5 else "b" if high < 0.5 else None
+    return _shown_label(scores.probs.get(first, math.nan), scores.probs.get(second, math.nan))
+
+
 def judgment_from_scores(pair: Pair, order: Order, judge: str, tag: str, scores: OptionScores,
                          options: Sequence[str]) -> Judgment:
     """One option-letter judgment (options[0] is the first shown response, options[1] the second)."""
@@ -118,7 +129,7 @@ def judgment_from_scores(pair: Pair, order: Order, judge: str, tag: str, scores:
         return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
                         raw_output=scores.raw, error=scores.error, usage=usage)
     if scores.bounds:
-        return _bounded_judgment(pair, order, judge, tag, scores, first, usage)
+        return _bounded_judgment(pair, order, judge, tag, scores, options, usage)
     p1, p2 = scores.probs.get(first, math.nan), scores.probs.get(second, math.nan)
     if math.isnan(p1) or math.isnan(p2):
         return Judgment(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
@@ -133,16 +144,17 @@ def judgment_from_scores(pair: Pair, order: Order, judge: str, tag: str, scores:
 
 
 def _bounded_judgment(pair: Pair, order: Order, judge: str, tag: str, scores: OptionScores,
-                      first: str, usage: dict[str, float]) -> Judgment:
+                      options: Sequence[str], usage: dict[str, float]) -> Judgment:
     """An option outside the endpoint's top log-probs: P(first) is only an interval. The verdict
     is kept where the interval lies on one side of 0.5; the probability is left out (NaN), so no
     metric averages a bound as a value, and the interval goes to ``usage`` for the table."""
-    low, high = scores.bounds[first]
+    low, high = scores.bounds[options[0]]
     usage = {**usage, "p_first_low": low, "p_first_high": high}
     base = dict(pair_id=pair.pair_id, order=order, judge=judge, template_version=tag,
                 raw_output=scores.raw, usage=usage)
-    if low > 0.5 or high < 0.5:
-        return Judgment(**base, verdict_shown="a" if low > 0.5 else "b")
+    verdict = shown_verdict(scores, options[0], options[1])
+    if verdict is not None:
+        return Judgment(**base, verdict_shown=verdict)
     return Judgment(**base, error=f"P(first) only bounded in [{low:.3f}, {high:.3f}] (an option outside "
                                   "the top log-probs), which spans 0.5: no verdict")
 

@@ -375,14 +375,14 @@ def test_bench_times_a_real_server_beside_the_engine(transformers_server, monkey
 
 
 def test_a_bounded_or_verdict_answer_still_has_a_shown_verdict():
-    from judgebias.endpoint_bench import _shown
+    from judgebias.judging import shown_verdict
 
     ab = ("A", "B")
-    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.99, 1.0]}), ab) == "a"
-    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.0, 0.01]}), ab) == "b"
-    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.3, 1.0]}), ab) is None
-    assert _shown(OptionScores({"A": 0.0, "B": 1.0}, verdict_only=True), ab) == "b"
-    assert _shown(OptionScores({"A": math.nan, "B": math.nan}, error="off-format"), ab) is None
+    assert shown_verdict(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.99, 1.0]}), *ab) == "a"
+    assert shown_verdict(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.0, 0.01]}), *ab) == "b"
+    assert shown_verdict(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.3, 1.0]}), *ab) is None
+    assert shown_verdict(OptionScores({"A": 0.0, "B": 1.0}, verdict_only=True), *ab) == "b"
+    assert shown_verdict(OptionScores({"A": math.nan, "B": math.nan}, error="off-format"), *ab) is None
 
 
 # ------------------------------------------------------------------ llama.cpp's server (optional)
