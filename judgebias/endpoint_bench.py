@@ -55,16 +55,10 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     kinds = {"logprobs": 0, "bounded": 0, "verdict_only": 0, "failed": 0}
     p_first = []
     for s in scores:
-        p = s.probs.get(options[0], math.nan)
-        if s.error:
-            kinds["failed"] += 1
-        elif s.bounds:
-            kinds["bounded"] += 1
-        elif s.verdict_only:
-            kinds["verdict_only"] += 1
-        else:
-            kinds["logprobs"] += 1
-        p_first.append(p if not (s.error or s.bounds or s.verdict_only) else math.nan)
+        kind = ("failed" if s.error else "bounded" if s.bounds else "verdict_only" if s.verdict_only
+                else "logprobs")
+        kinds[kind] += 1
+        p_first.append(s.probs[options[0]] if kind == "logprobs" else math.nan)
     usage = backend.usage_summary()
     # The server's own count of the timed prompts' tokens (its chat template included).
     reported = int(usage.get("prompt_tokens", 0) - warm_tokens)

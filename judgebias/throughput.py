@@ -242,22 +242,14 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
                                                (row["cpu_seconds"] / row["pairs"])
                                                / max(bat["cpu_seconds"] / bat["pairs"], 1e-9))
             if mode in p_first:
-                va = _verdicts(p_first["batched"])
-                vb = verdicts.get(mode) or _verdicts(p_first[mode])
-                known = [(x, y) for x, y in zip(va, vb, strict=True) if y is not None]
-                row["verdict_agreement_with_batched"] = (sum(x == y for x, y in known) / len(known)
-                                                         if known else None)
-                # Only answers with a probability compare (a server's bounds and bare verdicts do not).
-                diffs = [abs(x - y) for x, y in zip(p_first["batched"], p_first[mode], strict=True)
-                         if not math.isnan(y)]
-                row["max_abs_p_diff"] = max(diffs) if diffs else None
+                (row["verdict_agreement_with_batched"],
+                 row["max_abs_p_diff"]) = _agreement(p_first["batched"], p_first[mode], verdicts.get(mode))
     if "endpoint" in results and "unbatched" in p_first:
         # A server against the exact reference (the plain way in --baseline-dtype, fp32 on CPU).
-        e, ref = results["endpoint"], p_first["unbatched"]
-        known = [(x, y) for x, y in zip(_verdicts(ref), verdicts["endpoint"], strict=True) if y is not None]
-        e["verdict_agreement_with_reference"] = sum(x == y for x, y in known) / len(known) if known else None
-        diffs = [abs(x - y) for x, y in zip(ref, p_first["endpoint"], strict=True) if not math.isnan(y)]
-        e["max_abs_p_diff_vs_reference"] = max(diffs) if diffs else None
+        e = results["endpoint"]
+        (e["verdict_agreement_with_reference"],
+         e["max_abs_p_diff_vs_reference"]) = _agreement(p_first["unbatched"], p_first["endpoint"],
+                                                         verdicts["endpoint"])
 
     gpu_note = "measured on this device" if on_gpu else "not measured (no GPU in this run)"
     return {
@@ -273,6 +265,17 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "gpu": gpu_note, "modes": results,
     }
+
+
+def _agreement(ref: list[float], p: list[float], shown: list | None = None
+               ) -> tuple[float | None, float | None]:
+    """(share of equal verdicts, largest |dP(first)|) of a row against ``ref``, per prompt. ``shown``:
+    the row's verdicts where they are not all read off ``p`` (a server's bounds and bare verdicts,
+    NaN in ``p``); only prompts with a probability enter the difference."""
+    shown = shown or _verdicts(p)
+    known = [(x, y) for x, y in zip(_verdicts(ref), shown, strict=True) if y is not None]
+    diffs = [abs(x - y) for x, y in zip(ref, p, strict=True) if not math.isnan(y)]
+    return (sum(x == y for x, y in known) / len(known) if known else None), (max(diffs) if diffs else None)
 
 
 def _pair_verdicts(p_first: list[float], n_pairs: int) -> list[str]:

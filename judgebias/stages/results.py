@@ -154,12 +154,13 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -
 def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
     """The run's page again, with the probes' figures beside the main ones (the probes run after
     the metrics wrote it)."""
-    from judgebias.report import probe_index, probe_results
+    from judgebias.report import indexed_probe_results, probe_index
 
     layout = RunLayout()
     if store.has(layout.metrics):
         store.write_json(layout.probes_index, probe_index(cfg, store))
-        _report(cfg, store, {**store.read_json(layout.metrics), "probes": probe_results(cfg, store)}, "")
+        probes = indexed_probe_results(store)  # what `judgebias report RUN_FOLDER` will show too
+        _report(cfg, store, {**store.read_json(layout.metrics), "probes": probes}, "")
 
 
 def _plots(result: dict, folder: Path) -> list[Path]:
