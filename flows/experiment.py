@@ -17,6 +17,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from judgebias import stages
 from judgebias.backends.builder import release_resident_models
 from judgebias.config import ExperimentConfig
+from judgebias.layout import RunLayout
 from tasks import experiment as t
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
@@ -98,10 +99,10 @@ def style_rewrite_ablation(cfg: ExperimentConfig, run_dir: str | None = None) ->
     t.semantic_preservation(cfg, store, rewrites)
     after = {}
     for style, rewritten in rewrites.items():
-        prefix = stages.style_prefix(cfg, style)
-        pairs = t.build_pairs(cfg, store, rewritten, prefix=prefix)
-        judged = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs, prefix=prefix)
-        after[style] = t.assemble_table(cfg, store, judged, None, prefix=prefix)
+        variant = RunLayout.style(cfg, style)
+        pairs = t.build_pairs(cfg, store, rewritten, variant=variant)
+        judged = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs, variant=variant)
+        after[style] = t.assemble_table(cfg, store, judged, None, variant=variant)
     return t.compare_style(cfg, store, state["table"], after)
 
 
@@ -111,23 +112,23 @@ def finetune_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict
     store = _store(cfg, run_dir)
     # After ``main_flow`` the main stages are read back from the run folder, not recomputed.
     state = main_stages(cfg, store)
-    prefix = stages.finetune_prefix(cfg)
+    variant = RunLayout.finetune(cfg)
     adapters = {g: t.finetune_generator(cfg, store, g) for g in cfg.finetune_generators}
     instructions = t.finetune_instructions(cfg, state["instructions"])
     responses = {
         g.name: t.generate_responses(
-            cfg, store, g.name, instructions, prefix=prefix, adapter=adapters.get(g.name)
+            cfg, store, g.name, instructions, variant=variant, adapter=adapters.get(g.name)
         )
         for g in cfg.generators
     }
-    pairs = t.build_pairs(cfg, store, responses, prefix=prefix)
+    pairs = t.build_pairs(cfg, store, responses, variant=variant)
     judged = {
         j.name: t.judge_pairs(
-            cfg, store, j.name, pairs, prefix=prefix, adapter=adapters.get(cfg.self_map.get(j.name, ""))
+            cfg, store, j.name, pairs, variant=variant, adapter=adapters.get(cfg.self_map.get(j.name, ""))
         )
         for j in cfg.judges
     }
-    after = t.assemble_table(cfg, store, judged, None, prefix=prefix)
+    after = t.assemble_table(cfg, store, judged, None, variant=variant)
     return t.compare_finetune(cfg, store, state["table"], after)
 
 
@@ -139,7 +140,7 @@ def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dic
     state = main_stages(cfg, store)
     perturbed = t.perturbed_pairs(cfg, store, state["pairs"])
     after = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, perturbed,
-                 prefix=stages.perturbation_prefix(cfg))
+                 variant=RunLayout.perturbation(cfg))
     return t.perturbation_report(cfg, store, state["judgments"], after, perturbed)
 
 
@@ -149,21 +150,24 @@ def self_recognition_probe(cfg: ExperimentConfig, run_dir: str | None = None) ->
     exactly one of its own; related to its preference on the same pairs."""
     store = _store(cfg, run_dir)
     state = main_stages(cfg, store)
-    prefix = stages.recognition_prefix(cfg)
+    variant = RunLayout.recognition(cfg)
     recognised = {}
     for j in cfg.judges:
         pairs = stages.recognition_pairs(cfg, state["pairs"], j.name)
         if len(pairs):
-            recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, prefix=prefix,
+            recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, variant=variant,
                                                template=stages.RECOGNITION_TEMPLATE)
     return t.recognition_report(cfg, store, recognised, state["judgments"])
 
 
 @flow(name="experiment", log_prints=True)
-def experiment(config_path: str, overrides: dict | None = None, run_dir: str | None = None) -> dict:
-    """Run every configured stage of one experiment and track it in MLflow."""
+def experiment(config_path: str, overrides: dict | None = None, run_dir: str | None = None,
+               cfg: ExperimentConfig | None = None) -> dict:
+    """Run every configured stage of one experiment and track it in MLflow. ``cfg``: the config
+    already parsed from ``config_path`` with ``overrides`` (``judgebias run`` validates it before
+    Prefect starts and hands it down); a deployment passes only the path, parsed here."""
     started_at = time.time()
-    cfg = _load(config_path, overrides)
+    cfg = cfg if cfg is not None else _load(config_path, overrides)
     store = _store(cfg, run_dir)
     try:
         configured(main_flow, cfg)(cfg, run_dir)

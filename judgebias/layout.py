@@ -64,6 +64,11 @@ class RunLayout:
     def _at(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
+    @property
+    def label(self) -> str:
+        """The variant's name in titles and logs ("" for the main run)."""
+        return self.prefix.strip("/")
+
     # --- files of the main run only ---------------------------------------------------------------
     manifest = "manifest.json"  # stage timings, shared by all variants
     instructions = "instructions.parquet"

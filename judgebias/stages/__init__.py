@@ -12,10 +12,8 @@ from judgebias.stages._common import Progress, call_cache, open_backend
 from judgebias.stages.data import (
     data_hash,
     dataset_path,
-    finetune_prefix,
     load_instructions,
     read_instructions,
-    style_prefix,
     subset,
 )
 from judgebias.stages.explain import (
@@ -29,11 +27,9 @@ from judgebias.stages.generation import build_pairs, generate_responses
 from judgebias.stages.judge import dtype_fidelity, judge_pairs
 from judgebias.stages.probes import (
     RECOGNITION_TEMPLATE,
-    perturbation_prefix,
     perturbation_report,
     perturbed_pairs,
     recognition_pairs,
-    recognition_prefix,
     recognition_report,
 )
 from judgebias.stages.results import (
@@ -64,23 +60,19 @@ __all__ = [
     "dtype_fidelity",
     "finetune_generator",
     "finetune_instructions",
-    "finetune_prefix",
     "generate_responses",
     "gold_for",
     "judge_pairs",
     "load_instructions",
     "open_backend",
     "perplexity_analysis",
-    "perturbation_prefix",
     "perturbation_report",
     "perturbed_pairs",
     "read_instructions",
     "recognition_pairs",
-    "recognition_prefix",
     "recognition_report",
     "rewrite_style",
     "rewriter_judges",
     "semantic_preservation",
-    "style_prefix",
     "subset",
 ]

@@ -75,10 +75,3 @@ def subset(df: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
     keep = sorted(random.Random(seed).sample(range(len(df)), n))
     return df.iloc[keep].reset_index(drop=True)
 
-
-def style_prefix(cfg: ExperimentConfig, style: str) -> str:
-    return RunLayout.style(cfg, style).prefix
-
-
-def finetune_prefix(cfg: ExperimentConfig) -> str:
-    return RunLayout.finetune(cfg).prefix

@@ -15,7 +15,7 @@ from judgebias.layout import ADAPTER_RESULT, RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache
 from judgebias.stages.compare import _dbg, _fmt_compare
-from judgebias.stages.data import finetune_prefix, subset
+from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
 
 
@@ -28,8 +28,8 @@ def finetune_generator(
     from judgebias.models import load_model
     from judgebias.prompts import generation_template
 
-    prefix = finetune_prefix(cfg)
-    name = RunLayout(prefix).adapter_record(generator)
+    variant = RunLayout.finetune(cfg)
+    name = variant.adapter_record(generator)
     if store.has(name):
         return store.read_json(name)
     ft = cfg.ablations.finetune
@@ -43,7 +43,7 @@ def finetune_generator(
     examples = load_sft_data(data, ft.train_size, ft.seed)
     template = generation_template(cfg.prompts.generation)
     chat = g.prompt_kind == "chat"
-    with _timed(store, f"{prefix}finetune_generator[{generator}]") as info:
+    with _timed(store, variant.stage(f"finetune_generator[{generator}]")) as info:
         model = load_model(g.model)
         encode = LocalBackend(model, name=generator).encode
         result: dict = {"base_model": g.model, "base_identity": model.identity}
@@ -52,7 +52,7 @@ def finetune_generator(
         if cached is not None and (cached / ADAPTER_RESULT).exists():
             # Same base weights, data, layout and recipe: training is deterministic, reuse it.
             folder = store.write_dir(
-                RunLayout(prefix).adapter(generator),
+                variant.adapter(generator),
                 lambda tmp: shutil.copytree(cached, tmp, dirs_exist_ok=True),
             )
             result.update(
@@ -86,7 +86,7 @@ def finetune_generator(
             )
             result.update(r.to_json())
 
-        folder = store.write_dir(RunLayout(prefix).adapter(generator), fill)
+        folder = store.write_dir(variant.adapter(generator), fill)
         result["adapter_dir"] = str(folder)
         info.update(steps=ft.steps, final_loss=result["losses"][-1] if result["losses"] else None)
         if cached is not None:
@@ -145,11 +145,11 @@ def compare_finetune(
     progress: Progress = _noop,
 ) -> dict:
     """DBG per judge of the original models vs their fine-tuned versions (same instructions)."""
-    prefix = finetune_prefix(cfg)
-    name = RunLayout(prefix).comparison
+    variant = RunLayout.finetune(cfg)
+    name = variant.comparison
     if store.has(name):
         return store.read_json(name)
-    with _timed(store, f"{prefix}compare_finetune"):
+    with _timed(store, variant.stage("compare_finetune")):
         keep = set(after["prompt"])
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before)
@@ -164,12 +164,12 @@ def compare_finetune(
                 "before": _dbg(before_sub, j, cfg, gold),
                 "finetuned": _dbg(after, j, cfg, gold),
             }
-        compute_metrics(cfg, store, after, prefix=prefix)
+        compute_metrics(cfg, store, after, variant=variant)
         store.write_json(name, out)
         from judgebias import plots
 
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
-                          store.path(RunLayout(prefix).plot("dbg_before_after")))
+                          store.path(variant.plot("dbg_before_after")))
     progress("fine-tune ablation DBG: " + _fmt_compare(out))
     return out
 

@@ -20,7 +20,7 @@ def generate_responses(
     generator: str,
     instructions: pd.DataFrame,
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
     progress: Progress = _noop,
 ) -> pd.DataFrame:
@@ -28,13 +28,13 @@ def generate_responses(
     from judgebias.backends.protocol import GenerationParams
     from judgebias.prompts import generation_template
 
-    name = RunLayout(prefix).responses(generator)
+    name = variant.responses(generator)
     if store.has(name):
         return store.read_frame(name)
     g = cfg.generator(generator)
     chat = g.prompt_kind == "chat"
     with (
-        _timed(store, f"{prefix}generate_responses[{generator}]") as info,
+        _timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
         open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
     ):
         template = generation_template(cfg.prompts.generation)
@@ -61,12 +61,12 @@ def build_pairs(
     store: RunStore,
     responses: dict[str, pd.DataFrame],
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     progress: Progress = _noop,
 ) -> pd.DataFrame:
     """One pair per instruction and unordered generator pair (A = earlier generator in the config;
     both orders are judged). A failed response excludes its pairs, counted by reason."""
-    name = RunLayout(prefix).pairs
+    name = variant.pairs
     if store.has(name):
         return store.read_frame(name)
     excluded = Exclusions()
@@ -108,7 +108,7 @@ def build_pairs(
     dup = df.duplicated("pair_id")
     excluded.add("duplicate_pair", int(dup.sum()))
     df = df[~dup].reset_index(drop=True)
-    store.write_json(RunLayout(prefix).pairs_exclusions, excluded.to_dict())
+    store.write_json(variant.pairs_exclusions, excluded.to_dict())
     store.write_frame(name, df)
     progress(f"{len(df)} pairs ({excluded})")
     return df

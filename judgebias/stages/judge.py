@@ -23,7 +23,7 @@ def judge_pairs(
     judge: str,
     pairs: pd.DataFrame,
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
     template: str | None = None,
     progress: Progress = _noop,
@@ -33,7 +33,7 @@ def judge_pairs(
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
-    name = RunLayout(prefix).judgments(judge)
+    name = variant.judgments(judge)
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
@@ -42,7 +42,7 @@ def judge_pairs(
     if template:
         j = j.model_copy(update={"template": template})
     with (
-        _timed(store, f"{prefix}judge_pairs[{judge}]") as info,
+        _timed(store, variant.stage(f"judge_pairs[{judge}]")) as info,
         open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend,
     ):
         result = run_judge(

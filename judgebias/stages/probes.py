@@ -21,14 +21,6 @@ from judgebias.stages.results import refresh_report
 RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
 
 
-def perturbation_prefix(cfg: ExperimentConfig) -> str:
-    return RunLayout.perturbation(cfg).prefix
-
-
-def recognition_prefix(cfg: ExperimentConfig) -> str:
-    return RunLayout.recognition(cfg).prefix
-
-
 def _pairs_sample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
     if n is None or n >= len(pairs):
         return pairs.reset_index(drop=True)

@@ -19,13 +19,13 @@ def assemble_table(
     judgments: dict[str, pd.DataFrame],
     perplexity: dict[str, pd.DataFrame] | None = None,
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     progress: Progress = _noop,
 ) -> pd.DataFrame:
     """All judges' rows in one validated judgment table (with each judge's perplexities)."""
     from judgebias.io import read_table, write_table
 
-    name = RunLayout(prefix).table
+    name = variant.table
     if store.has(name):
         return read_table(store.path(name))[0]
     frames = []
@@ -61,7 +61,7 @@ def aggregate_gold(
     store: RunStore,
     table: pd.DataFrame,
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     exclude: tuple[str, ...] = (),
     progress: Progress = _noop,
 ) -> pd.DataFrame:
@@ -71,7 +71,7 @@ def aggregate_gold(
     from judgebias.metrics.frame import PAIR, prepare
     from judgebias.stats import InsufficientData
 
-    name = RunLayout(prefix).gold
+    name = variant.gold
     if store.has(name):
         return store.read_frame(name)
     prepared = prepare(table)
@@ -110,21 +110,20 @@ def compute_metrics(
     store: RunStore,
     table: pd.DataFrame,
     *,
-    prefix: str = "",
+    variant: RunLayout = RunLayout(),
     exclude: tuple[str, ...] = (),
     progress: Progress = _noop,
 ) -> dict:
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
     from judgebias.analysis import analyze
 
-    layout = RunLayout(prefix)
-    name = layout.metrics
+    name = variant.metrics
     if store.has(name):
         result = store.read_json(name)
-        if not store.has(layout.report_html):  # a run folder from before the report card existed
-            _report(cfg, store, result, prefix)
+        if not store.has(variant.report_html):  # a run folder from before the report card existed
+            _report(cfg, store, result, variant)
         return result
-    with _timed(store, f"{prefix}compute_metrics"):
+    with _timed(store, variant.stage("compute_metrics")):
         gold = gold_for(cfg, table, exclude)
         result = analyze(
             table,
@@ -132,18 +131,17 @@ def compute_metrics(
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
         )
-        _plots(result, store.path(layout.plots))
+        _plots(result, store.path(variant.plots))
         store.write_json(name, result)
-        _report(cfg, store, result, prefix)
+        _report(cfg, store, result, variant)
     progress(f"metrics for {len(result['judges'])} judge(s)")
     return result
 
 
-def _report(cfg: ExperimentConfig, store: RunStore, result: dict, prefix: str) -> None:
+def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLayout) -> None:
     from judgebias.report_card import write_report
 
-    layout = RunLayout(prefix)
-    what = f" ({prefix.strip('/')})" if prefix else ""
+    what = f" ({layout.label})" if layout.label else ""
     write_report(store.path(layout.report_html), result, title=f"Judge report card: {cfg.name}{what}",
                  plot_dir=store.path(layout.plots),
                  provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
@@ -160,7 +158,7 @@ def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
     if store.has(layout.metrics):
         store.write_json(layout.probes_index, probe_index(cfg, store))
         probes = indexed_probe_results(store)  # what `judgebias report RUN_FOLDER` will show too
-        _report(cfg, store, {**store.read_json(layout.metrics), "probes": probes}, "")
+        _report(cfg, store, {**store.read_json(layout.metrics), "probes": probes}, layout)
 
 
 def _plots(result: dict, folder: Path) -> list[Path]:
@@ -179,4 +177,4 @@ def annotated_metrics(
 
     digest = hashlib.sha256(Path(merged_table).read_bytes()).hexdigest()[:12]
     table, _ = read_table(merged_table)
-    return compute_metrics(cfg, store, table, prefix=RunLayout.annotated(digest).prefix, progress=progress)
+    return compute_metrics(cfg, store, table, variant=RunLayout.annotated(digest), progress=progress)

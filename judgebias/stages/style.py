@@ -11,7 +11,7 @@ from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
 from judgebias.stages.compare import _dbg, _fmt_compare
-from judgebias.stages.data import style_prefix, subset
+from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
 
 
@@ -39,15 +39,15 @@ def rewrite_style(
     from judgebias.ablations.style import TEMPLATE_VERSION, rewrite_responses
     from judgebias.backends.protocol import GenerationParams
 
-    prefix = style_prefix(cfg, style)
-    names = {g: RunLayout(prefix).responses(g) for g in responses}
+    variant = RunLayout.style(cfg, style)
+    names = {g: variant.responses(g) for g in responses}
     if all(store.has(n) for n in names.values()):
         return {g: store.read_frame(n) for g, n in names.items()}
     rw = cfg.ablations.style_rewrite
     keep = set(_style_instructions(cfg, responses))
     out = {}
     with (
-        _timed(store, f"{prefix}rewrite_style") as info,
+        _timed(store, variant.stage("rewrite_style")) as info,
         open_backend(rw, name=f"rewriter:{rw.model}", cache=call_cache(cfg)) as backend,
     ):
         runner = backend.with_template(TEMPLATE_VERSION)
@@ -130,7 +130,7 @@ def compare_style(
             out["judges"][j] = row
         for style, table in after.items():
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
-            compute_metrics(cfg, store, table, prefix=style_prefix(cfg, style), exclude=exclude)
+            compute_metrics(cfg, store, table, variant=RunLayout.style(cfg, style), exclude=exclude)
         store.write_json(name, out)
         from judgebias import plots
 
