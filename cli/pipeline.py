@@ -75,7 +75,7 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     from flows.experiment import experiment
     from judgebias.runstore import RunStore
 
-    result = experiment(str(config_path), overrides)
+    result = experiment(str(config_path), overrides, cfg=cfg)
     wall = time.perf_counter() - start
     store = RunStore(cfg.run_path())
     typer.echo(console_report(cfg, store, result, wall_s=wall, peak_rss_gb=_peak_rss_gb()))

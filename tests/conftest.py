@@ -7,6 +7,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -184,16 +185,19 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     base = tmp_path_factory.mktemp("experiment")
     config_path = base / "tiny.yaml"
     config_path.write_text(yaml.safe_dump(tiny_config(tiny_models, base)))
+    cfg = load_config(config_path)
     cwd = os.getcwd()
     os.chdir(base)  # MLflow's sqlite store puts artifacts in ./mlruns
-    try:
-        result = experiment(str(config_path))
-    finally:
-        os.chdir(cwd)
-    cfg = load_config(config_path)
+    # As `judgebias run` calls it: the config parsed once, before Prefect starts, and handed down.
+    with mock.patch("judgebias.config.load_config", wraps=load_config) as parses:
+        try:
+            result = experiment(str(config_path), cfg=cfg)
+        finally:
+            os.chdir(cwd)
     return {
         "result": result,
         "cfg": cfg,
+        "config_parses": parses.call_count,
         "store": RunStore(cfg.run_path()),
         "config_path": config_path,
         "base": base,

@@ -52,6 +52,11 @@ def test_table_holds_every_judge_on_every_pair_in_both_orders(experiment_run):
         assert len(responses) == 6 and responses["error"].isna().all()
 
 
+def test_a_config_handed_to_the_flow_is_not_parsed_again(experiment_run):
+    # The experiment, both ablations and the probes ran on the object `judgebias run` parsed.
+    assert experiment_run["config_parses"] == 0
+
+
 def test_metrics_and_gold_are_those_of_analyze_on_the_table(experiment_run):
     from judgebias.analysis import analyze
     from judgebias.io import read_table
