@@ -25,7 +25,7 @@ def sync_annotations(
     settings = SyncSettings(
         table=table,
         judges=list(cfg.self_map),
-        self_map={k: [v] for k, v in cfg.self_map.items()},
+        self_map=cfg.own_generators(),
         gold=gold_for(cfg, store.read_frame(layout.table)),
         budget=a.budget if push else 0,
         project_title=a.project_title,

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from annotation.keys import keyed_pairs
+from judgebias.metrics.dbg import panel_rule
 from judgebias.metrics.origin import parse_self_map
 from judgebias.table import Exclusions
 
@@ -142,7 +143,8 @@ def score_pairs(
         if unknown:
             raise ValueError(f"gold judge(s) {unknown} not in the table (judges present: {all_judges})")
     else:
-        gold_panel = [j for j in all_judges if j not in measured] or list(all_judges)
+        # The DBG panel rule with every measured judge left out; alone, a judge is its own panel.
+        gold_panel = panel_rule(all_judges, None, exclude=measured) or list(all_judges)
 
     rows = table.assign(_p=prob_a(table), _flip=_order_flip(table))
     pairs = keyed_pairs(rows).join(rows.drop_duplicates("pair_id").set_index("pair_id")[

@@ -220,6 +220,12 @@ class ExperimentConfig(_Strict):
 
         return panel_rule([j.name for j in self.judges], measured, self.configured_gold(), exclude)
 
+    def own_generators(self) -> dict[str, tuple[str, ...]]:
+        """``self_map`` in the one shape every metric reads (``metrics.origin.parse_self_map``)."""
+        from judgebias.metrics.origin import parse_self_map
+
+        return parse_self_map(self.self_map)
+
     def configured_gold(self) -> list[str] | None:
         """The configured gold panel, or None for "all-others" (every other judge)."""
         return None if self.gold.panel == "all-others" else list(self.gold.panel)

@@ -20,7 +20,7 @@ def _dbg(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str]
         est = dbg_score(
             table,
             judge,
-            {k: {v} for k, v in cfg.self_map.items()},
+            cfg.own_generators(),
             gold,
             human_as_gold=cfg.gold.human_as_gold,
         )

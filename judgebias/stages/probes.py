@@ -103,7 +103,7 @@ def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) ->
     """The pairs holding exactly one of ``judge``'s own responses (a seeded sample)."""
     from judgebias.metrics.origin import own_sides
 
-    own_a, own_b = own_sides(pairs, judge, {k: {v} for k, v in cfg.self_map.items()})
+    own_a, own_b = own_sides(pairs, judge, cfg.own_generators())
     return _pairs_sample(pairs[own_a ^ own_b], cfg.probes.self_recognition.sample, 0)
 
 
@@ -116,7 +116,7 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
     layout = RunLayout.recognition(cfg)
     if store.has(layout.probe_result):
         return store.read_json(layout.probe_result)
-    self_map = {k: {v} for k, v in cfg.self_map.items()}
+    self_map = cfg.own_generators()
     out: dict = {"judges": {}}
     with _timed(store, layout.stage("recognition_report")):
         for judge, rows in recognised.items():

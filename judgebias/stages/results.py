@@ -127,7 +127,7 @@ def compute_metrics(
         gold = gold_for(cfg, table, exclude)
         result = analyze(
             table,
-            self_map={k: {v} for k, v in cfg.self_map.items()},
+            self_map=cfg.own_generators(),
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
         )
