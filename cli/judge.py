@@ -27,7 +27,8 @@ def _progress(label: str):
 
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
-               dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None):
+               dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
+               quantize: str = "none"):
     """The judge the options describe, as the one spec every command builds backends from."""
     from judgebias.backends.builder import JudgeSpec
 
@@ -35,9 +36,10 @@ def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | No
         return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
                          gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
                          token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
-                         cache_dir=str(cache_dir) if cache_dir else None)
+                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc).replace("model '': ", "").replace("dtype", "--dtype")) from None
+        message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
+        raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
 
 
 def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity: bool = False,
@@ -105,6 +107,9 @@ def register(app: typer.Typer) -> None:
         dtype: Annotated[str, typer.Option(help="Local weights and activations: auto (bf16 on GPU, exact "
                                            "fp32 on CPU), float32, bfloat16 (~3x faster on CPUs with "
                                            "AVX512-BF16/AMX; see docs/benchmarks.md) or float16.")] = "auto",
+        quantize: Annotated[str, typer.Option(help="Local: none, or int8 (linear weights stored as int8 "
+                                              "with torchao, the `quant` extra: a larger judge in about "
+                                              "half the memory of bf16; docs/benchmarks.md).")] = "none",
         max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
@@ -132,7 +137,7 @@ def register(app: typer.Typer) -> None:
 
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
-                          dtype=dtype, template=template, cache_dir=cache_dir)
+                          dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize)
         df, _ = read_table(table)
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.

@@ -254,8 +254,22 @@ class ExperimentConfig(_Strict):
         return Path(base or self.run_dir) / f"{self.name}-{self.config_hash()}"
 
 
+# Fields added after run folders existed, omitted from the hashes while at their default: a config
+# that does not set them keeps its run folder (and its cached stage outputs).
+_LATER_DEFAULTS = {"quantize": "none"}
+
+
+def _without_later_defaults(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {k: _without_later_defaults(v) for k, v in doc.items()
+                if not (k in _LATER_DEFAULTS and v == _LATER_DEFAULTS[k])}
+    if isinstance(doc, list):
+        return [_without_later_defaults(v) for v in doc]
+    return doc
+
+
 def _digest(doc: Any) -> str:
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(_without_later_defaults(doc), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

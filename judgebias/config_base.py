@@ -24,6 +24,9 @@ class _ModelRef(_Strict):
     # Local models only. "auto": bf16 on a GPU, fp32 (exact) on CPU; "bfloat16" on a CPU with
     # AVX512-BF16/AMX judges ~3x faster at a cost in P(A) that docs/benchmarks.md reports.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # Local models only: "int8" stores the linear weights as int8 (torchao, the `quant` extra), a
+    # larger judge in about half the memory of bf16 (docs/benchmarks.md, "Judges that fit in memory").
+    quantize: Literal["none", "int8"] = "none"
 
     @model_validator(mode="after")
     def _endpoint(self):
@@ -33,4 +36,6 @@ class _ModelRef(_Strict):
             raise ValueError("base_url/api_key_env only apply to backend 'openai'")
         if self.backend == "openai" and self.dtype != "auto":
             raise ValueError("dtype only applies to backend 'local'")
+        if self.backend == "openai" and self.quantize != "none":
+            raise ValueError("quantize only applies to backend 'local' (a server quantizes its own weights)")
         return self

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from judgebias.backends.protocol import Backend
+from judgebias.quantization import check_quantization
 from judgebias.resident import Resident
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -43,6 +44,7 @@ class ModelSpec:
     max_batch: int | None = None  # local: most prompts per forward pass (None: the backend's default)
     token_budget: int | None = None  # local: most tokens per forward pass (None: by device)
     prefix_mode: str = "none"  # openai: how an answer prefix is sent
+    quantize: str = "none"  # local: weight-only quantization (judgebias.quantization)
 
     def __post_init__(self) -> None:
         if self.backend not in ("local", "openai"):
@@ -52,6 +54,10 @@ class ModelSpec:
                              f"use one of {', '.join(DTYPES)}")
         if self.backend == "openai" and self.dtype != "auto":
             raise ValueError(f"model {self.name!r}: dtype only applies to backend 'local'")
+        check_quantization(self.quantize, what=f"model {self.name!r}")
+        if self.backend == "openai" and self.quantize != "none":
+            raise ValueError(f"model {self.name!r}: quantize only applies to backend 'local' "
+                             "(a server quantizes its own weights)")
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
@@ -60,7 +66,8 @@ class ModelSpec:
         key = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
                "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
         # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
-        for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none")):
+        for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none"),
+                               ("quantize", "none")):
             if getattr(self, extra) != default:
                 key[extra] = getattr(self, extra)
         return json.dumps(key, sort_keys=True)
@@ -72,7 +79,7 @@ class ModelSpec:
         extra.setdefault("name", getattr(ref, "name", None) or ref.model)
         return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
                    api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
-                   dtype=getattr(ref, "dtype", "auto"), **extra)
+                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"), **extra)
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,13 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
         return OpenAICompatBackend(spec.model, **kwargs)
     from judgebias.backends.local import LocalBackend
 
+    if spec.quantize != "none":
+        from judgebias.models import load_model
+        from judgebias.quantization import quantize_weights
+
+        if loaded is None:
+            loaded = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
+        loaded = quantize_weights(loaded, spec.quantize)
     kwargs = {"name": spec.name or None, "device": spec.device, "dtype": spec.dtype,
               "gguf_file": spec.gguf_file, "token_budget": spec.token_budget}
     if spec.max_batch is not None:
@@ -149,10 +163,13 @@ def resident_model(spec: ModelSpec):
     (default 2) stay loaded; 0 reloads every time. Only plain weights are shared: a fine-tuned
     model is built apart (``loaded=``), so no adapter can leak into another stage."""
     from judgebias.models import load_model
+    from judgebias.quantization import quantize_weights
 
-    key = (spec.model, spec.gguf_file, spec.device, spec.dtype)
-    loaded, _ = _RESIDENT.get(key, lambda: load_model(spec.model, gguf_file=spec.gguf_file,
-                                                      device=spec.device, dtype=spec.dtype))
+    def load():
+        plain = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
+        return quantize_weights(plain, spec.quantize)
+
+    loaded, _ = _RESIDENT.get((spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize), load)
     return loaded
 
 
