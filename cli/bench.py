@@ -50,6 +50,9 @@ def register(app: typer.Typer) -> None:
                                                            "(default: the judge's name).")] = None,
         endpoint_concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight to the server.")
                                         ] = 1,
+        quantize: Annotated[str, typer.Option(help="Quantize the engine's copy: none or int8 (weight-only, "
+                                              "torchao). With --modes batched alone the reference copy "
+                                              "is freed first: peak memory is the engine's.")] = "none",
     ) -> None:
         """Benchmark the local judge: batched scoring vs one-at-a-time vs generate-then-parse, and
         with --endpoint a server the user would otherwise run, on the same prompts.
@@ -68,6 +71,11 @@ def register(app: typer.Typer) -> None:
         for flag, value in (("--dtype", dtype), ("--baseline-dtype", baseline_dtype)):
             if value not in DTYPES:
                 raise typer.BadParameter(f"unknown {flag} {value!r}; use one of {', '.join(DTYPES)}")
+        from judgebias.quantization import QUANTIZATIONS
+
+        if quantize not in QUANTIZATIONS:
+            raise typer.BadParameter(f"unknown --quantize {quantize!r}; use one of "
+                                     f"{', '.join(QUANTIZATIONS)}")
         chosen = [m.strip() for m in modes.split(",") if m.strip()]
         unknown = set(chosen) - {"batched", "unbatched", "explain"}
         if unknown:
@@ -76,7 +84,8 @@ def register(app: typer.Typer) -> None:
                                explain_pairs=explain_pairs, explain_tokens=explain_tokens, modes=chosen,
                                device=device, token_budget=token_budget, batch_size=batch_size,
                                dtype=dtype, baseline_dtype=baseline_dtype, endpoint=endpoint,
-                               endpoint_model=endpoint_model, endpoint_concurrency=endpoint_concurrency)
+                               endpoint_model=endpoint_model, endpoint_concurrency=endpoint_concurrency,
+                               quantize=quantize)
         text = json.dumps(report, indent=2)
         typer.echo(text)
         table = markdown(report)

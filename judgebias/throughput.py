@@ -84,11 +84,14 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
                   explain_pairs: int, explain_tokens: int, modes: list[str], device: str | None,
                   token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
                   baseline_dtype: str = "auto", endpoint: str | None = None,
-                  endpoint_model: str | None = None, endpoint_concurrency: int = 1) -> dict[str, Any]:
+                  endpoint_model: str | None = None, endpoint_concurrency: int = 1,
+                  quantize: str = "none") -> dict[str, Any]:
     """Time each mode on the same prompts. ``dtype`` is the engine's (batched, explain); the plain
     one-at-a-time baseline runs in ``baseline_dtype`` (default: the device's exact reference), and
     when the two differ it also runs in the engine's dtype, so the report separates what batching
-    gains from what the dtype gains and shows what the dtype costs in P(A)."""
+    gains from what the dtype gains and shows what the dtype costs in P(A). ``quantize``: the
+    engine's copy is quantized (``judgebias.quantization``); without ``unbatched`` or an endpoint
+    to compare with, the reference copy is freed first, so the peak memory is the engine's alone."""
     import copy
 
     import torch
@@ -99,6 +102,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     from judgebias.backends.protocol import GenerationParams
     from judgebias.judging import judge_pairs
     from judgebias.prompts import DBG_AB, MTBENCH_PAIR
+    from judgebias.quantization import quantize_weights, weight_bytes
 
     device = device or models.default_device()
     engine_dtype = models.resolve_dtype(dtype, device)
@@ -111,11 +115,20 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         reference = models.load_model(model or "smollm2-135m-instruct", device=device, dtype=ref_dtype)
         label = reference.name
     loaded = reference
-    if engine_dtype != ref_dtype:
+    if engine_dtype != ref_dtype or quantize != "none":
         # The same weights cast, as a checkpoint loaded in that dtype would be.
         loaded = models.LoadedModel(model=copy.deepcopy(reference.model).to(engine_dtype),
                                     tokenizer=reference.tokenizer, name=reference.name,
                                     identity={**reference.identity, "dtype": models.dtype_name(engine_dtype)})
+        loaded = quantize_weights(loaded, quantize)
+    weights_gib = {"reference": weight_bytes(reference.model) / 2**30,
+                   "engine": weight_bytes(loaded.model) / 2**30}
+    engine_label = models.dtype_name(engine_dtype) + ("" if quantize == "none" else f"+{quantize}")
+    if loaded is not reference and "unbatched" not in modes and not endpoint:
+        reference = None  # nothing compares with it: the engine's peak memory is its own
+        import gc
+
+        gc.collect()
     backend = LocalBackend(loaded, token_budget=token_budget, max_batch=batch_size)
     chat = backend.is_chat
     n_params = loaded.n_params
@@ -153,11 +166,11 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     cpu_start = [0.0]
 
     def record(mode: str, row_dtype, seconds: float, pairs_done: int, tokens: int,
-               extra: dict | None = None) -> None:
+               extra: dict | None = None, *, engine: bool = True) -> None:
         tflops = 2 * n_params * tokens / seconds / 1e12
         peak = peaks.get(models.dtype_name(row_dtype))
         results[mode] = {
-            "dtype": models.dtype_name(row_dtype),
+            "dtype": engine_label if engine else models.dtype_name(row_dtype),
             "pairs": pairs_done, "seconds": round(seconds, 3), "pairs_per_s": pairs_done / seconds,
             # Process CPU time: on a shared machine it moves less than wall time does.
             "cpu_seconds": round(time.process_time() - cpu_start[0], 3),
@@ -182,14 +195,14 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         variants = backend.variants(DBG_AB.options)
         ids_a = torch.tensor(variants["A"], device=backend.device)
         ids_b = torch.tensor(variants["B"], device=backend.device)
-        runs = [("unbatched", reference.model, ref_dtype)]
-        if engine_dtype != ref_dtype:
-            runs.append((f"unbatched-{models.dtype_name(engine_dtype)}", loaded.model, engine_dtype))
-        for mode, net, row_dtype in runs:
+        runs = [("unbatched", reference.model, ref_dtype, False)]
+        if loaded is not reference:
+            runs.append((f"unbatched-{engine_label}", loaded.model, engine_dtype, True))
+        for mode, net, row_dtype, is_engine in runs:
             start = begin()
             p_first[mode] = _unbatched_p_first(net, backend.encode, prompts, ids_a, ids_b)
             sync()
-            record(mode, row_dtype, time.perf_counter() - start, len(pairs), total_tokens)
+            record(mode, row_dtype, time.perf_counter() - start, len(pairs), total_tokens, engine=is_engine)
 
     if "explain" in modes and chat:
         sub = pairs[:explain_pairs]
@@ -256,7 +269,8 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "model": label, "parameters": n_params, "device": dev_name,
         "device_type": "cuda" if on_gpu else "cpu",
-        "dtype": models.dtype_name(engine_dtype), "baseline_dtype": models.dtype_name(ref_dtype),
+        "dtype": engine_label, "baseline_dtype": models.dtype_name(ref_dtype),
+        "weights_gib": weights_gib,
         "peak_tflops": peaks, "peak_kind": peak_kind, "pairs": len(pairs),
         "mean_prompt_tokens": total_tokens / len(prompts), "token_budget": backend.token_budget,
         "max_batch": backend.max_batch, "prefix_reuse": backend.reuse_prefix,
@@ -318,6 +332,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"{'n/a' if share is None else f'{100 * share:.1f}%'} | {fmt(r['peak_memory_gib'], '.2f')} | "
             f"{r['seconds']:.1f} | {fmt(r['cpu_seconds'], '.1f')} | {speedup} | "
             f"{'-' if agree is None else f'{100 * agree:.0f}%'} | {fmt(r.get('max_abs_p_diff'), '.2g')} |")
+    if "weights_gib" in report:
+        w = report["weights_gib"]
+        lines += ["", f"Weights in memory: engine ({report['dtype']}) {w['engine']:.2f} GiB, reference "
+                      f"({report['baseline_dtype']}) {w['reference']:.2f} GiB (the same copy when they "
+                      "match); peak mem counts every copy the process held."]
     if "explain" in report["modes"]:
         e = report["modes"]["explain"]
         lines.append("")

@@ -111,3 +111,27 @@ def test_judge_command_rejects_an_unknown_scheme_naming_the_option(tmp_path):
                                       "--judge", "smollm2-135m-instruct", "--quantize", "int4"],
                              env={"COLUMNS": "200"})
     assert result.exit_code == 2 and "unknown --quantize 'int4'; use one of none, int8" in result.output
+
+
+def test_bench_rows_of_a_quantized_engine_name_it_and_weigh_both_copies(monkeypatch):
+    from judgebias import throughput as bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+    report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,
+                                 explain_tokens=4, modes=["batched", "unbatched"], device="cpu",
+                                 token_budget=None, batch_size=8, quantize="int8")
+    modes = report["modes"]
+    # Same dtype, quantized: the fp32 reference runs as is, the engine's int8 copy beside it.
+    assert [(m, r["dtype"]) for m, r in modes.items()] == [
+        ("batched", "float32+int8"), ("unbatched", "float32"), ("unbatched-float32+int8", "float32+int8")]
+    assert 0 < modes["unbatched"]["max_abs_p_diff"] < 0.05  # the int8 weights' cost in P(A)
+    assert modes["unbatched-float32+int8"]["max_abs_p_diff"] < 1e-4  # batching adds nothing to it
+    w = report["weights_gib"]
+    assert w["engine"] < w["reference"]
+    table = bench.markdown(report)
+    assert "| batched | float32+int8 |" in table and "Weights in memory" in table
+
+    alone = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
+                                explain_tokens=4, modes=["batched"], device="cpu", token_budget=None,
+                                batch_size=8, quantize="int8")
+    assert alone["modes"]["batched"]["dtype"] == "float32+int8"
