@@ -135,3 +135,30 @@ def test_bench_rows_of_a_quantized_engine_name_it_and_weigh_both_copies(monkeypa
                                 explain_tokens=4, modes=["batched"], device="cpu", token_budget=None,
                                 batch_size=8, quantize="int8")
     assert alone["modes"]["batched"]["dtype"] == "float32+int8"
+
+
+def test_random_gguf_writer_maps_every_tensor_and_pads_the_vocabulary(tmp_path):
+    # The file llama.cpp is benchmarked on (docs/benchmarks.md): every HF tensor under its GGUF
+    # name, matrices in the asked quantization, the tokenizer padded to the architecture's vocab.
+    import importlib.util
+    from pathlib import Path
+
+    import gguf
+
+    script = Path(__file__).parents[1] / "benchmarks" / "write_random_gguf.py"
+    spec = importlib.util.spec_from_file_location("write_random_gguf", script)
+    writer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(writer)
+    info = writer.write("tiny-llama", tmp_path / "t.gguf", "Q8_0", vocab_size=49152 + 64)
+    reader = gguf.GGUFReader(info["file"])
+    tensors = {t.name: t for t in reader.tensors}
+    # tiny-llama: embedding + final norm + 2 layers x (2 norms + q, k, v, o + gate, up, down); tied head.
+    assert len(tensors) == 2 + 2 * 9 and "output.weight" not in tensors
+    assert tensors["blk.1.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.Q8_0
+    assert tensors["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    assert len(tokens.data) == 49152 + 64 and tokens.contents()[-1] == "<|unused_63|>"
+    assert tensors["token_embd.weight"].shape.tolist() == [64, 49152 + 64]
+    assert reader.fields["general.architecture"].contents() == "llama"
+    with pytest.raises(ValueError, match="no GGUF name"):
+        writer.gguf_name("model.layers.0.mlp.experts.weight")
