@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from judgebias.quantization import Quantization
+
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
@@ -26,7 +28,7 @@ class _ModelRef(_Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     # Local models only: "int8" stores the linear weights as int8 (torchao, the `quant` extra), a
     # larger judge in about half the memory of bf16 (docs/benchmarks.md, "Judges that fit in memory").
-    quantize: Literal["none", "int8"] = "none"
+    quantize: Quantization = "none"
 
     @model_validator(mode="after")
     def _endpoint(self):

@@ -13,10 +13,10 @@ without it is a clear error, never a silent fall-back to full weights.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Literal, get_args
 
-Quantization = Literal["none", "int8"]
-QUANTIZATIONS: tuple[str, ...] = ("none", "int8")
+Quantization = Literal["none", "int8"]  # the config's field type; the one list of schemes
+QUANTIZATIONS: tuple[str, ...] = get_args(Quantization)
 
 
 def check_quantization(scheme: str, *, what: str = "model") -> None:
