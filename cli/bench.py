@@ -71,11 +71,12 @@ def register(app: typer.Typer) -> None:
         for flag, value in (("--dtype", dtype), ("--baseline-dtype", baseline_dtype)):
             if value not in DTYPES:
                 raise typer.BadParameter(f"unknown {flag} {value!r}; use one of {', '.join(DTYPES)}")
-        from judgebias.quantization import QUANTIZATIONS
+        from judgebias.quantization import check_quantization
 
-        if quantize not in QUANTIZATIONS:
-            raise typer.BadParameter(f"unknown --quantize {quantize!r}; use one of "
-                                     f"{', '.join(QUANTIZATIONS)}")
+        try:
+            check_quantization(quantize, what="--quantize")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
         chosen = [m.strip() for m in modes.split(",") if m.strip()]
         unknown = set(chosen) - {"batched", "unbatched", "explain"}
         if unknown:

@@ -71,19 +71,17 @@ class PeakMemory:
             import torch
 
             return torch.cuda.max_memory_allocated() / 2**30
-        try:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 2**20
-        except OSError:
-            pass
+        peak = process_peak_gib("self")
+        if peak is not None:
+            return peak
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def process_peak_gib(pid: int | None) -> float | None:
-    """Peak resident memory of a process since it started (Linux VmHWM), in GiB."""
+def process_peak_gib(pid: int | str | None) -> float | None:
+    """Peak resident memory of a process (``"self"``: this one) since it started or since its
+    peak was last reset (Linux VmHWM), in GiB; None where /proc does not say."""
     if pid is None:
         return None
     try:
