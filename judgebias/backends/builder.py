@@ -127,13 +127,10 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
         return OpenAICompatBackend(spec.model, **kwargs)
     from judgebias.backends.local import LocalBackend
 
-    if spec.quantize != "none":
-        from judgebias.models import load_model
+    if spec.quantize != "none":  # LocalBackend loads plain weights; a quantized model is handed to it
         from judgebias.quantization import quantize_weights
 
-        if loaded is None:
-            loaded = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
-        loaded = quantize_weights(loaded, spec.quantize)
+        loaded = _load(spec) if loaded is None else quantize_weights(loaded, spec.quantize)
     kwargs = {"name": spec.name or None, "device": spec.device, "dtype": spec.dtype,
               "gguf_file": spec.gguf_file, "token_budget": spec.token_budget}
     if spec.max_batch is not None:
@@ -162,15 +159,18 @@ def resident_model(spec: ModelSpec):
     reloading gemma-3-270m in bf16 takes ~5 s each time. The last ``JUDGEBIAS_RESIDENT_MODELS``
     (default 2) stay loaded; 0 reloads every time. Only plain weights are shared: a fine-tuned
     model is built apart (``loaded=``), so no adapter can leak into another stage."""
+    key = (spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize)
+    loaded, _ = _RESIDENT.get(key, lambda: _load(spec))
+    return loaded
+
+
+def _load(spec: ModelSpec):
+    """The local model ``spec`` names, in its dtype, quantized as it asks."""
     from judgebias.models import load_model
     from judgebias.quantization import quantize_weights
 
-    def load():
-        plain = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
-        return quantize_weights(plain, spec.quantize)
-
-    loaded, _ = _RESIDENT.get((spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize), load)
-    return loaded
+    plain = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
+    return quantize_weights(plain, spec.quantize)
 
 
 def release_resident_models() -> None:
