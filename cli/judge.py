@@ -28,7 +28,7 @@ def _progress(label: str):
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
                dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
-               quantize: str = "none"):
+               quantize: str = "none", chat: bool | None = None):
     """The judge the options describe, as the one spec every command builds backends from."""
     from judgebias.backends.builder import JudgeSpec
 
@@ -36,13 +36,14 @@ def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | No
         return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
                          gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
                          token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
-                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize)
+                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat)
     except ValueError as exc:
         message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
         raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
 
 
-def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity: bool = False,
+def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool | None = None,
+                perplexity: bool = False,
                 ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
                 progress: bool = True, chunk_size: int = 256):
     """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``."""
@@ -56,7 +57,7 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, perplexity:
 
     template = judge_template(template_name)
     pairs = pairs_from_table(df)
-    result = judge_pairs(pairs, backend, template, judge=judge_name,
+    result = judge_pairs(pairs, backend, template, judge=judge_name, chat=chat,
                          params=GenerationParams(max_new_tokens=max_new_tokens), chunk_size=chunk_size,
                          progress=_progress(f"judging {len(pairs)} pairs x 2 orders") if progress else None)
     out = result.table()
@@ -110,6 +111,10 @@ def register(app: typer.Typer) -> None:
         quantize: Annotated[str, typer.Option(help="Local: none, or int8 (linear weights stored as int8 "
                                               "with torchao, the `quant` extra: a larger judge in about "
                                               "half the memory of bf16; docs/benchmarks.md).")] = "none",
+        prompt_kind: Annotated[str, typer.Option(
+            help="auto (chat, unless a local model has no chat template), chat, or few-shot (a base "
+                 "model's few-shot text; with --backend openai it goes to the /completions route).")
+                               ] = "auto",
         max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
@@ -135,16 +140,21 @@ def register(app: typer.Typer) -> None:
         from judgebias.cache import ResponseCache
         from judgebias.io import read_table, write_table
 
+        kinds = {"auto": None, "chat": True, "few-shot": False}
+        if prompt_kind not in kinds:
+            raise typer.BadParameter(f"{prompt_kind!r}; expected one of {list(kinds)}",
+                                     param_hint="--prompt-kind")
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
-                          dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize)
+                          dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
+                          chat=kinds[prompt_kind])
         df, _ = read_table(table)
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
         with interrupts.stop_between_batches():
             judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
-                                             perplexity=perplexity, ppl_context=ppl_context,
+                                             chat=spec.chat, perplexity=perplexity, ppl_context=ppl_context,
                                              max_new_tokens=max_new_tokens,
                                              keep_other_judges=keep_other_judges, chunk_size=batch_size)
             interrupts.check()  # a stop asked after the last batch: still no table from a stopped run

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from judgebias.backends.completions_requests import build_echo_request, route
 from judgebias.backends.openai_parsing import (
     NO_PROMPT_LOGPROBS,
     build_chat_request,
-    build_echo_request,
     build_generate_request,
     build_score_request,
     chat_messages,
+    logprob_entries,
     option_normalizer,
     parse_echo_logprobs,
     parse_generation,
@@ -203,6 +204,64 @@ def test_echo_logprobs_pick_the_continuation_tokens():
     assert "first token" in parse_echo_logprobs(payload, "", "The capital").error
 
 
+def test_completions_endpoint_logprobs_of_a_fewshot_prompt():
+    # Real llama-cpp-python server, packaged gemma-3-270m (base) GGUF, a DBG few-shot prompt sent as
+    # raw text to /v1/completions with logprobs=20. The legacy form: parallel token lists and one
+    # {token: logprob} dict per generated token. At the first token the top is C -1.0792, A -1.4266,
+    # D -1.9119, B -2.3690, ..., a -4.3557: P(A) = (e^-1.4266 + e^-4.3557) / (that + e^-2.3690)
+    # = (0.2401 + 0.0128) / (0.2529 + 0.0936) = 0.730, mass 0.346 (the base model likes "C").
+    s = parse_option_scores(load("llamacpp_server_completions_fewshot"), ["A", "B"])
+    assert s.error is None and not s.verdict_only and not s.bounds
+    a, lower_a, b = math.exp(-1.4265559911727905), math.exp(-4.355), math.exp(-2.3689637184143066)
+    assert s.probs["A"] == pytest.approx((a + lower_a) / (a + lower_a + b), abs=1e-4)
+    assert s.probs["A"] == pytest.approx(0.730, abs=5e-4) and s.mass == pytest.approx(0.3465, abs=5e-4)
+    assert s.raw.startswith("C\n\n# Query")
+
+
+def test_a_leading_formatting_token_that_listed_the_options_is_where_the_answer_is_read():
+    # Real llama-cpp-python response, gemma-3-270m Q4_K_M, a ~1k-token few-shot prompt: the base
+    # model writes "<Response A>...". At "<" (formatting) the top 20 hold A -1.9050, B -2.8795 and
+    # a -4.0759: P(A) = (0.14883 + 0.01698) / (0.16581 + 0.05615) = 0.747, what a local judge reads
+    # at that position. The first non-formatting token, "Response", lists "a" but not B: reading
+    # there gave a bound, P(A) in [0.69, 1], for all 15 such answers of the bench run.
+    s = parse_option_scores(load("llamacpp_server_completions_fewshot_lt_first"), ["A", "B"])
+    assert s.error is None and not s.bounds and s.raw.startswith("<Response A>")
+    assert s.probs["A"] == pytest.approx(0.747, abs=5e-4) and s.mass == pytest.approx(0.2220, abs=5e-4)
+
+
+def _content(*positions):
+    return {"choices": [{"message": {"content": "".join(t for t, _ in positions)}, "logprobs": {"content": [
+        {"token": t, "logprob": tops[0][1], "top_logprobs": [{"token": k, "logprob": v} for k, v in tops]}
+        for t, tops in positions]}}]}
+
+
+def test_candidate_positions_prefer_one_listing_every_option():
+    # "**" lists A only; "A" lists both: the value at "A" (e^-0.1 / (e^-0.1 + e^-3) = 0.948), not a bound.
+    both = _content(("**", [("**", -0.05), ("A", -4.0)]), ("A", [("A", -0.1), ("B", -3.0)]))
+    s = parse_option_scores(both, ["A", "B"])
+    assert not s.bounds and s.probs["A"] == pytest.approx(math.exp(-0.1) / (math.exp(-0.1) + math.exp(-3)))
+    # Nowhere both: the first position listing one gives the bound.
+    one = _content(("**", [("**", -0.05), ("B", -4.0)]), ("A", [("A", -0.1), ("C", -3.0)]))
+    assert parse_option_scores(one, ["A", "B"]).bounds["B"][0] > 0.0
+    # A whitespace token is layout, not an answer: its listed options are not read.
+    newline = _content(("\n\n", [("\n\n", -0.01), ("B", -6.0), ("A", -7.0)]),
+                       ("A", [("A", -0.2), ("B", -2.0)]))
+    assert parse_option_scores(newline, ["A", "B"]).probs["A"] == pytest.approx(
+        math.exp(-0.2) / (math.exp(-0.2) + math.exp(-2.0)))
+
+
+def test_logprob_entries_read_both_forms():
+    chat = {"content": [{"token": "A", "logprob": -0.1, "top_logprobs": []}]}
+    assert logprob_entries(chat) == chat["content"]
+    legacy = {"tokens": ["The", " A"], "token_logprobs": [None, -0.5],
+              "top_logprobs": [None, {" A": -0.5, " B": -1.0}], "text_offset": [0, 3]}
+    assert logprob_entries(legacy) == [
+        {"token": "The", "logprob": None, "top_logprobs": []},
+        {"token": " A", "logprob": -0.5, "top_logprobs": [{"token": " A", "logprob": -0.5},
+                                                          {"token": " B", "logprob": -1.0}]}]
+    assert logprob_entries(None) == [] and logprob_entries({"tokens": []}) == []
+
+
 def test_real_server_without_prompt_logprobs_is_an_error_not_a_value():
     t = parse_echo_logprobs(load("transformers_serve_completions_echo_ignored"), "The capital of France is",
                             " Paris")
@@ -214,6 +273,19 @@ def test_real_server_without_prompt_logprobs_is_an_error_not_a_value():
 
 def test_raw_prompt_becomes_one_user_message():
     assert chat_messages(Prompt.raw("Q: 2+2?\nA:")) == [{"role": "user", "content": "Q: 2+2?\nA:"}]
+
+
+def test_raw_text_goes_to_the_completions_endpoint():
+    # A base model's few-shot prompt is continued as text; the assistant prefix ends that text.
+    p = Prompt.raw("# Query\n2+2?\n\n# Better response\n", assistant_prefix="[[")
+    assert route(p) == "completions" and route(Prompt.chat(("user", "x"))) == "chat"
+    kw = build_score_request("gemma", p, prefix_mode="continue", max_tokens_field="max_completion_tokens")
+    assert kw == {"model": "gemma", "prompt": "# Query\n2+2?\n\n# Better response\n[[", "max_tokens": 8,
+                  "temperature": 0.0, "top_p": 1.0, "logprobs": 20}
+    assert "logprobs" not in build_score_request("gemma", p, logprobs=False)
+    kw = build_generate_request("gemma", p, GenerationParams(max_new_tokens=4, seed=2, stop=("# Query",)))
+    assert (kw["prompt"], kw["max_tokens"], kw["seed"], kw["stop"]) == (p.text + "[[", 4, 2, ["# Query"])
+    assert "messages" not in kw
 
 
 def test_score_request_fields():
@@ -238,8 +310,8 @@ def test_assistant_prefix_modes():
 
 
 def test_generate_and_echo_requests():
-    kw = build_generate_request("m", Prompt.raw("hi"), GenerationParams(max_new_tokens=32, temperature=0.7,
-                                                                       top_p=0.9, seed=5, stop=("\n",)))
+    params = GenerationParams(max_new_tokens=32, temperature=0.7, top_p=0.9, seed=5, stop=("\n",))
+    kw = build_generate_request("m", Prompt.chat(("user", "hi")), params)
     got = (kw["max_tokens"], kw["temperature"], kw["top_p"], kw["seed"], kw["stop"])
     assert got == (32, 0.7, 0.9, 5, ["\n"])
     kw = build_echo_request("davinci-002", Prompt.raw("The capital of France is"), " Paris")

@@ -13,6 +13,7 @@ import math
 import os
 import sys
 
+import pandas as pd
 import pytest
 from conftest import free_port
 from servers import running
@@ -90,8 +91,41 @@ def test_real_server_generates_and_has_no_prompt_logprobs(transformers_server):
     b = OpenAICompatBackend(transformers_server["model"], transformers_server["base_url"], max_tries=2)
     (gen,) = b.generate([Prompt.chat(("user", "Say hello."))], GenerationParams(max_new_tokens=4))
     assert gen.error is None and gen.text and gen.completion_tokens > 0 and gen.prompt_tokens > 0
+    # Raw text (a base model's few-shot prompt) goes to /v1/completions with no chat template around
+    # it: the server counts only the text's own tokens, where the chat request above had a template.
+    (raw,) = b.generate([Prompt.raw("The capital of France is")], GenerationParams(max_new_tokens=2))
+    assert raw.error is None and raw.text and 0 < raw.prompt_tokens < 10 < gen.prompt_tokens
+    question = Prompt.raw("Is 2+2 equal to 4? Answer A for yes, B for no.\nAnswer:")
+    (s,) = b.score_options([question], ["A", "B"])
+    assert s.verdict_only  # this server ignores logprobs on completions too: a verdict or off-format
     (lp,) = b.continuation_logprobs([Prompt.raw("The capital of France is")], [" Paris"])
     assert lp.error and lp.error.startswith("endpoint does not return prompt logprobs") and lp.logprobs == ()
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_judge_cli_sends_fewshot_prompts_to_the_completions_route(transformers_server, tmp_path):
+    # A served base model is judged with the DBG few-shot text (--prompt-kind few-shot), continued as
+    # raw text: the template tag says so and the server counts no chat template around the prompt.
+    from typer.testing import CliRunner
+
+    from cli import app
+    from judgebias.io import read_table, write_table
+
+    table = write_table(pd.DataFrame([p.__dict__ for p in PAIRS[:2]]), tmp_path / "pairs.jsonl")
+    out = tmp_path / "judged.jsonl"
+    args = ["judge", str(table), "--backend", "openai", "--base-url", transformers_server["base_url"],
+            "--judge", transformers_server["model"], "--name", "served", "--prompt-kind", "few-shot",
+            "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    judged, _ = read_table(out)
+    assert len(judged) == 2 and set(judged["template_version"]) == {"dbg-ab@1:fewshot"}
+    # transformers serve ignores logprobs: each order is a verdict (p_a NaN) or an off-format exclusion
+    assert judged["p_a"].isna().all()
+    errors = [e for e in judged["judge_error"] if isinstance(e, str)]
+    assert all("off-format" in e for e in errors), errors
+    assert "wrote" in result.output and "computed 4" in result.output
 
 
 @pytest.mark.slow
@@ -144,7 +178,9 @@ def _llamacpp_python() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_bench_beside_llamacpp_server_on_the_packaged_gguf(tmp_path, monkeypatch):
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "gemma-3-270m"])
+def test_bench_beside_llamacpp_server_on_the_packaged_gguf(model, tmp_path, monkeypatch):
+    # gemma-3-270m is a base model: its few-shot prompts go to /v1/completions.
     exe = _llamacpp_python()
     if exe is None:
         pytest.skip("llama-cpp-python is not installed (an optional engine: `pip install "
@@ -152,21 +188,23 @@ def test_bench_beside_llamacpp_server_on_the_packaged_gguf(tmp_path, monkeypatch
     from judgebias import models
     from judgebias import throughput as bench
 
-    gguf = models.resolve("smollm2-135m-instruct").source
+    gguf = models.resolve(model).source
     port = free_port()
-    argv = [exe, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2-q4_1",
+    argv = [exe, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "served",
             "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "2048"]
     with running(argv, health_url=f"http://127.0.0.1:{port}/v1/models", log=tmp_path / "llamacpp.log",
                  what="llama-cpp-python server") as proc:
         monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
-        report = bench.run_benchmark(model="smollm2-135m-instruct", arch=None, n_pairs=3, prompt_tokens=0,
+        report = bench.run_benchmark(model=model, arch=None, n_pairs=3, prompt_tokens=0,
                                      explain_pairs=1, explain_tokens=4, modes=["batched", "unbatched"],
                                      device="cpu", token_budget=None, batch_size=8,
-                                     endpoint=f"http://127.0.0.1:{port}/v1", endpoint_model="smollm2-q4_1")
+                                     endpoint=f"http://127.0.0.1:{port}/v1", endpoint_model="served")
     row = report["modes"]["endpoint"]
     # llama.cpp returns top log-probs: every answer is a probability or, with an option outside its
-    # top 20, a bound; the Q4_1 weights stay within a few hundredths of the fp32 engine.
+    # top 20, a bound; the quantized weights (Q4_1, Q4_K_M) stay within a few hundredths of the fp32 engine.
     assert row["answers"]["logprobs"] + row["answers"]["bounded"] + row["answers"]["failed"] == 6
     assert row["answers"]["verdict_only"] == 0 and row["server_pid"] == proc.pid
+    if model == "gemma-3-270m":  # raw text to /completions: A and B listed at every first token (48/48)
+        assert row["answers"]["logprobs"] == 6
     if row["answers"]["logprobs"]:
         assert row["max_abs_p_diff_vs_reference"] < 0.1

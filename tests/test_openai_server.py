@@ -220,7 +220,8 @@ def test_generate_and_echo_logprobs(scripted):
     scripted.then(200, payload("transformers_serve_chat_verdict_only"))
     scripted.then(200, payload("synthetic_completions_echo"))
     b = backend_for(scripted)
-    (gen,) = b.generate([Prompt.raw("Say A.")], GenerationParams(max_new_tokens=8, seed=3, stop=("\n",)))
+    params = GenerationParams(max_new_tokens=8, seed=3, stop=("\n",))
+    (gen,) = b.generate([Prompt.chat(("user", "Say A."))], params)
     assert gen.text.startswith("A") and gen.seconds > 0
     assert (gen.prompt_tokens, gen.completion_tokens) == (67, 8)
     assert scripted.requests[0]["messages"] == [{"role": "user", "content": "Say A."}]
@@ -230,6 +231,27 @@ def test_generate_and_echo_logprobs(scripted):
     assert good.logprobs == (-0.4,) and "raw text" in refused.error
     assert scripted.requests[1]["path"] == "/v1/completions" and scripted.requests[1]["echo"] is True
     assert len(scripted.requests) == 2  # the chat context never reached the server
+
+
+def test_fewshot_prompts_go_to_the_completions_endpoint(scripted):
+    # A base model's raw-text prompt: /v1/completions, no chat messages; the legacy log-probs parse.
+    scripted.then(200, payload("llamacpp_server_completions_fewshot"))
+    scripted.then(200, payload("transformers_serve_completions_echo_ignored"))
+    b = backend_for(scripted, model="gemma")
+    (s,) = b.score_options([Prompt.raw("# Query\n2+2?\n\n# Better response: ")], ["A", "B"])
+    assert s.error is None and s.probs["A"] == pytest.approx(0.730, abs=5e-4)
+    (gen,) = b.generate([Prompt.raw("The capital of France is")], GenerationParams(max_new_tokens=1))
+    assert gen.text == "." and gen.prompt_tokens == 6
+    score_req, gen_req = scripted.requests
+    assert score_req["path"] == gen_req["path"] == "/v1/completions" and "messages" not in score_req
+    assert score_req["logprobs"] == 20 and gen_req["prompt"] == "The capital of France is"
+    assert b.identity()["raw_text"] == "completions"  # cached chat-route answers are not reused
+
+
+def test_server_without_a_completions_route_says_what_fewshot_prompts_need(scripted):
+    scripted.default = (404, {"error": {"message": "Not Found"}}, {})
+    with pytest.raises(EndpointError, match=r"no completions route.*few-shot prompts need /completions"):
+        backend_for(scripted).score_options([Prompt.raw("# Query\n")], ["A", "B"])
 
 
 def test_endpoint_without_prompt_logprobs_says_so_once(scripted):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from judgebias.backends import completions_requests as cr
 from judgebias.backends import openai_parsing as op
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 
@@ -77,7 +78,8 @@ def _is_local(base_url: str) -> bool:
 
 
 class OpenAICompatBackend:
-    """``Backend`` over the chat-completions (and, for prompt log-probs, completions) endpoint.
+    """``Backend`` over the chat-completions endpoint for chat prompts and the completions endpoint
+    for raw text (a base model's few-shot prompt, prompt log-probs).
 
     ``use_logprobs``: ask for ``top_logprobs`` when scoring options; a server that ignores them
     (``transformers serve``) or rejects them yields verdict-only scores (``verdict_only=True``).
@@ -149,12 +151,14 @@ class OpenAICompatBackend:
 
     def identity(self) -> dict:
         # The scoring request's shape changes what the model answers, so it is part of the identity.
-        # "parser" 2: an option outside the top log-probs gives bounds, where 1 stored 1.000 / 0.000.
-        scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs, "parser": 2,
+        # "parser" 2: an option outside the top log-probs gives bounds, where 1 stored 1.000 / 0.000;
+        # 3: a leading formatting token that listed the options is where the answer is read.
+        scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs, "parser": 3,
                    "max_tokens": self.score_max_tokens, "prefix_mode": self.prefix_mode,
                    "answer_after": self.answer_after}
+        # "raw_text": where raw-text prompts go (they were sent as a chat message before).
         ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
-                                 "scoring": scoring}
+                                 "scoring": scoring, "raw_text": "completions"}
         if self.model_revision:
             ident["revision"] = self.model_revision
         return ident
@@ -186,7 +190,12 @@ class OpenAICompatBackend:
             return min(self.max_backoff_s, retry_after * (1 + 0.25 * spread))
         return min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + 0.5 * spread)
 
-    def _request(self, operation: str, create: Callable[..., Any], kwargs: dict) -> tuple[dict, float, int]:
+    def _create(self, route: cr.Route) -> Callable[..., Any]:
+        client = self.client()
+        return client.completions.create if route == "completions" else client.chat.completions.create
+
+    def _request(self, operation: str, create: Callable[..., Any], kwargs: dict, route: cr.Route = "chat"
+                 ) -> tuple[dict, float, int]:
         """One request with retries: (response as dict, seconds of the successful try, tries)."""
         import openai
 
@@ -208,7 +217,9 @@ class OpenAICompatBackend:
                     raise EndpointError(f"{where} refused the API key (HTTP {status}; key from "
                                         f"${self.api_key_env}): {exc.message}") from exc
                 if status == 404 and operation != "continuation_logprobs":
-                    raise EndpointError(f"{where} has no model {self.model!r} or no chat-completions route "
+                    what = ("completions route (raw-text, few-shot prompts need /completions; give a chat "
+                            "model a chat prompt)" if route == "completions" else "chat-completions route")
+                    raise EndpointError(f"{where} has no model {self.model!r} or no {what} "
                                         f"(HTTP 404): {exc.message}") from exc
                 if status not in RETRYABLE_STATUS and status < 500:
                     raise
@@ -272,7 +283,6 @@ class OpenAICompatBackend:
 
         options = list(options)
         op.option_normalizer(options)  # bad options: one clear ValueError before any request
-        create = self.client().chat.completions.create
 
         def one(i: int) -> OptionScores:
             use_lp = self.use_logprobs and not self._logprobs_rejected
@@ -281,7 +291,8 @@ class OpenAICompatBackend:
                                             prefix_mode=self.prefix_mode,
                                             max_tokens_field=self.max_tokens_field)
             try:
-                response, seconds, tries = self._request("score_options", create, kwargs)
+                route = cr.route(prompts[i])
+                response, seconds, tries = self._request("score_options", self._create(route), kwargs, route)
             except openai.APIStatusError as exc:
                 if use_lp and "logprob" in str(exc).lower():
                     # e.g. reasoning models: "logprobs is not supported with this model"
@@ -296,13 +307,12 @@ class OpenAICompatBackend:
     def generate(self, prompts: Sequence[Prompt], params: GenerationParams) -> list[Generation]:
         import openai
 
-        create = self.client().chat.completions.create
-
         def one(i: int) -> Generation:
             kwargs = op.build_generate_request(self.model, prompts[i], params, prefix_mode=self.prefix_mode,
                                                max_tokens_field=self.max_tokens_field)
             try:
-                response, seconds, tries = self._request("generate", create, kwargs)
+                route = cr.route(prompts[i])
+                response, seconds, tries = self._request("generate", self._create(route), kwargs, route)
             except openai.APIStatusError as exc:
                 return Generation("", error=self._http_error(exc))
             self._log("generate", response, seconds, tries)
@@ -318,13 +328,13 @@ class OpenAICompatBackend:
 
         if len(contexts) != len(continuations):
             raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
-        create = self.client().completions.create
+        create = self._create("completions")
 
         def one(i: int) -> TokenLogprobs:
             if self._echo_unsupported:
                 return TokenLogprobs((), error=self._echo_unsupported)
             try:
-                kwargs = op.build_echo_request(self.model, contexts[i], continuations[i])
+                kwargs = cr.build_echo_request(self.model, contexts[i], continuations[i])
             except ValueError as exc:
                 return TokenLogprobs((), error=str(exc))
             try:
@@ -332,7 +342,7 @@ class OpenAICompatBackend:
             except openai.APIStatusError as exc:
                 return TokenLogprobs((), error=f"{op.NO_PROMPT_LOGPROBS}: {self._http_error(exc)}")
             self._log("continuation_logprobs", response, seconds, tries)
-            result = op.parse_echo_logprobs(response, op.context_text(contexts[i]), continuations[i])
+            result = op.parse_echo_logprobs(response, cr.context_text(contexts[i]), continuations[i])
             if result.error == op.NO_PROMPT_LOGPROBS:
                 # The endpoint answered but ignores echo/logprobs: do not pay for the other items.
                 self._echo_unsupported = f"{op.NO_PROMPT_LOGPROBS} ({self.base_url})"

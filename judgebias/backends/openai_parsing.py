@@ -1,17 +1,21 @@
 """Pure request building and response parsing for OpenAI-compatible endpoints.
 
 Everything here works on plain dicts (the JSON of the chat-completions / completions format), so it
-is tested on recorded payloads without a network. The backend (``openai_compat``) only sends what
+is tested on recorded payloads without a network. Chat messages go to chat-completions; raw text (a
+base model's few-shot prompt) goes to the completions endpoint (``completions_requests``), and both
+forms of log-probabilities are read alike. The backend (``openai_compat``) only sends what
 these functions build and hands the response's ``model_dump()`` back to them.
 
 Scoring a fixed set of options (e.g. "A"/"B") has two paths:
 
 * **log-probabilities** (the server honours ``logprobs``/``top_logprobs``): at the answer position
-  (the first generated token that is not pure formatting, after any ``<think>`` block and after an
-  optional marker such as "[["), each option's probability is the sum over the top log-probs whose
-  token normalizes to that option (" A", "A", "(A", '"A' all count for "A"), as alpaca_eval's
-  ``logprob_parser`` does with exact tokens. Probabilities are renormalized over the options;
-  ``mass`` keeps the unnormalized total. Neither option among the top log-probs -> NaN and an error.
+  (after any ``<think>`` block and an optional marker such as "[[", the first generated position
+  listing the options, up to the first token that is not pure formatting: a base model that starts
+  "<Response A>" listed A and B at "<", where a local judge reads them), each option's
+  probability is the sum over the top log-probs whose token normalizes to that option (" A", "A",
+  "(A", '"A' all count for "A"), as alpaca_eval's ``logprob_parser`` does with exact tokens.
+  Probabilities are renormalized over the options; ``mass`` keeps the unnormalized total. Neither
+  option among the top log-probs -> NaN and an error.
   Only some of them listed -> ``bounds``, not ``probs``: a missing option's probability lies between
   0 and the smallest listed log-prob's (and the mass the list leaves), so the result is an interval
   per option (a server returning 5 top log-probs would otherwise make P(A) = 1.000 of 0.978).
@@ -37,6 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from judgebias.backends.completions_requests import build_completion_request, route
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 
 PrefixMode = Literal["none", "continue", "message"]
@@ -92,7 +97,11 @@ def build_chat_request(model: str, prompt: Prompt, *, max_tokens: int, temperatu
 def build_score_request(model: str, prompt: Prompt, *, max_tokens: int = 8, top_logprobs: int = 20,
                         logprobs: bool = True, prefix_mode: PrefixMode = "none",
                         max_tokens_field: str = "max_tokens") -> dict[str, Any]:
-    """A greedy, short request for choosing between options (a few tokens: room for "[[A]]")."""
+    """A greedy, short request for choosing between options (a few tokens: room for "[[A]]"); a
+    raw-text prompt goes to the completions endpoint (see ``route``)."""
+    if route(prompt) == "completions":
+        return build_completion_request(model, prompt, max_tokens=max_tokens,
+                                        logprobs=top_logprobs if logprobs else None)
     return build_chat_request(model, prompt, max_tokens=max_tokens, temperature=0.0, logprobs=logprobs,
                               top_logprobs=top_logprobs, prefix_mode=prefix_mode,
                               max_tokens_field=max_tokens_field)
@@ -101,24 +110,13 @@ def build_score_request(model: str, prompt: Prompt, *, max_tokens: int = 8, top_
 def build_generate_request(model: str, prompt: Prompt, params: GenerationParams, *,
                            prefix_mode: PrefixMode = "none", max_tokens_field: str = "max_tokens"
                            ) -> dict[str, Any]:
+    if route(prompt) == "completions":
+        return build_completion_request(model, prompt, max_tokens=params.max_new_tokens,
+                                        temperature=params.temperature, top_p=params.top_p,
+                                        seed=params.seed, stop=params.stop)
     return build_chat_request(model, prompt, max_tokens=params.max_new_tokens, temperature=params.temperature,
                               top_p=params.top_p, seed=params.seed, stop=params.stop,
                               prefix_mode=prefix_mode, max_tokens_field=max_tokens_field)
-
-
-def context_text(prompt: Prompt) -> str:
-    """The raw text a completions-endpoint context stands for (chat needs a template: refused)."""
-    if prompt.text is None:
-        raise ValueError("the completions endpoint takes raw text; a chat context needs the model's chat "
-                         "template (use a local backend for chat-context log-probabilities)")
-    return prompt.text + prompt.assistant_prefix
-
-
-def build_echo_request(model: str, context: Prompt, continuation: str) -> dict[str, Any]:
-    """``client.completions.create`` kwargs returning the prompt's own token log-probs (echo)."""
-    # max_tokens=1, not 0: several servers (vLLM) reject 0; the one generated token is ignored.
-    return {"model": model, "prompt": context_text(context) + continuation, "echo": True, "logprobs": 1,
-            "max_tokens": 1, "temperature": 0.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,50 +228,55 @@ def parse_verdict_text(text: str, options: Sequence[str], *, tie_label: str | No
     return OptionScores(probs, raw=text, verdict_only=True)
 
 
-def _answer_position(content: Sequence[Mapping[str, Any]], after: str | None) -> tuple[int | None, str]:
-    """Index of the answer token in the generated tokens, or None with the reason."""
+def logprob_entries(logprobs: Any) -> list[Mapping[str, Any]]:
+    """Per generated token ``{token, logprob, top_logprobs: [{token, logprob}]}`` from either form:
+    chat's ``content`` list, or the completions endpoint's parallel ``tokens`` / ``token_logprobs``
+    / ``top_logprobs`` (one ``{token: logprob}`` dict per token). Empty when there are none."""
+    if not isinstance(logprobs, Mapping):
+        return []
+    if logprobs.get("content"):
+        return list(logprobs["content"])
+    tokens = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or [None] * len(tokens)
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    return [{"token": t, "logprob": lp,
+             "top_logprobs": [{"token": k, "logprob": v} for k, v in (top or {}).items()]}
+            for t, lp, top in zip(tokens, values, tops, strict=False)]
+
+
+def _answer_positions(content: Sequence[Mapping[str, Any]], after: str | None) -> tuple[list[int], str]:
+    """Where the answer may be read: the generated positions from the first after any ``<think>``
+    block and ``after`` marker up to the first non-formatting token, leaving out positions where
+    the model wrote only whitespace. Empty, with the reason, when there is no answer token."""
     texts = [t.get("token", "") for t in content]
     full = "".join(texts)
     start = 0
     if full.lstrip().startswith(_THINK_OPEN):
         close = full.find(_THINK_CLOSE)
         if close < 0:
-            return None, "unterminated <think> block (answer cut off by max_tokens?)"
+            return [], "unterminated <think> block (answer cut off by max_tokens?)"
         start = close + len(_THINK_CLOSE)
     if after:
         at = full.rfind(after, start)
         if at >= 0:
             start = at + len(after)
-    pos = 0
+    pos, candidates = 0, []
     for i, tok in enumerate(texts):
         end = pos + len(tok)
-        if end > start and normalize_token(tok):
-            return i, ""
+        if end > start and tok.strip():
+            candidates.append(i)
+            if normalize_token(tok):
+                return candidates, ""
         pos = end
-    return None, f"no answer token among the {len(texts)} generated tokens"
+    return [], f"no answer token among the {len(texts)} generated tokens"
 
 
-def parse_option_scores(response: Mapping[str, Any], options: Sequence[str], *,
-                        answer_after: str | None = None, tie_label: str | None = TIE_LABEL) -> OptionScores:
-    """Option probabilities from a chat-completions response (logprobs path or verdict-only path).
-
-    ``answer_after``: read the answer at the first token after the last occurrence of this marker
-    (e.g. "[[" for explain-then-verdict prompts); by default the first non-formatting token.
-    """
-    casefold, norm = option_normalizer(options)
-    text = response_text(response)
-    logprobs = _choice(response).get("logprobs")
-    content = (logprobs or {}).get("content") if isinstance(logprobs, Mapping) else None
-    if not content:
-        return parse_verdict_text(text, options, tie_label=tie_label)
-    idx, why = _answer_position(content, answer_after)
-    if idx is None:
-        return _nan_scores(options, text, f"off-format: {why}")
-    entry = content[idx]
+def _option_mass(entry: Mapping[str, Any], by_norm: Mapping[str, str], casefold: bool,
+                 options: Sequence[str]) -> tuple[dict[str, float], list[Mapping[str, Any]]]:
+    """Each option's summed probability among one position's top log-probs, and those tops."""
     tops = entry.get("top_logprobs") or [{"token": entry.get("token", ""), "logprob": entry.get("logprob")}]
     seen: set[str] = set()
     mass_by_option = dict.fromkeys(options, 0.0)
-    by_norm = {v: o for o, v in norm.items()}
     for top in tops:
         token, lp = top.get("token", ""), top.get("logprob")
         if token in seen or lp is None:
@@ -282,13 +285,40 @@ def parse_option_scores(response: Mapping[str, Any], options: Sequence[str], *,
         option = by_norm.get(normalize_token(token, casefold))
         if option is not None:
             mass_by_option[option] += math.exp(lp)
-    mass = sum(mass_by_option.values())
-    if mass <= 0.0:
+    return mass_by_option, tops
+
+
+def parse_option_scores(response: Mapping[str, Any], options: Sequence[str], *,
+                        answer_after: str | None = None, tie_label: str | None = TIE_LABEL) -> OptionScores:
+    """Option probabilities from a chat-completions or completions response (logprobs path or
+    verdict-only path).
+
+    The answer is read at the first candidate position (see ``_answer_positions``) whose top
+    log-probs list every option, else at the first listing some (a bound). A formatting token the
+    model chose first ("<", "**", "[[") does not hide a first position where the options were
+    listed: that is the distribution a local judge reads. ``answer_after``: candidates start after
+    the last occurrence of this marker (e.g. "[[" for explain-then-verdict prompts).
+    """
+    casefold, norm = option_normalizer(options)
+    text = response_text(response)
+    content = logprob_entries(_choice(response).get("logprobs"))
+    if not content:
+        return parse_verdict_text(text, options, tie_label=tie_label)
+    candidates, why = _answer_positions(content, answer_after)
+    if not candidates:
+        return _nan_scores(options, text, f"off-format: {why}")
+    by_norm = {v: o for o, v in norm.items()}
+    read = [(i, *_option_mass(content[i], by_norm, casefold, options)) for i in candidates]
+    full = [r for r in read if all(m > 0.0 for m in r[1].values())]
+    some = [r for r in read if any(m > 0.0 for m in r[1].values())]
+    if not some:
+        entry, tops = content[candidates[-1]], read[-1][2]
         shown = [t.get("token") for t in tops[:5]]
         return _nan_scores(options, text, f"off-format: neither of {list(options)} among the top "
                            f"{len(tops)} log-probs at the answer token {entry.get('token')!r} (top: {shown})")
-    missing = [o for o, m in mass_by_option.items() if m == 0.0]
-    if missing:
+    _, mass_by_option, tops = (full or some)[0]
+    mass = sum(mass_by_option.values())
+    if not full:
         listed = [math.exp(t["logprob"]) for t in tops if t.get("logprob") is not None]
         return OptionScores(dict.fromkeys(options, math.nan), mass=mass, raw=text,
                             bounds=option_bounds(mass_by_option, min(listed), 1.0 - sum(listed)))
