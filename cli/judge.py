@@ -136,18 +136,18 @@ def register(app: typer.Typer) -> None:
         Model calls are cached by content, so a rerun only computes what is missing.
         """
         from judgebias import interrupts
-        from judgebias.backends.builder import build_backend, cached
+        from judgebias.backends.builder import build_backend, cached, chat_for
         from judgebias.cache import ResponseCache
         from judgebias.io import read_table, write_table
 
-        kinds = {"auto": None, "chat": True, "few-shot": False}
-        if prompt_kind not in kinds:
-            raise typer.BadParameter(f"{prompt_kind!r}; expected one of {list(kinds)}",
-                                     param_hint="--prompt-kind")
+        try:
+            chat = chat_for(prompt_kind)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--prompt-kind") from None
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
                           dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
-                          chat=kinds[prompt_kind])
+                          chat=chat)
         df, _ = read_table(table)
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.

@@ -47,6 +47,17 @@ def test_unknown_dtype_is_named_before_any_model_loads(tmp_path, command):
     assert "unknown --dtype 'int8'" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_unknown_prompt_kind_is_named_before_any_model_loads(tmp_path):
+    table = tmp_path / "t.jsonl"
+    table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')
+    out = _cli("judge", str(table), "--judge", "m", "--out", str(tmp_path / "o.jsonl"),
+               "--prompt-kind", "fewshot")
+    assert out.returncode == 2, out.stderr
+    said = " ".join(out.stderr.replace("│", " ").split())  # the error box wraps lines
+    assert "--prompt-kind: unknown prompt kind 'fewshot'; use one of auto, chat, few-shot" in said
+    assert "Traceback" not in out.stderr
+
+
 def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     table = tmp_path / "t.jsonl"
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')

@@ -82,6 +82,17 @@ class ModelSpec:
                    dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"), **extra)
 
 
+PROMPT_KINDS = {"auto": None, "chat": True, "few-shot": False}
+
+
+def chat_for(prompt_kind: str) -> bool | None:
+    """A judge's ``prompt_kind`` as ``JudgeSpec.chat``: None lets the model decide (chat unless a
+    local model has no chat template)."""
+    if prompt_kind not in PROMPT_KINDS:
+        raise ValueError(f"unknown prompt kind {prompt_kind!r}; use one of {', '.join(PROMPT_KINDS)}")
+    return PROMPT_KINDS[prompt_kind]
+
+
 @dataclass(frozen=True)
 class JudgeSpec(ModelSpec):
     """A judge: a model plus the template it judges with. ``chat=None`` picks the chat prompt when
@@ -98,8 +109,8 @@ class JudgeSpec(ModelSpec):
     @classmethod
     def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
         """From a ``judgebias.config.JudgeConfig`` entry."""
-        chat = None if ref.prompt_kind == "auto" else ref.prompt_kind == "chat"
-        return super().from_config(ref, cache_dir, template=ref.template, chat=chat, **extra)
+        return super().from_config(ref, cache_dir, template=ref.template, chat=chat_for(ref.prompt_kind),
+                                   **extra)
 
 
 def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
