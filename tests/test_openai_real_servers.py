@@ -3,8 +3,8 @@
 * A real ``transformers serve`` over SmolLM2-135M-Instruct (dequantized from the packaged GGUF):
   returns no logprobs, so it exercises the verdict-only path; pairs are judged in both orders and
   folded with ``combine_orders`` (a verdict that flips with the order becomes a tie).
-* llama-cpp-python's server on the packaged GGUF beside the in-process engine (optional: skips with
-  the reason when llama-cpp-python is not installed).
+* llama.cpp's servers (llama-cpp-python's and the C++ ``llama-server``) on the packaged GGUFs beside
+  the in-process engine (optional: each skips with the reason when it is not installed).
 """
 
 from __future__ import annotations
@@ -176,24 +176,48 @@ def _llamacpp_python() -> str | None:
     return exe if probe.returncode == 0 else None
 
 
+def _llama_server() -> str | None:
+    """llama.cpp's C++ server: $JUDGEBIAS_LLAMA_SERVER, else ``llama-server`` on the PATH."""
+    import shutil
+
+    exe = os.environ.get("JUDGEBIAS_LLAMA_SERVER") or shutil.which("llama-server")
+    return exe if exe and os.access(exe, os.X_OK) else None
+
+
+def _server_argv(engine: str, gguf: str, port: int) -> list[str] | None:
+    """The command that serves ``gguf`` as model "served" with 2 threads, or None when not installed."""
+    if engine == "llama-cpp-python":
+        exe = _llamacpp_python()
+        return exe and [exe, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "served",
+                        "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "2048"]
+    exe = _llama_server()
+    return exe and [exe, "-m", gguf, "--alias", "served", "--host", "127.0.0.1", "--port", str(port),
+                    "-t", "2", "-c", "2048", "--parallel", "1"]
+
+
+_NOT_INSTALLED = {
+    "llama-cpp-python": "llama-cpp-python is not installed (an optional engine: `pip install "
+                        "'llama-cpp-python[server]'`, or JUDGEBIAS_LLAMACPP_PYTHON=/path/to/its/python)",
+    "llama-server": "llama.cpp's llama-server is not on the PATH (an optional engine: build it as "
+                    "docs/benchmarks.md says, or JUDGEBIAS_LLAMA_SERVER=/path/to/llama-server)",
+}
+
+
 @pytest.mark.slow
 @pytest.mark.server
+@pytest.mark.parametrize("engine", ["llama-cpp-python", "llama-server"])
 @pytest.mark.parametrize("model", ["smollm2-135m-instruct", "gemma-3-270m"])
-def test_bench_beside_llamacpp_server_on_the_packaged_gguf(model, tmp_path, monkeypatch):
+def test_bench_beside_llamacpp_server_on_the_packaged_gguf(engine, model, tmp_path, monkeypatch):
     # gemma-3-270m is a base model: its few-shot prompts go to /v1/completions.
-    exe = _llamacpp_python()
-    if exe is None:
-        pytest.skip("llama-cpp-python is not installed (an optional engine: `pip install "
-                    "'llama-cpp-python[server]'`, or JUDGEBIAS_LLAMACPP_PYTHON=/path/to/its/python)")
     from judgebias import models
     from judgebias import throughput as bench
 
-    gguf = models.resolve(model).source
     port = free_port()
-    argv = [exe, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "served",
-            "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "2048"]
-    with running(argv, health_url=f"http://127.0.0.1:{port}/v1/models", log=tmp_path / "llamacpp.log",
-                 what="llama-cpp-python server") as proc:
+    argv = _server_argv(engine, str(models.resolve(model).source), port)
+    if argv is None:
+        pytest.skip(_NOT_INSTALLED[engine])
+    with running(argv, health_url=f"http://127.0.0.1:{port}/v1/models", log=tmp_path / "server.log",
+                 what=engine) as proc:
         monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
         report = bench.run_benchmark(model=model, arch=None, n_pairs=3, prompt_tokens=0,
                                      explain_pairs=1, explain_tokens=4, modes=["batched", "unbatched"],
