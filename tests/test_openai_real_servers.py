@@ -106,7 +106,8 @@ def test_real_server_generates_and_has_no_prompt_logprobs(transformers_server):
 @pytest.mark.server
 def test_judge_cli_sends_fewshot_prompts_to_the_completions_route(transformers_server, tmp_path):
     # A served base model is judged with the DBG few-shot text (--prompt-kind few-shot), continued as
-    # raw text: the template tag says so and the server counts no chat template around the prompt.
+    # raw text: the template tag says so (that raw text takes the /completions route, with no chat
+    # template counted, is checked in test_real_server_generates_and_has_no_prompt_logprobs).
     from typer.testing import CliRunner
 
     from cli import app
