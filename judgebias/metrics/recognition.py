@@ -22,7 +22,7 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, wilson
+from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, sign_test, wilson
 
 
 def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Series:
@@ -55,6 +55,9 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
     conf = mean_t(own.to_numpy(), null=0.5)
     return Estimate(
         value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
+        # The test behind the self-recognition statement (judgebias.trust_family): exact binomial
+        # test of chance (0.5) on the decided pairs; the interval stays Wilson's.
+        statistic=float(correct), p_value=sign_test(correct, n - correct),
         method="share of pairs with P(own is mine) > 0.5; Wilson interval",
         details={"correct": correct,
                  "mean_confidence": {"value": conf["value"], "ci_low": conf["ci_low"],
