@@ -44,6 +44,11 @@ def analyze_cmd(
                                 help="Write the report card <out stem>_report.html (+ .md) beside --out."),
     reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    multiplicity: str = typer.Option(
+        "holm", "--multiplicity", metavar="holm|bh",
+        help="How each judge's statement tests are adjusted together: holm (default; the chance of "
+             "any false caution about a judge is at most 5%) or bh (Benjamini-Hochberg; at most 5% "
+             "of the cautions false on average). Intervals stay per-figure 95%."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
 ) -> None:
     """Bias figures of every judge in a judgment table, with 95% intervals.
@@ -73,6 +78,12 @@ def analyze_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--family") from None
     gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
+    from judgebias.multiplicity import check_method
+
+    try:
+        multiplicity = check_method(multiplicity)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     try:
         table, exclusions = read_table(file, skip_invalid=skip_invalid)
         if fold is not None:
@@ -81,7 +92,7 @@ def analyze_cmd(
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
-                         family_map=family_map)
+                         family_map=family_map, multiplicity=multiplicity)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

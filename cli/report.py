@@ -63,10 +63,20 @@ def report_cmd(
         help="Page to write (default: beside the metrics; for an MLflow run, reports/<run id>/report.html).",
     ),
     open_: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
+    multiplicity: str = typer.Option(
+        None, "--multiplicity", metavar="holm|bh",
+        help="Adjust each judge's statement tests by holm (family-wise error) or bh (false discovery "
+             "rate) instead of the method the analysis recorded (holm when none)."),
 ) -> None:
     """Write the judge report card (self-contained HTML + markdown) of a run and print its path."""
+    from judgebias.multiplicity import check_method
     from judgebias.report_card import write_report
 
+    if multiplicity is not None:
+        try:
+            multiplicity = check_method(multiplicity)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     metrics, plots, default, title, probes = _source(target, Path("reports"))
     try:
         result = json.loads(metrics.read_text(encoding="utf-8"))
@@ -82,6 +92,7 @@ def report_cmd(
         title=f"Judge report card: {title}",
         plot_dir=plots,
         provenance=[f"metrics: {metrics}"],
+        multiplicity=multiplicity,
     )
     typer.echo(f"wrote {page}\nwrote {md}")
     if open_:

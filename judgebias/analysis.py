@@ -40,8 +40,10 @@ from judgebias.metrics.self_preference import (
 )
 from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
 from judgebias.metrics.win_rate import length_controlled_win_rates
+from judgebias.multiplicity import HOLM, check_method
 from judgebias.stats import Estimate, InsufficientData, jsonable
 from judgebias.table import Exclusions
+from judgebias.trust_family import attach
 
 SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
@@ -68,7 +70,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
             gold: Sequence[str] | None = None, human_as_gold: bool = False,
             exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
             baseline: str | None = None,
-            family_map: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
+            family_map: Mapping[str, Iterable[str]] | None = None,
+            multiplicity: str = HOLM) -> dict[str, Any]:
     """Compute every metric the columns allow for every judge of a validated judgment table.
 
     ``self_map`` names more generators that are the judge itself; ``family_map`` its relatives
@@ -76,9 +79,14 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     ``family_dbg``, the regression's ``family_origin``) beside the exact-self ones.
 
     ``baseline`` names the reference model of the length-controlled win rates (default: per judge,
-    the one generator in every pair it judged, if there is one)."""
+    the one generator in every pair it judged, if there is one).
+
+    ``multiplicity`` ("holm" or "bh") adjusts the p-values of each judge's statement tests together
+    (``judgebias.trust_family``): ``p_adjusted`` beside each member's ``p_value`` and the family
+    under the judge's ``multiplicity`` key."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
+    multiplicity = check_method(multiplicity)  # a typo fails before the work, not after it
     F.require(df, ["pair_id", "judge"], "analyze")
     if len(df) == 0:
         raise ValueError("analyze: the judgment table has no rows")
@@ -105,7 +113,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
                      "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
                      "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
-                     "baseline": baseline},
+                     "baseline": baseline, "multiplicity": multiplicity},
         "dataset": _dataset(prepared, lean, judges, exclusions),
         "humans": {}, "win_rates": [], "judges": {},
     }
@@ -137,7 +145,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         rows = lean.take(positions[judge])
         result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, family_map, gold,
                                                  human_as_gold, reps, seed)
-    return jsonable(result)
+    return attach(jsonable(result), method=multiplicity)
 
 
 def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str, set[str]]) -> None:

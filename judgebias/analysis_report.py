@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from judgebias.trust import family_sentence, mutual_gold, statements
+
 # (key, label, how to read it); the order is the papers' order.
 ROWS = (
     ("self_preference_eo", "self-preference (EO, Wataoka Def 4.1)", "TPR - TNR; 0 = fair"),
@@ -40,15 +42,20 @@ def _fmt(x: Any, signed: bool = True) -> str:
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
-def _p(p: Any) -> str:
+def _p(p: Any, adjusted: Any = None) -> str:
+    """The raw p-value and, for a test of the judge's statement family, its adjusted one."""
     if p is None:
         return ""
-    return "p<1e-4" if p < 1e-4 else f"p={p:.3g}"
+    text = "p<1e-4" if p < 1e-4 else f"p={p:.3g}"
+    if adjusted is not None:
+        text += " (adj <1e-4)" if adjusted < 1e-4 else f" (adj {adjusted:.3g})"
+    return text
 
 
 def format_estimate(est: Mapping[str, Any]) -> str:
     ci = f"[{_fmt(est.get('ci_low'))}, {_fmt(est.get('ci_high'))}]" if est.get("ci_low") is not None else ""
-    return f"{_fmt(est.get('value')):>7} {ci:<18} n={est.get('n', 0):<7} {_p(est.get('p_value'))}"
+    return (f"{_fmt(est.get('value')):>7} {ci:<18} n={est.get('n', 0):<7} "
+            f"{_p(est.get('p_value'), est.get('p_adjusted'))}")
 
 
 def _details(key: str, d: Mapping[str, Any]) -> list[str]:
@@ -85,6 +92,14 @@ def _length_controlled(lc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _statement_lines(metrics: Mapping[str, Any], mutual: bool) -> list[str]:
+    """The judge's report-card statements (``judgebias.trust``), decided by its adjusted tests."""
+    said, fam = statements(metrics, mutual_gold=mutual)
+    if not said:
+        return []
+    return ["  report card:", *[f"    [{kind}] {text}" for kind, text in said], f"    {family_sentence(fam)}"]
+
+
 def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> str:
     ds = result.get("dataset") or {}
     lines = [f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
@@ -95,6 +110,7 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
     if hv:
         lines.append(f"humans pick the longer response: {format_estimate(hv)}")
     lines += _length_controlled(result.get("length_controlled") or {})
+    mutual = mutual_gold(result)
     for judge, metrics in (result.get("judges") or {}).items():
         lines += ["", f"== {judge} " + "=" * max(0, 70 - len(judge))]
         for key, label, how in ROWS:
@@ -106,11 +122,13 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
             if key in ("regression", "regression_human"):
                 for term, t in (est.get("terms") or {}).items():
                     ci = f"[{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}]"
-                    lines.append(f"    {term:<36} {_fmt(t['coef']):>7} {ci}  {_p(t['p_value'])}")
+                    lines.append(f"    {term:<36} {_fmt(t['coef']):>7} {ci}  "
+                                 f"{_p(t['p_value'], t.get('p_adjusted'))}")
                 if est.get("note"):
                     lines.append(f"    note: {est['note']}")
             for w in est.get("warnings") or []:
                 lines.append(f"    warning: {w}")
+        lines += _statement_lines(metrics, mutual)
         skipped = metrics.get("skipped") or {}
         if show_skipped and skipped:
             lines.append("  not computed:")

@@ -27,8 +27,8 @@ METHODS = (HOLM, BH)
 ALPHA = 0.05
 # What "adjusted for N tests" promises, one sentence per method (the report page says it).
 PROMISE = {
-    HOLM: "the chance that even one caution about this judge is a false alarm is at most 5% (Holm)",
-    BH: "on average at most 5% of the cautions about this judge are false alarms (Benjamini-Hochberg)",
+    HOLM: "the chance that even one caution about this judge is a false alarm is at most 5%",
+    BH: "on average at most 5% of the cautions about this judge are false alarms",
 }
 NAMES = {HOLM: "Holm", BH: "Benjamini-Hochberg"}
 

@@ -9,7 +9,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.trust import fmt, fmt_ci, mutual_gold, probe_statements, trust_summary
+from judgebias.trust import family_sentence, fmt, fmt_ci, mutual_gold, statements
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
@@ -267,9 +267,10 @@ def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None
     """The run's report card in brief (the statements of ``judgebias.trust``) and where its page is."""
     lines = ["", "report card (what each judge can be trusted for, derived from the figures above):"]
     for judge, m in (metrics.get("judges") or {}).items():
-        said = trust_summary(m, mutual_gold=mutual_gold(metrics)) + probe_statements(probes or {}, judge)
+        said, fam = statements(m, probes or {}, judge, mutual_gold=mutual_gold(metrics))
         for kind, text in said:
             lines.append(f"  {judge} [{kind}] {text}")
+        lines.append(f"  {judge}: {family_sentence(fam)}")
     page = store.path(RunLayout().report_html)
     if page.is_file():
         lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
@@ -283,8 +284,10 @@ def imported_lines(store: RunStore, reports: list[tuple[Any, dict]],
     for entry, result in reports:
         lines.append(f"  {entry.title} ({entry.source}, {entry.licence}): {entry.who}")
         for judge, m in (result.get("judges") or {}).items():
-            for kind, text in trust_summary(m, mutual_gold=mutual_gold(result)):
+            said, fam = statements(m, mutual_gold=mutual_gold(result))
+            for kind, text in said:
                 lines.append(f"    {judge} [{kind}] {text}")
+            lines.append(f"    {judge}: {family_sentence(fam)}")
         page = store.path(RunLayout.imported(entry.name).report_html)
         run = (runs or {}).get(entry.name)
         lines.append(f"    page: {page}" + (f"  (MLflow run {run})" if run else ""))

@@ -3,7 +3,9 @@
 Built from an ``analyze`` result only (never recomputed, never text from a model): the headline
 figures with interval, sample size and what each means with its source, the length-controlled win
 rates, the plots, the exclusions, and a short "what this judge can be trusted for" derived from the
-figures by the rules in ``trust_summary`` (each statement names the figure it rests on).
+figures by the rules in ``judgebias.trust`` (each statement names the figure it rests on; whether it
+claims a finding is decided by its test, adjusted for the judge's family of tests, and the page
+says in one sentence what that adjustment promises).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 from judgebias.analysis_report import ROWS
 from judgebias.runstore import atomic_write_text
-from judgebias.trust import fmt, fmt_ci, mutual_gold, probe_statements, trust_summary
+from judgebias.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
+from judgebias.trust_family import Family
 
 WATAOKA = "Wataoka et al. 2024"
 DBG_PAPER = "Beyond the Surface (DBG), 2025"
@@ -172,6 +175,8 @@ class JudgeSection:
     rows: list[dict[str, str]]
     lc: list[dict[str, str]]
     skipped: Mapping[str, str]
+    family: str = ""  # what "adjusted for N tests" means, one sentence
+    tests: str = ""  # the family's members with raw and adjusted p-values
 
 
 @dataclass(frozen=True)
@@ -183,18 +188,25 @@ class Page:
     sections: list[JudgeSection]
 
 
-def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = ()) -> Page:
-    mutual = mutual_gold(result)
-    sections = [
-        JudgeSection(
-            judge,
-            trust_summary(m, mutual_gold=mutual) + probe_statements(result.get("probes") or {}, judge),
-            _rows_for(m) + _probe_rows(result.get("probes") or {}, judge),
-            _lc_rows(result, judge),
-            m.get("skipped") or {},
-        )
-        for judge, m in (result.get("judges") or {}).items()
-    ]
+def _tests_line(fam: Family) -> str:
+    if not fam.size:
+        return ""
+    return f"The {fam.size} tests (raw p -> adjusted p): " + "; ".join(
+        f"{t.key} ({t.figure}) {fmt_p(t.p_value)} -> {fmt_p(a)}"
+        for t, a in zip(fam.tests, fam.adjusted, strict=True)) + "."
+
+
+def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
+               multiplicity: str | None = None) -> Page:
+    """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
+    families of tests (Holm when none is recorded)."""
+    mutual, probes = mutual_gold(result), result.get("probes") or {}
+    sections = []
+    for judge, m in (result.get("judges") or {}).items():
+        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
+        sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
+                                     _lc_rows(result, judge), m.get("skipped") or {},
+                                     family_sentence(fam), _tests_line(fam)))
     return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections)
 
 
@@ -221,9 +233,11 @@ def render_markdown(
     title: str,
     provenance: Sequence[str] = (),
     plots: Mapping[str, str] | None = None,
+    multiplicity: str | None = None,
 ) -> str:
     """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
-    return _markdown(build_page(result, title=title, provenance=provenance), plots or {})
+    return _markdown(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity),
+                     plots or {})
 
 
 def _markdown(page: Page, plots: Mapping[str, str]) -> str:
@@ -231,6 +245,7 @@ def _markdown(page: Page, plots: Mapping[str, str]) -> str:
     for sec in page.sections:
         lines += [f"## {sec.judge}", "", "**What this judge can be trusted for**", ""]
         lines += [f"- {_MARK[k]} {t}" for k, t in sec.trust] or ["- (no figure to judge by)"]
+        lines += [x for line in (sec.family, sec.tests) if line for x in ("", f"*{line}*")]
         lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
         lines += [
             f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
@@ -260,7 +275,8 @@ text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;whit
 th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
 border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
 li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
-.prov{color:#555}.skipped{color:#666;font-size:.9em}img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
+.prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
 
 
 def render_html(
@@ -269,9 +285,11 @@ def render_html(
     title: str,
     provenance: Sequence[str] = (),
     plots: Mapping[str, bytes] | None = None,
+    multiplicity: str | None = None,
 ) -> str:
     """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
-    return _html(build_page(result, title=title, provenance=provenance), plots or {})
+    return _html(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity),
+                 plots or {})
 
 
 def _html(page: Page, plots: Mapping[str, bytes]) -> str:
@@ -290,8 +308,9 @@ def _html(page: Page, plots: Mapping[str, bytes]) -> str:
             "<ul class='trust'>",
         ]
         parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
+        parts.append("</ul>")
+        parts += [f"<p class='family'>{e(line)}</p>" for line in (sec.family, sec.tests) if line]
         parts += [
-            "</ul>",
             "<table class='figures'><tr><th>figure</th><th>value</th><th>95% CI</th><th>n</th>"
             "<th>meaning</th><th>source</th></tr>",
         ]
@@ -342,13 +361,15 @@ def write_report(
     title: str,
     provenance: Sequence[str] = (),
     plot_dir: str | Path | None = None,
+    multiplicity: str | None = None,
 ) -> tuple[Path, Path]:
     """Write ``html_path`` and the markdown beside it (``.md``) from ``result`` and the PNGs in
-    ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths."""
+    ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths.
+    ``multiplicity``: as in ``build_page``."""
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    page = build_page(result, title=title, provenance=provenance)
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity)
     atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}))
     atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs}))
     return html_path, md_path

@@ -152,25 +152,34 @@ def test_the_report_command_rebuilds_the_page_with_the_probes(probe_run, tmp_pat
 def test_probe_statements_by_hand():
     from judgebias.trust import probe_statements
 
-    est = {"value": 0.12, "ci_low": 0.02, "ci_high": 0.22, "n": 20}
-    flat = {"value": 0.01, "ci_low": -0.05, "ci_high": 0.07, "n": 20}
-    tiny = {"value": -0.004, "ci_low": -0.007, "ci_high": -0.001, "n": 80}  # detectable, under 0.05
+    # Four tests (Holm): shifts 0.001, 0.7, 0.002 and recognition 0.008. Sorted: 4*0.001 = 0.004,
+    # 3*0.002 = 0.006, 2*0.008 = 0.016, 1*0.7 -> three rejections at 0.05.
+    est = {"value": 0.12, "ci_low": 0.02, "ci_high": 0.22, "n": 20, "p_value": 0.001}
+    flat = {"value": 0.01, "ci_low": -0.05, "ci_high": 0.07, "n": 20, "p_value": 0.7}
+    # detectable, under 0.05
+    tiny = {"value": -0.004, "ci_low": -0.007, "ci_high": -0.001, "n": 80, "p_value": 0.002}
     described = {"authority@1": {"description": "a fake citation"},
                  "distraction@1": {"description": "an irrelevant sentence"},
                  "verbosity@1": {"description": "padding"}}
     shifts = {"authority@1": {"shift": est}, "distraction@1": {"shift": flat}, "verbosity@1": {"shift": tiny}}
-    recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20}
+    recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20, "p_value": 0.008}
     probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
               "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
-    said = dict((text.split(":")[0].split(" (a reading")[0], kind)
+    said = dict((text.split(":")[0].split(" (the size")[0], kind)
                 for kind, text in probe_statements(probes, "j"))
     assert said == {"Perturbations (CALM) that move its P(A) by 0.05 or more": "caution",
                     "Perturbations (CALM) with a detectable shift under 0.05": "info",
                     "Self-recognition": "info"}
     text = " ".join(t for _, t in probe_statements(probes, "j"))
-    assert "a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20)" in text
-    assert "under 0.05 (a reading aid, not a test): padding (away from that side, shift -0.004" in text
+    assert ("a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20; p=0.001, "
+            "adjusted 0.004)") in text
+    assert "the test is adjusted): padding (away from that side, shift -0.004" in text
     assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
+    # The same shift with p = 0.03 is significant alone, not once adjusted for four tests (Holm).
+    weaker = {**shifts, "authority@1": {"shift": {**est, "p_value": 0.03}}}
+    weak = {**probes, "perturbations": {"perturbations": described, "judges": {"j": weaker}}}
+    kinds = [k for k, t in probe_statements(weak, "j") if t.startswith("Perturbations (CALM) that move")]
+    assert kinds == []
     assert probe_statements({}, "j") == []
 
 

@@ -23,24 +23,28 @@ def _est(value, lo, hi, n=100, **extra):
     return {"value": value, "ci_low": lo, "ci_high": hi, "n": n, **extra}
 
 
-def test_trust_statements_follow_the_intervals():
+def test_trust_statements_follow_the_adjusted_tests():
+    # Seven tests (Holm): order 1e-6, ceiling gap 1e-5, EO 0.001, verbosity 0.17, style terms
+    # lists 0.003, bold 0.0005, word_diff 0.3. Sorted: 7*1e-6, 6*1e-5, 5*0.0005 = 0.0025,
+    # 4*0.001 = 0.004, 3*0.003 = 0.009 all under 0.05; then 2*0.17 = 0.34, 0.34 and 0.3 -> 0.34.
     metrics = {
-        # 0.62 < 0.9: order-dependent
+        # first shown wins 62% (the test); consistency 0.62 is read beside it
+        "position_bias": _est(0.62, 0.58, 0.66, 200, p_value=1e-6),
         "position_consistency": _est(0.62, 0.55, 0.69, 200),
         # interval above 0: favours its own
-        "self_preference_eo": _est(0.20, 0.05, 0.35, 80),
+        "self_preference_eo": _est(0.20, 0.05, 0.35, 80, p_value=0.001),
         # judge 0.70 vs ceiling 0.88, gap interval below 0
         "human_ceiling": _est(
-            0.88, 0.85, 0.91, 300, judge=_est(0.70, 0.65, 0.75), gap=_est(-0.18, -0.22, -0.14)
+            0.88, 0.85, 0.91, 300, judge=_est(0.70, 0.65, 0.75), gap=_est(-0.18, -0.22, -0.14, p_value=1e-5)
         ),
         # spans 0: no statement
-        "verbosity_bias": _est(0.05, -0.02, 0.12),
+        "verbosity_bias": _est(0.05, -0.02, 0.12, p_value=0.17),
         # lists: the judge's (+0.3) beyond humans, whose interval spans 0; bold: shared by both
         "regression": {
             "terms": {
-                "lists_style": {"coef": 0.3, "ci_low": 0.1, "ci_high": 0.5},
-                "bold_style": {"coef": 0.4, "ci_low": 0.2, "ci_high": 0.6},
-                "word_diff": {"coef": 0.1, "ci_low": -0.1, "ci_high": 0.3},
+                "lists_style": {"coef": 0.3, "ci_low": 0.1, "ci_high": 0.5, "p_value": 0.003},
+                "bold_style": {"coef": 0.4, "ci_low": 0.2, "ci_high": 0.6, "p_value": 0.0005},
+                "word_diff": {"coef": 0.1, "ci_low": -0.1, "ci_high": 0.3, "p_value": 0.3},
             }
         },
         "regression_human": {
@@ -54,17 +58,32 @@ def test_trust_statements_follow_the_intervals():
     kinds = [k for k, _ in said]
     text = " | ".join(t for _, t in said)
     assert kinds == ["caution", "caution", "caution", "caution", "info"]
-    assert "same choice in both orders on 62.0% of 200 pairs" in text
+    assert "favours the first-shown response (P(first shown wins) 0.620 [0.580, 0.660], n=200; " \
+           "p<0.001, adjusted <0.001); the same choice in both orders on 62.0% of 200 pairs" in text
     assert "majority on 70.0% of pairs; one annotator agrees with the others on 88.0%" in text
-    assert "favours its own outputs beyond their quality (EO +0.200 [+0.050, +0.350], n=80)" in text
+    assert "favours its own outputs beyond their quality (EO +0.200 [+0.050, +0.350], n=80; p=0.001, " \
+           "adjusted 0.004)" in text
     assert "verbosity" not in text
-    assert "prefers more list items (+0.300) - humans on the same pairs do not" in text
-    assert "Style preferences the humans share: more bold text (+0.400)" in text
+    assert "prefers more list items (+0.300; p=0.003, adjusted 0.009) - humans on the same pairs do not" \
+        in text
+    assert "Style preferences the humans share: more bold text (+0.400" in text
+    # Behaviour changed on purpose (issue 29): each alone would be a caution at 5% (intervals
+    # exclude the null), but not once adjusted for 7 tests; a noisy judge without a favoured
+    # position is information, not a caution.
+    weak = {**metrics, "position_bias": _est(0.51, 0.47, 0.55, 200, p_value=0.4),
+            "self_preference_eo": _est(0.10, 0.01, 0.19, 80, p_value=0.03)}
+    said = dict((t.split(":")[0], (k, t)) for k, t in trust_summary(weak))
+    assert said["Order"][0] == "info" and "no position bias detectable" in said["Order"][1]
+    assert said["Self-preference"][0] == "ok"
+    assert "significant alone but not after adjusting for 7 tests" in said["Self-preference"][1]
+    # A figure without a p-value is no test: its statement claims nothing.
+    assert [k for k, _ in trust_summary({"self_preference_eo": _est(0.3, 0.2, 0.4)})] == ["ok"]
     # The same judge, consistent and no worse than an annotator, with no detectable self-preference.
     good = {
         "position_consistency": _est(0.95, 0.92, 0.97),
-        "self_preference_eo": _est(0.01, -0.08, 0.10),
-        "human_ceiling": _est(0.66, 0.6, 0.7, judge=_est(0.65, 0.6, 0.7), gap=_est(-0.01, -0.05, 0.03)),
+        "self_preference_eo": _est(0.01, -0.08, 0.10, p_value=0.8),
+        "human_ceiling": _est(0.66, 0.6, 0.7, judge=_est(0.65, 0.6, 0.7),
+                              gap=_est(-0.01, -0.05, 0.03, p_value=0.6)),
     }
     assert [k for k, _ in trust_summary(good)] == ["ok", "ok", "ok"]
     # Two judges each other's whole gold: DBG is explained, not judged.
