@@ -26,7 +26,8 @@ def _root() -> None:
 
 
 # Modules that define ``register(app)``; a module not written yet is simply absent.
-_COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "bench")
+_COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "bench",
+                    "coverage")
 
 
 def _register_all() -> None:

@@ -1,0 +1,90 @@
+"""The benchmark's outputs: the long CSV, markdown tables (coverage with the share of
+replications where the figure was defined; mean width; bias) and the coverage plot."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from judgebias.coverage import TARGET
+
+
+def _wide(summary: pd.DataFrame, cell) -> str:
+    ns = sorted(summary["n"].unique())
+    lines = ["| family | figure | interval | " + " | ".join(f"n={n}" for n in ns) + " |",
+             "|---|---|---|" + "---|" * len(ns)]
+    for (fam, fig), g in summary.groupby(["family", "figure"], sort=False):
+        by_n = {int(r["n"]): r for r in g.to_dict("records")}
+        cells = [cell(by_n[n]) if n in by_n else "" for n in ns]
+        lines.append(f"| {fam} | {fig} | {g['method'].iloc[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _coverage_cell(r: dict) -> str:
+    if r["defined"] == 0:
+        return "not reported"
+    text = f"{r['coverage']:.3f}"
+    if r["coverage"] < TARGET:
+        text = f"**{text}**"
+    if r["defined"] < 0.995:
+        text += f" (d {r['defined']:.2f})"
+    return text
+
+
+def _num(fmt: str):
+    def cell(r: dict) -> str:
+        return "" if r["defined"] == 0 or math.isnan(r[fmt[0]]) else format(r[fmt[0]], fmt[1])
+    return cell
+
+
+def markdown(summary: pd.DataFrame) -> str:
+    """Three tables: coverage (bold below the target; "d" = share of replications where the product
+    reported the figure, when not all), mean width, and bias (mean estimate - truth)."""
+    reps = int(summary["reps"].max())
+    return "\n\n".join([
+        f"Coverage of the 95% interval ({reps} replications per cell; bold: below {TARGET}; "
+        "(d x): the figure was reported in a share x of the replications, coverage is over those):",
+        _wide(summary, _coverage_cell),
+        "Mean width of the interval:", _wide(summary, _num(("width", ".3f"))),
+        "Bias (mean estimate - truth):", _wide(summary, _num(("bias", "+.3f"))),
+    ]) + "\n"
+
+
+def coverage_figure(summary: pd.DataFrame) -> Figure:
+    """Coverage against n (log scale), one panel per family, one line per figure; the target and
+    95% as horizontal lines."""
+    fams = list(dict.fromkeys(summary["family"]))
+    cols = 4
+    rows = math.ceil(len(fams) / cols)
+    fig = Figure(figsize=(4.2 * cols, 3.0 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    for ax, fam in zip(axes.ravel(), fams, strict=False):
+        g = summary[(summary["family"] == fam) & (summary["defined"] > 0)]
+        for name, f in g.groupby("figure", sort=False):
+            ax.plot(f["n"], f["coverage"], marker="o", ms=3, label=name)
+        ax.axhline(0.95, color="grey", lw=0.8)
+        ax.axhline(TARGET, color="red", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_ylim(0.80, 1.0)
+        ax.set_title(fam, fontsize=9)
+        ax.legend(fontsize=6, loc="lower right")
+    for ax in axes.ravel()[len(fams):]:
+        ax.set_axis_off()
+    fig.supxlabel("n (units per table; expected labels for human_loop)")
+    fig.supylabel("coverage of the 95% interval")
+    return fig
+
+
+def write(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
+    """coverage.csv, coverage.md and coverage.png in ``folder`` (created); returns their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": folder / "coverage.csv", "markdown": folder / "coverage.md",
+             "plot": folder / "coverage.png"}
+    summary.to_csv(paths["csv"], index=False, float_format="%.6g")
+    paths["markdown"].write_text(markdown(summary), encoding="utf-8")
+    coverage_figure(summary).savefig(paths["plot"], dpi=110)
+    return paths
