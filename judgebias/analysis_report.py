@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from judgebias.trust import family_sentence, mutual_gold, statements
+from judgebias.trust import family_note, mutual_gold, statements
 
 # (key, label, how to read it); the order is the papers' order.
 ROWS = (
@@ -97,7 +97,7 @@ def _statement_lines(metrics: Mapping[str, Any], mutual: bool) -> list[str]:
     said, fam = statements(metrics, mutual_gold=mutual)
     if not said:
         return []
-    return ["  report card:", *[f"    [{kind}] {text}" for kind, text in said], f"    {family_sentence(fam)}"]
+    return ["  report card:", *[f"    [{kind}] {text}" for kind, text in said], f"    {family_note(fam)}"]
 
 
 def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> str:

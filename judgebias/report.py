@@ -9,7 +9,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.trust import family_sentence, fmt, fmt_ci, mutual_gold, statements
+from judgebias.trust import family_note, fmt, fmt_ci, mutual_gold, statements
 
 HEADLINE = (
     ("dbg", "DBG score (judge - gold win rate on own responses)"),
@@ -270,7 +270,7 @@ def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None
         said, fam = statements(m, probes or {}, judge, mutual_gold=mutual_gold(metrics))
         for kind, text in said:
             lines.append(f"  {judge} [{kind}] {text}")
-        lines.append(f"  {judge}: {family_sentence(fam)}")
+        lines.append(f"  {judge}: {family_note(fam)}")
     page = store.path(RunLayout().report_html)
     if page.is_file():
         lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
@@ -287,7 +287,7 @@ def imported_lines(store: RunStore, reports: list[tuple[Any, dict]],
             said, fam = statements(m, mutual_gold=mutual_gold(result))
             for kind, text in said:
                 lines.append(f"    {judge} [{kind}] {text}")
-            lines.append(f"    {judge}: {family_sentence(fam)}")
+            lines.append(f"    {judge}: {family_note(fam)}")
         page = store.path(RunLayout.imported(entry.name).report_html)
         run = (runs or {}).get(entry.name)
         lines.append(f"    page: {page}" + (f"  (MLflow run {run})" if run else ""))

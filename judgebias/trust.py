@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from judgebias.multiplicity import NAMES
+from judgebias.multiplicity import NAMES, PROMISE
 from judgebias.trust_family import STYLE_TERMS, Family, family, mutual_gold
 
-__all__ = ["STYLE_TERMS", "family", "fmt", "fmt_ci", "mutual_gold", "probe_statements", "statements",
-           "trust_summary"]
+__all__ = ["STYLE_TERMS", "family", "family_note", "family_sentence", "fmt", "fmt_ci", "fmt_p", "mutual_gold",
+           "probe_statements", "statements", "trust_summary"]
 
 Said = list[tuple[str, str]]
 
@@ -71,13 +71,18 @@ def statements(metrics: Mapping[str, Any], probes: Mapping[str, Any] | None = No
 
 def family_sentence(fam: Family) -> str:
     """What "adjusted for N tests" means, in one sentence (the report page and the consoles)."""
-    from judgebias.multiplicity import PROMISE
-
     if not fam.size:
         return "No statement about this judge rests on a test (no figure carries a p-value)."
     return (f"Adjusted for {fam.size} tests ({NAMES[fam.method]}): a caution needs its test to stay "
             f"significant at 5% after adjusting for all {fam.size} tests behind these statements, so "
             f"{PROMISE[fam.method]}; the intervals are per-figure 95%.")
+
+
+def family_note(fam: Family) -> str:
+    """The short form for a console line: "cautions adjusted for 21 tests (Holm): ..."."""
+    if not fam.size:
+        return "no statement rests on a test"
+    return f"cautions adjusted for {fam.size} tests ({NAMES[fam.method]}): {PROMISE[fam.method]}"
 
 
 def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,

@@ -185,6 +185,10 @@ def family(metrics: Mapping[str, Any] | None, probes: Mapping[str, Any] | None =
     return Family(m, tuple(tests), tuple(adjust([t.p_value for t in tests], m)))
 
 
+SCOPE = ("the tests of this judge's analysis figures; where probes ran, their tests join the family on "
+         "the report page, which then adjusts for the larger number")
+
+
 def mutual_gold(result: Mapping[str, Any]) -> bool:
     """Two measured judges, each the other's whole gold panel (read off their DBG figures): their
     DBG scores mirror each other by construction."""
@@ -218,5 +222,5 @@ def attach(result: Mapping[str, Any], *, method: str = HOLM) -> dict[str, Any]:
             fig = _figure_at(metrics, test.figure)
             if fig is not None:
                 fig["p_adjusted"] = adj
-        metrics["multiplicity"] = fam.to_dict()
+        metrics["multiplicity"] = {**fam.to_dict(), "scope": SCOPE}
     return result

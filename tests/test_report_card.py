@@ -113,6 +113,29 @@ def test_page_holds_every_figure_with_interval_and_source(analyzed, tmp_path):
     assert "T &lt;script&gt;" in page and "data:image/png;base64," in page
     html_path, md_path = write_report(tmp_path / "r.html", analyzed, title="T")
     assert html_path.read_text().startswith("<!doctype html>") and md_path.suffix == ".md"
+    # The page says what the adjustment means, in one sentence per judge, and lists the tests.
+    n = analyzed["judges"]["j1"]["multiplicity"]["tests"]
+    assert f"Adjusted for {n} tests (Holm)" in md and "false alarm is at most 5%" in md
+    assert f"The {n} tests (raw p -> adjusted p): order (position_bias)" in md
+    assert "on average at most 5% of the cautions" in render_markdown(analyzed, title="T", multiplicity="bh")
+
+
+def test_multiplicity_option_of_analyze_and_report(tmp_path):
+    from cli import app
+
+    table = write_table(synthetic(40), tmp_path / "t.jsonl")
+    out = tmp_path / "m.json"
+    args = ["analyze", str(table), "-o", str(out), "--reps", "100", "--no-mlflow"]
+    res = CliRunner().invoke(app, [*args, "--multiplicity", "bh"])
+    assert res.exit_code == 0, res.output
+    m = json.loads(out.read_text())["judges"]["j1"]
+    assert m["multiplicity"]["method"] == "bh" and "(adj " in res.output and "report card:" in res.output
+    assert m["position_bias"]["p_adjusted"] >= m["position_bias"]["p_value"]
+    assert "Benjamini-Hochberg" in (tmp_path / "m_report.md").read_text()
+    again = CliRunner().invoke(app, ["report", str(out), "--multiplicity", "holm"])
+    assert again.exit_code == 0 and "(Holm)" in (tmp_path / "m_report.md").read_text()
+    bad = CliRunner().invoke(app, [*args, "--multiplicity", "bonferroni"])
+    assert bad.exit_code == 2 and "--multiplicity" in bad.output
 
 
 def test_analyze_writes_the_page_logs_it_and_report_reopens_it(tmp_path, monkeypatch):
