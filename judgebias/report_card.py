@@ -192,7 +192,7 @@ def _tests_line(fam: Family) -> str:
     if not fam.size:
         return ""
     return f"The {fam.size} tests (raw p -> adjusted p): " + "; ".join(
-        f"{t.key} ({t.figure}) {fmt_p(t.p_value)} -> {fmt_p(a)}"
+        f"{t.key} {fmt_p(t.p_value)} -> {fmt_p(a)}"
         for t, a in zip(fam.tests, fam.adjusted, strict=True)) + "."
 
 

