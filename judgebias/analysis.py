@@ -4,6 +4,7 @@ Shape (documented in docs/metrics.md)::
 
     {"schema": 1, "settings": {...}, "dataset": {...}, "humans": {...}, "win_rates": [...],
      "judges": {<judge>: {<metric>: {"value", "ci_low", "ci_high", "n", "exclusions", ...},
+                          "multiplicity": {"method", "tests", "members", ...},
                           "skipped": {<metric>: <reason>}}}}
 
 A metric the data cannot support is absent and its reason is under ``skipped``: never a fake 0.
