@@ -70,7 +70,7 @@ def statements(metrics: Mapping[str, Any], probes: Mapping[str, Any] | None = No
 
 
 def family_sentence(fam: Family) -> str:
-    """What "adjusted for N tests" means, in one sentence (the report page and the consoles)."""
+    """What "adjusted for N tests" means, in one sentence (the report page; consoles: family_note)."""
     if not fam.size:
         return "No statement about this judge rests on a test (no figure carries a p-value)."
     return (f"Adjusted for {fam.size} tests ({NAMES[fam.method]}): a caution needs its test to stay "
