@@ -10,8 +10,10 @@ design's variance:
 The pilot z uses the labels so far where a pair has them and the gold panel's prediction elsewhere
 (before any label the panel stands in for humans, which a first batch corrects). PPI++ replaces z by
 its residual z - lam * zhat, estimated on the labelled pairs only: without labels it is not planned.
-The 95% half-width is 1.96 sqrt(V); the labels needed are the smallest n whose half-width meets the
-target (bisection: V falls as n grows).
+The 95% half-width is t sqrt(V), with t on the degrees of freedom the estimate will have
+(``survey.design_df``: Kish's effective number of labelled units that carry z, minus one, here
+expected from the design's inclusion probabilities); the labels needed are the smallest n whose
+half-width meets the target (bisection: the half-width falls as n grows).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 from annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
 from judgebias.metrics import frame as F
 from judgebias.metrics.human import ESTIMANDS, pair_features, population_variables
-from judgebias.metrics.survey import Z, numerical_gradient
+from judgebias.metrics.survey import numerical_gradient, t_quantile
 
 
 def pilot(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, self_map=None, gold=None) -> dict:
@@ -60,11 +62,13 @@ def expected_half_width(frame: Frame, z: np.ndarray, design: str, n: int, *, lab
     pairs = frame.pairs
     big_n = len(pairs)
     n = min(n, big_n)
+    carries = np.abs(z) > 1e-12 * max(float(np.max(np.abs(z))), 1e-300)
     if labelled_only:  # residuals known on a subsample only: their variance stands in everywhere
         s2 = float(np.var(z, ddof=1))
-        return Z * math.sqrt(max(0.0, (1 - n / big_n) * s2 / n))
+        return _quantile(n * float(carries.mean())) * math.sqrt(max(0.0, (1 - n / big_n) * s2 / n))
     if design == "uniform":
-        return Z * math.sqrt(max(0.0, (1 - n / big_n) * float(np.var(z, ddof=1)) / n))
+        v = (1 - n / big_n) * float(np.var(z, ddof=1)) / n
+        return _quantile(n * float(carries.mean())) * math.sqrt(max(0.0, v))
     if design == "stratified":
         strata = pairs["stratum"].to_numpy()
         sizes = pairs.groupby("stratum").size()
@@ -74,10 +78,25 @@ def expected_half_width(frame: Frame, z: np.ndarray, design: str, n: int, *, lab
             zh = z[strata == h]
             if alloc[h] > 0 and size > 1:
                 v += (size / big_n) ** 2 * (1 - alloc[h] / size) * float(np.var(zh, ddof=1)) / alloc[h]
-        return Z * math.sqrt(max(v, 0.0))
+        pi = pd.Series(strata).map(alloc / sizes).to_numpy(dtype=float)
+        return _quantile(_expected_kish(pi[carries])) * math.sqrt(max(v, 0.0))
     floor = min_prob if min_prob is not None else 0.5 * n / big_n
     pi = poisson_probabilities(pairs["score"].to_numpy(), n, floor)
-    return Z * math.sqrt(float(np.sum((1 - pi) * z**2 / pi)) / big_n**2)
+    v = float(np.sum((1 - pi) * z**2 / pi)) / big_n**2
+    return _quantile(_expected_kish(pi[carries])) * math.sqrt(v)
+
+
+def _expected_kish(pi: np.ndarray) -> float:
+    """Kish's effective number of labelled units among those that carry the variable, expected
+    under inclusion probabilities ``pi``: (sum pi w)^2 / sum pi w^2 with w = 1/pi, i.e.
+    count^2 / sum(1/pi). Uniform: n times the carrying share."""
+    pi = pi[pi > 0]
+    return float(pi.size**2 / np.sum(1.0 / pi)) if pi.size else 0.0
+
+
+def _quantile(expected_units: float) -> float:
+    """The interval's quantile at the expected design df (``survey.design_df``: Kish units - 1)."""
+    return t_quantile(max(expected_units - 1.0, 1.0))
 
 
 def labels_needed(frame: Frame, z: np.ndarray, design: str, half_width: float, **kw) -> int | None:

@@ -109,6 +109,29 @@ def test_census_estimands_equal_the_plain_metrics(pandalm):
             assert estimate(y, yhat, name, census).value == pytest.approx(value), (judge, name)
 
 
+def test_rates_read_their_own_domain_and_dp_is_a_rate_on_the_signed_scale():
+    # Six pairs, the judge's own response always A (code 0). Humans prefer own (A) on 2, judge picks
+    # own on 1 of them; humans prefer other (B) on 4, judge picks other on 3.
+    # TPR = 1/2, TNR = 3/4, EO = -1/4; humans' DP = 2 * (2/6) - 1 = -1/3.
+    feats = pd.DataFrame({"own": 0, "choice": [0, 1, 1, 1, 1, 0], "vote": np.nan,
+                          "human": [0, 0, 1, 1, 1, 1], "human_vote": np.nan, "gold": 0.5,
+                          "words_a": 10, "words_b": 10}, index=[f"p{i}" for i in range(6)])
+    # All six labelled with pi = 1/2 (a Poisson draw that took them all): the Hájek rates are the
+    # plain ones, with a non-zero design variance.
+    census = SampleDesign(np.full(6, 0.5), np.ones(6, bool))
+    tnr = estimate(*variables(feats, "tnr")[:1], None, "tnr", census)
+    assert tnr.value == pytest.approx(0.75) and tnr.details["domain"] == 4  # TNR's own domain, not TPR's
+    eo = estimate(*variables(feats, "eo")[:1], None, "eo", census)
+    assert eo.value == pytest.approx(-0.25)
+    assert [r["labels_in_domain"] for r in eo.details["rates"]] == [2, 4]
+    dp = estimate(*variables(feats, "dp_human")[:1], None, "dp_human", census)
+    assert dp.value == pytest.approx(-1 / 3) and -1 <= dp.ci_low <= dp.value <= dp.ci_high <= 1
+    # A plain rate such as agreement has no null to test; DP and EO test 0.
+    assert dp.p_value is not None and eo.p_value is not None
+    agree = estimate(*variables(feats, "agreement_human")[:1], None, "agreement_human", census)
+    assert agree.p_value is None
+
+
 def test_human_figures_report_estimator_population_and_labels(pandalm):
     frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)
     draws = draw_batch(frame, "uniform", 18, seed=4).assign(batch=1, design="uniform")
@@ -146,9 +169,13 @@ def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pa
 
     frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)
     p = pilot(frame, pandalm, "pandalm-7b", "agreement_human", self_map=SELF)
-    # Uniform: n0 = (1.96 S / h)^2, n = n0 / (1 + n0 / N), with S^2 the pilot variance of z.
+    # Uniform: n0 = (t S / h)^2, n = n0 / (1 + n0 / N), with S^2 the pilot variance of z and t on
+    # the df of the pairs that carry z (share of the population) among n.
     s2 = float(np.var(p["z"], ddof=1))
-    assert labels_needed(frame, p["z"], "uniform", 0.2) == required_labels(s2, len(frame.pairs), 0.2)
+    share = float(np.mean(p["z"] != 0))
+    need = required_labels(s2, len(frame.pairs), 0.2, share)
+    assert labels_needed(frame, p["z"], "uniform", 0.2) == need
+    assert need >= required_labels(s2, len(frame.pairs), 0.2, 1.0)
     res = CliRunner().invoke(app, ["annotate", "plan", str(DATA / "pandalm" / "testset-v1.json"),
                                    "--judge", "pandalm-7b"])
     assert res.exit_code != 0  # not a judgment table: a clear error, no traceback
@@ -160,7 +187,6 @@ def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pa
                                    "pandalm-7b=llama-7b", "--figure", "agreement_human",
                                    "--half-width", "0.2", "--budget", "10"])
     assert res.exit_code == 0, res.output
-    need = required_labels(s2, len(frame.pairs), 0.2)
     assert f"uniform    Hájek   ±0.2 needs {need} labels" in res.output
     # The table came with its labels, so they are the pilot and PPI++ is planned too.
     assert "poisson" in res.output and "stratified" in res.output and "PPI++" in res.output

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from judgebias.metrics.survey import (
     POISSON,
@@ -13,6 +14,7 @@ from judgebias.metrics.survey import (
     SampleDesign,
     Z,
     design_cov,
+    design_df,
     ht_mean,
     ht_total,
     newcomb_design,
@@ -35,7 +37,26 @@ def test_horvitz_thompson_total_and_poisson_variance_by_hand():
     est = ht_mean(y, design)
     assert est.value == pytest.approx(2.75)
     assert est.details["se"] == pytest.approx(math.sqrt(20) / 4)
-    assert est.ci_low == pytest.approx(2.75 - Z * math.sqrt(20) / 4)
+    # df: weights 1/pi = 2, 1, 4 -> Kish (2 + 1 + 4)^2 / (4 + 1 + 16) = 49/21, minus 1 = 4/3
+    assert est.details["df"] == pytest.approx(4 / 3)
+    q = stats.t.ppf(0.975, 4 / 3)
+    assert est.ci_low == pytest.approx(2.75 - q * math.sqrt(20) / 4)
+
+
+def test_design_df_counts_the_units_that_carry_the_variable():
+    # Ten labelled units, equal weights: a rate over a domain of four of them (the variable is zero
+    # elsewhere) has 4 - 1 = 3 df, not 9.
+    design = SampleDesign(np.full(10, 0.5), np.ones(10, bool))
+    z = np.array([0.1, -0.3, 0.2, 0.4, 0, 0, 0, 0, 0, 0])
+    assert design_df(z, design) == pytest.approx(3.0)
+    # Unequal weights 2, 2, 2, 8 on the domain: Kish (14)^2 / (4 + 4 + 4 + 64) = 196/76 = 2.579 -> 1.579
+    design2 = SampleDesign(np.array([0.5, 0.5, 0.5, 0.125] + [0.5] * 6), np.ones(10, bool))
+    assert design_df(z, design2) == pytest.approx(196 / 76 - 1)
+    # Stratified: at most n - H among the carrying units (4 units in 2 strata: 2 df).
+    strat = SampleDesign(np.full(10, 0.5), np.ones(10, bool), STRATIFIED, np.array(list("aabb") + ["c"] * 6))
+    assert design_df(z, strat) == pytest.approx(2.0)
+    # A single carrying unit (or none) still gets the floor of 1 df.
+    assert design_df(np.array([1.0] + [0.0] * 9), design) == 1.0
 
 
 def test_stratified_variance_by_hand():
@@ -80,6 +101,40 @@ def test_prediction_powered_with_fixed_lambda_by_hand():
     # residuals on the mean scale: 0.25 * [0.2, -0.2]; V = sum 0.5 * r^2 / 0.25 = 2 * 2 * 0.0025 = 0.01
     assert est.details["se"] == pytest.approx(0.1, rel=1e-6)
     assert est.details["lambda"] == 1.0
+
+
+def test_leave_one_out_lambda_by_hand():
+    # N = 6, Poisson pi = 0.5, units 0-3 labelled; theta = mean, so u = y/6, uhat = yhat/6 and
+    # a = (1 - pi)/pi^2 = 2. Terms a*u*uhat = 2*y*yhat/36 = [2, 0, 1, 1]/36, a*uhat^2 = [2, 2, .5, .5]/36.
+    # Whole sample: lam = 4/5 = 0.8 (the unlabelled units' weight). Leaving each unit out:
+    # (4-2)/(5-2) = 2/3, (4-0)/(5-2) = 4/3 -> clipped to 1, (4-1)/(5-.5) = 2/3, 2/3.
+    design = SampleDesign(np.full(6, 0.5), np.array([True] * 4 + [False] * 2))
+    y = np.array([[1.0, 0.0, 1.0, 1.0, np.nan, np.nan]])
+    yhat = np.array([[1.0, 1.0, 0.5, 0.5, 0.8, 0.2]])
+    est = smooth_estimate(y, lambda t: t[0] / 6, design, yhat=yhat)
+    assert est.details["lambda"] == pytest.approx(0.8)
+    # T = 0.8 * (0.8 + 0.2)                       unlabelled units, whole-sample lambda  = 0.8
+    #   + 2/3*1 + 1*1 + 2/3*0.5 + 2/3*0.5         labelled units' own lambda * yhat    = 7/3
+    #   + (1/3 - 1 + 2/3 + 2/3) / 0.5             labelled residuals y - lam_i * yhat  = 4/3
+    # = 4.4667; theta = T / 6
+    assert est.value == pytest.approx((0.8 + 7 / 3 + 4 / 3) / 6)
+
+
+def test_tuned_lambda_keeps_the_estimator_unbiased_over_repeated_draws():
+    # Leave-one-out tuning: a labelled unit's weight never depends on its own draw, so the totals
+    # stay unbiased whatever the predictor (here a biased one, on small samples).
+    rng = np.random.default_rng(5)
+    big_n = 200
+    y_all = (rng.random(big_n) < 0.3).astype(float)
+    yhat = np.clip(0.6 * y_all + 0.3 + 0.1 * rng.standard_normal(big_n), 0, 1)[None, :]  # biased upward
+    pi = np.clip(0.05 + 0.2 * rng.random(big_n), 0, 1)
+    values = []
+    for _ in range(4000):
+        s = rng.random(big_n) < pi
+        values.append(smooth_estimate(np.where(s, y_all, np.nan)[None, :], lambda t: t[0] / big_n,
+                                      SampleDesign(pi, s), yhat=yhat).value)
+    # Monte-Carlo s.e. of the mean of 4,000 draws is about 0.001 here.
+    assert np.mean(values) == pytest.approx(y_all.mean(), abs=0.004)
 
 
 def test_tuned_lambda_never_widens_and_uses_a_good_predictor():
@@ -172,5 +227,9 @@ def test_bad_input_is_refused_with_the_unit_named():
 
 
 def test_required_labels_with_finite_population_correction():
-    # S^2 = 0.25, h = 0.05: n0 = 1.96^2 * 0.25 / 0.0025 = 384.1; N = 1000: 384.1 / 1.3841 = 277.5 -> 278
-    assert required_labels(0.25, 1000, 0.05) == 278
+    # S^2 = 0.25, h = 0.05: n0 = 1.96^2 * 0.25 / 0.0025 = 384.1; N = 1000: 384.1 / 1.3841 = 277.5 -> 278;
+    # then t on 277 df = 1.9686: n0 = 387.5, / 1.3875 = 279.3 -> 280; t on 279 df = 1.9685 -> 280 again.
+    assert required_labels(0.25, 1000, 0.05) == 280
+    # Half the units carry the variable: 278 -> t on 138 df = 1.9773 -> n0 = 391.0, / 1.3910 = 281.1
+    # -> 282; t on 140 df = 1.9771 -> 282 again.
+    assert required_labels(0.25, 1000, 0.05, 0.5) == 282

@@ -21,6 +21,7 @@ The functions only build arrays; ``survey.smooth_estimate`` does the estimation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -31,11 +32,13 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics.dbg import gold_votes, win_credit
 from judgebias.metrics.survey import (
+    T_INTERVAL,
     SampleDesign,
     newcomb_design,
     ratio,
     ratio_difference,
     smooth_estimate,
+    t_p_value,
     wilson_design,
 )
 from judgebias.stats import Estimate, InsufficientData
@@ -43,34 +46,39 @@ from judgebias.stats import Estimate, InsufficientData
 
 @dataclass(frozen=True)
 class Estimand:
-    """``kind``: ``rate`` (T0 / T1 with 0/1 variables: Wilson interval on the effective sample size),
-    ``rate_difference`` (T0/T1 - T2/T3: Newcomb's interval from the two rates' Wilson intervals), or
-    ``mean`` (Wald interval)."""
+    """``rates``: the (numerator, denominator) rows of the conditional rates the figure is made of:
+    none (a mean: t interval on the design df), one (a rate: Wilson interval on the effective sample
+    size, mapped through ``offset + scale * rate``) or two (their difference: Newcomb's interval from
+    the two rates' Wilson intervals)."""
 
     name: str
     description: str
     g: Callable[[np.ndarray], float]
     needs_own: bool = False
-    kind: str = "mean"
+    rates: tuple[tuple[int, int], ...] = ()
+    offset: float = 0.0
+    scale: float = 1.0
 
-
-def _dp(t: np.ndarray) -> float:
-    return (t[0] - t[1]) / (t[0] + t[1]) if t[0] + t[1] > 0 else np.nan
+    @property
+    def kind(self) -> str:
+        return ("mean", "rate", "rate_difference")[len(self.rates)]
 
 
 ESTIMANDS: dict[str, Estimand] = {e.name: e for e in (
     Estimand("eo", "self-preference EO, TPR - TNR (Wataoka Def. 4.1)", ratio_difference(0, 1, 2, 3), True,
-             "rate_difference"),
-    Estimand("tpr", "P(judge picks own | humans prefer own)", ratio(0, 1), True, "rate"),
-    Estimand("tnr", "P(judge picks other | humans prefer other)", ratio(2, 3), True, "rate"),
-    Estimand("dp_human", "humans' own-preference P(H=own) - P(H=other) (human DP baseline)", _dp, True),
+             ((0, 1), (2, 3))),
+    Estimand("tpr", "P(judge picks own | humans prefer own)", ratio(0, 1), True, ((0, 1),)),
+    Estimand("tnr", "P(judge picks other | humans prefer other)", ratio(2, 3), True, ((2, 3),)),
+    # 2 P(H = own | H not a tie) - 1: a rate on the [-1, 1] scale, so it gets the rate's interval.
+    Estimand("dp_human", "humans' own-preference P(H=own) - P(H=other) (human DP baseline)",
+             lambda t: 2 * t[0] / t[1] - 1 if t[1] > 0 else np.nan, True, ((0, 1),), -1.0, 2.0),
     Estimand("agreement_human", "judge-human agreement (a/b/tie, strict human majority)", ratio(0, 1),
-             kind="rate"),
+             rates=((0, 1),)),
     Estimand("agreement_gold_human", "gold-panel-human agreement (a/b/tie, strict human majority)",
-             ratio(0, 1), kind="rate"),
+             ratio(0, 1), rates=((0, 1),)),
     Estimand("dbg_human", "DBG with the human vote share as gold (own pairs)", ratio(0, 1), True),
     Estimand("verbosity", "verbosity bias, Saito Eq. 6 (accuracy parity by length)",
-             ratio_difference(0, 1, 2, 3), kind="rate_difference"),
+             ratio_difference(0, 1, 2, 3), rates=((0, 1), (2, 3))),
 )}
 
 
@@ -131,8 +139,8 @@ def variables(features: pd.DataFrame, estimand: str) -> tuple[np.ndarray, np.nda
         jo = (choice == own).astype(float)
         ho, hot = (h == own).astype(float), (h == other).astype(float)
         p_own = _side_prob(own, g)
-        if estimand == "dp_human":
-            return observed(np.vstack([e * ho, e * hot])), np.vstack([e * p_own, e * (1 - p_own)])
+        if estimand == "dp_human":  # [humans prefer own, humans prefer one side]
+            return observed(np.vstack([e * ho, e * (ho + hot)])), np.vstack([e * p_own, e])
         y = observed(np.vstack([e * ho * jo, e * ho, e * hot * (1 - jo), e * hot]))
         yhat = np.vstack([e * p_own * jo, e * p_own, e * (1 - p_own) * (1 - jo), e * (1 - p_own)])
         return y, yhat
@@ -193,39 +201,54 @@ def applicable(features: pd.DataFrame, names: Iterable[str] | None = None) -> li
 
 def estimate(y: np.ndarray, yhat: np.ndarray | None, name: str, design: SampleDesign) -> Estimate:
     """One estimand on a probability sample: Hájek (``yhat`` None) or PPI++, with the interval its
-    kind calls for (the point estimate and standard error are ``survey.smooth_estimate``'s)."""
+    kind calls for (point estimates and standard errors are ``survey.smooth_estimate``'s, each rate
+    with its own leave-one-out power tuning and design degrees of freedom)."""
     est = ESTIMANDS[name]
     kw = {} if yhat is None else {"yhat": yhat}
-    main = smooth_estimate(y, est.g, design, name=name, **kw)
-    if est.kind == "mean":
-        return main
-    sampled = design.sampled
-
-    def part(num: int, den: int) -> tuple[float, tuple[float, float]]:
-        if est.kind == "rate":
-            p, se = main.value, main.details["se"]
-        else:
-            sub = {} if yhat is None else {"yhat": yhat[[num, den]], "lam": main.details["lambda"]}
-            r = smooth_estimate(y[[num, den]], ratio(0, 1), design, name=name, **sub)
-            p, se = r.value, r.details["se"]
-        in_domain = int(np.sum(np.nan_to_num(y[den][sampled]) > 0))
-        p = min(max(p, 0.0), 1.0)
-        return p, wilson_design(p, se, in_domain)
-
-    # A rate is in [0, 1]; a prediction-powered total of a small domain can push a ratio outside it,
-    # so rates are clipped there (the Hájek ratio of 0/1 variables never leaves it).
-    if est.kind == "rate":
-        value = min(max(main.value, 0.0), 1.0)
-        _, (lo, hi) = part(0, 1)
-        how = "Wilson interval on the effective sample size"
+    if not est.rates:
+        return smooth_estimate(y, est.g, design, name=name, **kw)
+    parts = [_rate(y, yhat, num, den, design, name) for num, den in est.rates]
+    if len(parts) == 1:
+        (p, (lo, hi), part), = parts
+        value, lo, hi = est.offset + est.scale * p, est.offset + est.scale * lo, est.offset + est.scale * hi
+        se = est.scale * part.details["se"]
+        df = part.details["df"]
+        how = "Wilson interval on the effective sample size and design df"
     else:
-        (p1, ci1), (p2, ci2) = part(0, 1), part(2, 3)
-        p1, p2 = min(max(p1, 0.0), 1.0), min(max(p2, 0.0), 1.0)
+        (p1, ci1, r1), (p2, ci2, r2) = parts
         value = p1 - p2
         lo, hi = newcomb_design(p1, ci1, p2, ci2)
-        how = "Newcomb interval from the rates' Wilson intervals on their effective sample sizes"
-    return replace(main, value=value, ci_low=lo, ci_high=hi,
-                   method=main.method.replace("95% Wald interval", how))
+        v1, v2 = r1.details["se"] ** 2, r2.details["se"] ** 2
+        se = math.sqrt(v1 + v2)
+        # Welch-Satterthwaite df of the sum of the two rates' variances.
+        den = (v1**2 / r1.details["df"] + v2**2 / r2.details["df"])
+        df = (v1 + v2) ** 2 / den if den > 0 else min(r1.details["df"], r2.details["df"])
+        how = "Newcomb interval from the rates' Wilson intervals on their effective sample sizes and df"
+    # A test of "no bias" where the figure has one (0 for a difference, 1/2 for DP's rate); a plain
+    # rate such as agreement has no null worth testing.
+    tested = len(parts) == 2 or est.offset != 0.0
+    stat = value / se if tested and se > 0 else None
+    details = dict(parts[0][2].details, se=se, df=df)
+    if len(parts) == 2:
+        details["lambda"] = [r.details.get("lambda") for r in (r1, r2)]
+        details["rates"] = [{"value": p, "ci_low": c[0], "ci_high": c[1],
+                             "labels_in_domain": r.details["domain"]} for p, c, r in parts]
+    return replace(parts[0][2], value=value, ci_low=lo, ci_high=hi, statistic=stat,
+                   p_value=t_p_value(stat, df) if stat is not None else None,
+                   method=parts[0][2].method.replace(T_INTERVAL, how), details=details)
+
+
+def _rate(y: np.ndarray, yhat: np.ndarray | None, num: int, den: int, design: SampleDesign,
+          name: str) -> tuple[float, tuple[float, float], Estimate]:
+    """One conditional rate T_num / T_den with its Wilson interval on the effective sample size.
+    A rate is in [0, 1]; a prediction-powered total of a small domain can push the ratio outside
+    it, so it is clipped there (the Hájek ratio of 0/1 variables never leaves it)."""
+    sub = {} if yhat is None else {"yhat": yhat[[num, den]]}
+    r = smooth_estimate(y[[num, den]], ratio(0, 1), design, name=name, **sub)
+    in_domain = int(np.sum(np.nan_to_num(y[den][design.sampled]) > 0))
+    p = min(max(r.value, 0.0), 1.0)
+    ci = wilson_design(p, r.details["se"], in_domain, r.details["df"])
+    return p, ci, replace(r, details={**r.details, "domain": in_domain})
 
 
 def human_figures(features: pd.DataFrame, design: SampleDesign, pair_ids: pd.Index, *,
