@@ -158,6 +158,42 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def labels_saved(summary: pd.DataFrame) -> pd.DataFrame:
+    """How many labels PPI++ saves at equal width: per (judge, figure, budget), the labels the Hájek
+    estimate of the same draws would need for PPI++'s mean width there, interpolated on log width
+    against log labels between the replayed budgets (widths fall about as 1/sqrt(n)); NaN outside
+    the replayed range. Both estimators' intervals are the ones whose coverage the replay reports."""
+    rows = []
+    for (judge, figure), g in summary.groupby(["judge", "figure"], sort=True):
+        hajek = g[g["method"] == "design"].sort_values("labels")
+        ppi = g[g["method"] == "ppi"].set_index("budget")
+        if len(hajek) < 2 or ppi.empty:
+            continue
+        log_n, log_w = np.log(hajek["labels"].to_numpy()), np.log(hajek["width"].to_numpy())
+        for budget, r in ppi.iterrows():
+            # Width falls with labels, so interpolate labels as a function of (decreasing) width.
+            order = np.argsort(log_w)
+            w = np.log(r["width"])
+            inside = log_w.min() <= w <= log_w.max()
+            need = float(np.exp(np.interp(w, log_w[order], log_n[order]))) if inside else np.nan
+            rows.append({"judge": judge, "figure": figure, "budget": budget, "labels": r["labels"],
+                         "ppi_width": r["width"], "hajek_labels_for_that_width": need,
+                         "labels_saved": need - r["labels"] if inside else np.nan})
+    return pd.DataFrame(rows)
+
+
+def saved_markdown(saved: pd.DataFrame) -> str:
+    """``labels_saved`` as a markdown table."""
+    lines = ["| judge | figure | labels | PPI++ width | Hájek labels for that width | saved |",
+             "|---|---|---|---|---|---|"]
+    for r in saved.itertuples(index=False):
+        need = "beyond the replayed budgets" if np.isnan(r.hajek_labels_for_that_width) else \
+            f"{r.hajek_labels_for_that_width:.0f}"
+        gain = "" if np.isnan(r.labels_saved) else f"{r.labels_saved:+.0f} ({r.labels_saved / r.labels:+.0%})"
+        lines.append(f"| {r.judge} | {r.figure} | {r.labels:.0f} | {r.ppi_width:.3f} | {need} | {gain} |")
+    return "\n".join(lines)
+
+
 def markdown(summary: pd.DataFrame) -> str:
     """The summary as one markdown table: a row per (judge, figure, budget), per method its
     bias / RMSE / coverage / mean width (the ranking is deterministic: its coverage is 0 or 1)."""

@@ -98,7 +98,7 @@ def replay_cmd(
     """Hide the human labels, run the loop in batches, and score four methods against the all-labels
     figure: (a) the contested-pairs ranking with plain estimates, (b) uniform random with plain
     estimates, (c) the probability design with Hájek estimates, (d) the same draws with PPI++."""
-    from annotation.replay import ReplaySettings, markdown, replay, summarize
+    from annotation.replay import ReplaySettings, labels_saved, markdown, replay, saved_markdown, summarize
     from judgebias.io import read_table
     from judgebias.plots import replay_figure, save_figure
     from judgebias.table import TableError
@@ -117,11 +117,17 @@ def replay_cmd(
     results.to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary.to_dict("records"), indent=1, default=float))
-    (out / "summary.md").write_text(markdown(summary) + "\n")
+    saved = labels_saved(summary)
+    saved.to_csv(out / "labels_saved.csv", index=False)
+    (out / "summary.md").write_text(markdown(summary) + "\n\nLabels PPI++ saves at equal width (Hájek labels "
+                                    "for PPI++'s width, interpolated between budgets):\n\n"
+                                    + saved_markdown(saved) + "\n")
     save_figure(replay_figure(summary), out / "replay.png")
     with_pd = summary.round(3)
     typer.echo(with_pd.to_string(index=False))
-    typer.echo(f"wrote {out}/results.csv, summary.csv, summary.json, summary.md, replay.png")
+    typer.echo("labels PPI++ saves at equal width:\n" + saved.round(3).to_string(index=False))
+    typer.echo(f"wrote {out}/results.csv, summary.csv, summary.json, summary.md, labels_saved.csv, "
+               "replay.png")
     if mlflow:
         from tracking.replay_run import log_replay
 

@@ -160,6 +160,23 @@ def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
     assert (table.loc[table["method"] == "ranking", "reps"] == 1).all()  # deterministic ranking
 
 
+def test_labels_saved_interpolates_the_hajek_labels_for_the_ppi_width():
+    from annotation.replay import labels_saved, saved_markdown
+
+    # Hájek widths 0.4 at 25 and 0.2 at 100 labels (w ~ 1/sqrt(n)); PPI++ width 0.2828 at 25 lies
+    # between: log-log interpolation gives n = 25 * (0.4 / 0.2828)^2 = 50, so 25 labels saved (+100%).
+    # PPI++ width 0.15 at 100 is narrower than any Hájek width replayed: not extrapolated.
+    rows = [("design", 25, 25, 0.4), ("design", 100, 100, 0.2), ("ppi", 25, 25, 0.4 / 2**0.5),
+            ("ppi", 100, 100, 0.15)]
+    summary = pd.DataFrame([{"judge": "J", "figure": "eo", "method": m, "budget": b, "labels": n, "width": w}
+                            for m, b, n, w in rows])
+    saved = labels_saved(summary).set_index("budget")
+    assert saved.loc[25, "hajek_labels_for_that_width"] == pytest.approx(50.0)
+    assert saved.loc[25, "labels_saved"] == pytest.approx(25.0)
+    assert np.isnan(saved.loc[100, "labels_saved"])
+    assert "beyond the replayed budgets" in saved_markdown(labels_saved(summary))
+
+
 def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pandalm, tmp_path):
     from typer.testing import CliRunner
 
