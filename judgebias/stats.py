@@ -83,23 +83,44 @@ def jsonable(value: Any) -> Any:
 
 
 def wilson(count: float, nobs: int) -> tuple[float, float, float]:
-    """Proportion with its Wilson 95% interval; (nan, nan, nan) when ``nobs`` is 0."""
-    from statsmodels.stats.proportion import proportion_confint
+    """Proportion with its 95% score interval; (nan, nan, nan) when ``nobs`` is 0.
 
+    Wilson's interval, with Brown, Cai & DasGupta's (2001, Sec. 4.1.1) boundary modification for
+    n <= 100: at 1..3 successes (or failures) the near bound becomes the one-sided Poisson bound,
+    because there Wilson's coverage dips far below 95% (n = 10, p = 0.95: 0.91; the coverage
+    benchmark saw 0.89 for a judge that agrees with humans on 95% of pairs). Effective, fractional
+    counts (a survey design's) keep the plain score interval: the modification is defined for counts."""
     if nobs <= 0:
         return math.nan, math.nan, math.nan
-    low, high = proportion_confint(count, nobs, alpha=ALPHA, method="wilson")
-    return count / nobs, float(low), float(high)
+    _, low, high = wilson_arrays(np.array([count], dtype=float), np.array([nobs], dtype=float))
+    return count / nobs, float(low[0]), float(high[0])
+
+
+def _poisson_near_bound(x: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where Brown-Cai-DasGupta modify Wilson's lower bound (integer x in 1..x*, x* = 2 for n <= 50,
+    3 for 50 < n <= 100) and that bound, chi2_{2x}(alpha) / (2n) (one-sided Poisson)."""
+    from scipy.stats import chi2
+
+    whole = (x == np.round(x)) & (n == np.round(n))
+    x_star = np.where(n <= 50, 2, 3)
+    hit = whole & (n <= 100) & (x >= 1) & (x <= x_star)
+    bound = np.where(hit, chi2.ppf(ALPHA, 2 * np.maximum(x, 1)) / (2 * np.where(n > 0, n, 1)), np.nan)
+    return hit, bound
 
 
 def wilson_arrays(counts: np.ndarray, nobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorized Wilson intervals for many bins at once (NaN where a bin is empty)."""
+    """Vectorized ``wilson`` intervals for many bins at once (NaN where a bin is empty)."""
     from statsmodels.stats.proportion import proportion_confint
 
     counts = np.asarray(counts, dtype=float)
     nobs = np.asarray(nobs, dtype=float)
     safe = np.where(nobs > 0, nobs, 1.0)
     low, high = proportion_confint(counts, safe, alpha=ALPHA, method="wilson")
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    hit, bound = _poisson_near_bound(counts, nobs)
+    low = np.where(hit, np.minimum(low, bound), low)
+    hit, bound = _poisson_near_bound(nobs - counts, nobs)  # the same at the upper end, by symmetry
+    high = np.where(hit, np.maximum(high, 1.0 - bound), high)
     empty = nobs <= 0
     rate = np.where(empty, np.nan, counts / safe)
     return rate, np.where(empty, np.nan, low), np.where(empty, np.nan, high)
@@ -118,6 +139,31 @@ def diff_proportions(count1: float, n1: int, count2: float, n2: int) -> dict[str
         test = test_proportions_2indep(count1, n1, count2, n2, method="score", compare="diff")
     return {"value": count1 / n1 - count2 / n2, "ci_low": float(low), "ci_high": float(high),
             "statistic": _num(test.statistic), "p_value": _num(test.pvalue)}
+
+
+def paired_diff_proportions(both: int, first_only: int, second_only: int, neither: int) -> dict[str, float]:
+    """p1 - p2 of two proportions measured on the same units, p1 = (both + first_only) / n and
+    p2 = (both + second_only) / n: Newcombe's (1998, Stat. Med. 17:2635, method 10) score interval
+    from the two margins' Wilson intervals and their correlation phi (continuity-corrected when
+    positive, as there), with the exact sign test of the discordant units as its test."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    a, b, c, d = (int(v) for v in (both, first_only, second_only, neither))
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"paired counts must be >= 0, got {(a, b, c, d)}")
+    n = a + b + c + d
+    if n == 0:
+        raise InsufficientData("no paired unit")
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = (proportion_confint(k, n, alpha=ALPHA, method="wilson") for k in (a + b, a + c))
+    denom = math.sqrt(float(a + b) * (c + d) * (a + c) * (b + d))
+    cross = a * d - b * c
+    phi = 0.0 if denom == 0 else (max(cross - n / 2, 0.0) if cross > 0 else cross) / denom
+    below = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    above = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    diff = p1 - p2
+    return {"value": diff, "ci_low": max(diff - below, -1.0), "ci_high": min(diff + above, 1.0),
+            "statistic": float(b - c), "p_value": sign_test(b, c)}
 
 
 def mean_t(values: np.ndarray, null: float = 0.0) -> dict[str, float]:
@@ -187,7 +233,13 @@ def sign_test(n_plus: int, n_minus: int) -> float:
 
 def bootstrap_mean(values: np.ndarray, *, reps: int = 2000, seed: int = 0,
                    chunk_elems: int = 20_000_000) -> tuple[float, float, np.ndarray]:
-    """Percentile 95% interval of the mean by resampling units with replacement.
+    """Expanded percentile 95% interval of the mean by resampling units with replacement.
+
+    The plain percentile interval is too narrow in small samples: the bootstrap spread uses the
+    divisor n, not n - 1, and normal rather than t tails (the coverage benchmark: 0.85 at 10 pairs,
+    0.92 at 25). Hesterberg's expansion (2015, "What teachers should know about the bootstrap")
+    widens each side's distance from the mean by sqrt(n / (n - 1)) * t_{n-1} / z, which tends to 1
+    as n grows (1.22 at n = 10, 1.05 at n = 50, 1.01 at n = 200).
 
     When the values take few distinct levels (win indicators and their differences), resampling
     n units is exactly a multinomial draw over the level counts, which costs O(reps x levels)
@@ -211,11 +263,33 @@ def bootstrap_mean(values: np.ndarray, *, reps: int = 2000, seed: int = 0,
             parts.append(values[rng.integers(0, n, size=(k, n))].mean(axis=1))
         means = np.concatenate(parts)
     low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
-    return float(low), float(high), means
+    center = float(values.mean())
+    factor = expansion(n)
+    # Never past what a mean of these values can be (the expansion could leave the data's range).
+    low = max(center - factor * (center - float(low)), float(values.min()))
+    high = min(center + factor * (float(high) - center), float(values.max()))
+    return low, high, means
+
+
+def expansion(n: int) -> float:
+    """Hesterberg's small-sample expansion of a percentile bootstrap interval: sqrt(n / (n - 1))
+    t_{n-1}(0.975) / z(0.975) (1 for a single unit, whose interval is a point anyway)."""
+    from scipy import stats
+
+    if n < 2:
+        return 1.0
+    return math.sqrt(n / (n - 1)) * float(stats.t.ppf(1 - ALPHA / 2, n - 1) / stats.norm.ppf(1 - ALPHA / 2))
 
 
 def kappa(table: np.ndarray) -> dict[str, float]:
-    """Cohen's kappa of a square agreement table with its asymptotic 95% interval and z-test."""
+    """Cohen's kappa of a square agreement table with its 95% interval and z-test (statsmodels).
+
+    The interval is a score (Wilson) interval of the observed agreement on kappa's effective sample
+    size, mapped through kappa = (po - pe) / (1 - pe): the asymptotic Wald interval (kappa +- 1.96
+    se) covered 0.43 of the time at 10 pairs and 0.77 at 25 for a judge with kappa 0.91 (a sample
+    that agrees on every pair has se 0 and the interval [1, 1]), and passed 1. The effective size
+    is po (1 - po) / (se (1 - pe))^2, at most n (and n when that ratio is 0/0), so the interval is
+    the asymptotic one where that one is right, and stays inside [-1, 1]."""
     from statsmodels.stats.inter_rater import cohens_kappa
 
     table = np.asarray(table, dtype=float)
@@ -230,9 +304,13 @@ def kappa(table: np.ndarray) -> dict[str, float]:
         return {"value": math.nan, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
                 "p_value": math.nan, "observed": observed, "expected": expected}
     with np.errstate(divide="ignore", invalid="ignore"):  # tiny tables: a zero null variance
-        res = cohens_kappa(table)  # its interval is the 95% one
-    return {"value": float(res["kappa"]), "ci_low": float(res["kappa_low"]),
-            "ci_high": float(res["kappa_upp"]), "statistic": _num(res["z_value"]),
+        res = cohens_kappa(table)
+    se_po = float(res["std_kappa"]) * (1.0 - expected)  # kappa's standard error on the po scale
+    spread = observed * (1.0 - observed)
+    n_eff = float(n) if se_po <= 0 or spread <= 0 else min(float(n), spread / se_po**2)
+    _, lo, hi = wilson(observed * n_eff, n_eff)
+    return {"value": float(res["kappa"]), "ci_low": max(-1.0, (lo - expected) / (1.0 - expected)),
+            "ci_high": min(1.0, (hi - expected) / (1.0 - expected)), "statistic": _num(res["z_value"]),
             "p_value": _num(res["pvalue_two_sided"]), "observed": observed, "expected": expected}
 
 

@@ -214,7 +214,9 @@ def test_regression_perfect_separation_is_a_note_not_a_crash():
 
 def test_stats_helpers():
     p, lo, hi = wilson(8, 10)
-    assert p == 0.8 and lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    # Wilson's lower bound; the upper is Brown-Cai-DasGupta's (2 failures of 10): 1 - chi2_4(0.05) / 20
+    # = 1 - 0.7107 / 20 = 0.9645 (plain Wilson's 0.9433 under-covers p = 0.95; tests/test_interval_fixes.py)
+    assert p == 0.8 and lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9645, abs=1e-4)
     values = np.r_[np.ones(30), np.zeros(70)]
     lo, hi, means = bootstrap_mean(values, reps=500, seed=0)
     assert lo < 0.3 < hi and means.size == 500
