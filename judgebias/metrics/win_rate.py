@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from judgebias.metrics import frame as F
 from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t_figure
@@ -73,18 +74,37 @@ def length_controlled_win_rate(df: pd.DataFrame, judge: str, model: str, baselin
     X = np.column_stack([np.ones(n), np.tanh(delta / sd)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fractional responses: statsmodels warns, the fit is the QMLE
-        res = sm.GLM(vote, X, family=sm.families.Binomial()).fit(cov_type="HC0")
-    theta, phi = (float(v) for v in res.params)
-    ci = res.conf_int(alpha=ALPHA)
+        res = sm.GLM(vote, X, family=sm.families.Binomial()).fit()
+    params = np.asarray(res.params, dtype=float)
+    theta, phi = (float(v) for v in params)
+    se = _hc3_se(X, vote, params)
+    # HC3 errors and t quantiles on n - 2 degrees of freedom: HC0 with normal quantiles covered
+    # 0.87 of the time at 10 pairs and 0.92 at 50 in the coverage benchmark (AlpacaEval's own
+    # length GLM with votes near 0 and 1).
+    q = float(stats.t.ppf(1 - ALPHA / 2, n - 2))
+    t = params / se
+    p = 2 * stats.t.sf(np.abs(t), n - 2)
     details = {"model": model, "baseline": baseline, "raw_win_rate": raw,
-               "length_coef": {"coef": phi, "ci_low": float(ci[1, 0]), "ci_high": float(ci[1, 1]),
-                               "p_value": float(res.pvalues[1])},
+               "length_coef": {"coef": phi, "ci_low": phi - q * se[1], "ci_high": phi + q * se[1],
+                               "p_value": float(p[1])},
                "mean_delta_chars": float(delta.mean()), "sd_delta_chars": sd}
-    return Estimate(value=_sigmoid(theta), ci_low=_sigmoid(float(ci[0, 0])),
-                    ci_high=_sigmoid(float(ci[0, 1])), n=n, statistic=float(res.tvalues[0]),
-                    p_value=float(res.pvalues[0]),
-                    method=f"{_FORM}; Wald interval (HC0) of theta through the sigmoid; test of LC = 0.5",
-                    details=details)
+    return Estimate(value=_sigmoid(theta), ci_low=_sigmoid(theta - q * se[0]),
+                    ci_high=_sigmoid(theta + q * se[0]), n=n, statistic=float(t[0]), p_value=float(p[0]),
+                    method=f"{_FORM}; Wald interval of theta (HC3 errors, t on n - 2 df) through the "
+                           "sigmoid; test of LC = 0.5", details=details)
+
+
+def _hc3_se(X: np.ndarray, y: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """HC3 sandwich standard errors of a logit-link quasi-likelihood fit: each residual's square
+    divided by (1 - leverage)^2 (MacKinnon & White 1985), which keeps small samples honest where
+    HC0 is too small. statsmodels' GLM gives HC0 whichever HC variant is asked for."""
+    mu = 1.0 / (1.0 + np.exp(-(X @ params)))
+    w = mu * (1.0 - mu)
+    bread = np.linalg.inv((X * w[:, None]).T @ X)
+    leverage = np.clip(np.einsum("ij,jk,ik->i", X, bread, X) * w, 0.0, 1.0 - 1e-12)
+    e = (y - mu) / (1.0 - leverage)
+    cov = bread @ ((X * (e**2)[:, None]).T @ X) @ bread
+    return np.sqrt(np.diag(cov))
 
 
 def baseline_of(df: pd.DataFrame, judge: str) -> str | None:
