@@ -177,10 +177,10 @@ def _simulate_perplexity(rng: np.random.Generator, n: int):
                             "ppl_a": np.exp(log_a), "ppl_b": np.exp(log_b)})
 
 
-def _estimate_perplexity(df, reps: int) -> dict:
+def _estimate_perplexity(df) -> dict:
     return {
         "perplexity_preference": safely(lambda: of_estimate(perplexity_preference(df, T.JUDGE))),
-        "perplexity_excess": safely(lambda: of_estimate(perplexity_excess(df, T.JUDGE, reps=reps))),
+        "perplexity_excess": safely(lambda: of_estimate(perplexity_excess(df, T.JUDGE))),
         "perplexity_own_other": safely(lambda: of_estimate(perplexity_own_other(df, T.JUDGE))),
         "perplexity_familiarity": safely(lambda: of_estimate(perplexity_familiarity(df, T.JUDGE))),
     }
@@ -202,8 +202,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("perplexity", "log-perplexities with familiar own responses",
            "50% own pairs, 5% judge ties, 20% human ties; common odds ratio 2 for own",
            tuple(Figure(k, m, _ppl_truths()[k]) for k, m in (
-               ("perplexity_preference", "Wilson"), ("perplexity_excess", "paired bootstrap (2000 reps)"),
+               ("perplexity_preference", "Wilson"), ("perplexity_excess", "Newcombe paired score"),
                ("perplexity_own_other", "Mantel-Haenszel (Robins-Breslow-Greenland)"),
                ("perplexity_familiarity", "Welch"))),
-           _simulate_perplexity, lambda df: _estimate_perplexity(df, 2000)),
+           _simulate_perplexity, _estimate_perplexity),
 )

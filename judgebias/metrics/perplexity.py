@@ -23,8 +23,8 @@ from judgebias.metrics.verbosity import bin_rates
 from judgebias.stats import (
     Estimate,
     InsufficientData,
-    bootstrap_mean,
     count_reasons,
+    paired_diff_proportions,
     sign_test,
     welch,
     wilson,
@@ -81,9 +81,14 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
 
 
 def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: int = 0) -> Estimate:
-    """P(judge picks the lower-perplexity response) - P(humans do), on the same pairs: paired
-    bootstrap 95% interval and exact sign (McNemar) test. Positive = more swayed by familiarity
-    than humans (the paper's Figure 3 finding)."""
+    """P(judge picks the lower-perplexity response) - P(humans do), on the same pairs: Newcombe's
+    score interval for paired proportions and the exact sign (McNemar) test. Positive = more swayed
+    by familiarity than humans (the paper's Figure 3 finding).
+
+    The interval was a pair bootstrap until the coverage benchmark found it at 0.85 on 10-pair
+    tables (0.89 even expanded): resampling a handful of -1 / 0 / +1 differences cannot see beyond
+    them. ``reps`` and ``seed`` are still accepted (``analyze`` passes its bootstrap settings to
+    every figure) and no longer used."""
     F.require(df, ["human"], "perplexity_excess")
     rows, la, lb = _rows(df, judge, "perplexity_excess")
     x = la - lb
@@ -99,14 +104,14 @@ def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: i
         raise InsufficientData(f"no row with perplexities, a human label and a judge choice; "
                                f"excluded: {excl}")
     lower = np.where(x < 0, F.A, F.B)[keep]
-    d = (choice[keep] == lower).astype(float) - (human[keep] == lower).astype(float)
-    low, high, _ = bootstrap_mean(d, reps=reps, seed=seed)
-    n_plus, n_minus = int((d > 0).sum()), int((d < 0).sum())
-    return Estimate(value=float(d.mean()), ci_low=low, ci_high=high, n=int(keep.sum()), exclusions=excl,
-                    statistic=float(n_plus - n_minus), p_value=sign_test(n_plus, n_minus),
-                    method=f"paired difference; bootstrap ({reps} reps, seed {seed}), exact McNemar test",
-                    details={"judge_p_lower": float((choice[keep] == lower).mean()),
-                             "human_p_lower": float((human[keep] == lower).mean())})
+    j, h = choice[keep] == lower, human[keep] == lower
+    d = paired_diff_proportions(int((j & h).sum()), int((j & ~h).sum()), int((~j & h).sum()),
+                                int((~j & ~h).sum()))
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
+                    method="paired difference; Newcombe's score interval for paired proportions, "
+                           "exact McNemar test",
+                    details={"judge_p_lower": float(j.mean()), "human_p_lower": float(h.mean())})
 
 
 def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
