@@ -137,6 +137,20 @@ def test_tuned_lambda_keeps_the_estimator_unbiased_over_repeated_draws():
     assert np.mean(values) == pytest.approx(y_all.mean(), abs=0.004)
 
 
+def test_effective_sample_size_is_read_off_the_interval():
+    # A simple random sample of 200 of 2,000 (one stratum) with the classical estimator: the uniform
+    # sample with an interval as wide is itself, so the ESS is 200, df and finite-population
+    # correction included (required_labels solves (1 - m/N) S^2 / m = se^2 with t on m's df).
+    rng = np.random.default_rng(3)
+    big_n = 2000
+    y_all = (rng.random(big_n) < 0.4).astype(float)
+    sampled = np.zeros(big_n, bool)
+    sampled[rng.choice(big_n, 200, replace=False)] = True
+    design = SampleDesign(np.full(big_n, 0.1), sampled, STRATIFIED, np.array(["all"] * big_n))
+    est = smooth_estimate(np.where(sampled, y_all, np.nan)[None, :], lambda t: t[0] / big_n, design)
+    assert est.details["effective_sample_size"] == pytest.approx(200, abs=1)
+
+
 def test_tuned_lambda_never_widens_and_uses_a_good_predictor():
     rng = np.random.default_rng(3)
     big_n = 2000

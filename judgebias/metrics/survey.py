@@ -194,10 +194,22 @@ def _weighted_var(u: np.ndarray, design: SampleDesign) -> float:
     return float(np.sum(w * (u - mean) ** 2) / np.sum(w) * u.size / (u.size - 1))
 
 
+def _carrying_share(z: np.ndarray, design: SampleDesign) -> float:
+    """Estimated share of the population whose linearised variable is not zero (Hájek)."""
+    z = _on_sample(z, design, "z")
+    w = 1.0 / design.pi[design.sampled]
+    scale = float(np.max(np.abs(z))) if z.size else 0.0
+    return float(np.sum(w[np.abs(z) > 1e-12 * scale]) / np.sum(w)) if scale > 0 else 0.0
+
+
 def _estimate(value: float, se: float, design: SampleDesign, method: str, *, s2: float, df: float,
-              details: Mapping | None = None) -> Estimate:
-    ess = design.size**2 * s2 / se**2 if se > 0 and np.isfinite(s2) else math.nan
+              share: float = 1.0, details: Mapping | None = None) -> Estimate:
     q = t_quantile(df)
+    # Effective sample size: the uniformly drawn labels whose classical 95% interval (t on its own
+    # df, finite-population corrected) is as wide as this one, so it is read off an interval that
+    # covers rather than off a variance ratio that ignores how few units estimated the variance.
+    ess = (float(required_labels(design.size**2 * s2, design.size, q * se, share))
+           if se > 0 and np.isfinite(s2) and share > 0 else math.nan)
     return Estimate(
         value=value, ci_low=value - q * se, ci_high=value + q * se, n=design.n,
         statistic=value / se if se > 0 else None,
@@ -251,7 +263,8 @@ def smooth_estimate(
         u = numerical_gradient(g, t_ht) @ ys
         se = math.sqrt(max(design_cov(u, u, design), 0.0))
         return _estimate(value, se, design, "Hájek (ratio of Horvitz-Thompson totals)",
-                         s2=_weighted_var(u, design), df=design_df(u, design))
+                         s2=_weighted_var(u, design), df=design_df(u, design),
+                         share=_carrying_share(u, design))
     yhat = np.atleast_2d(np.asarray(yhat, dtype=float))
     if yhat.shape != y.shape or not np.all(np.isfinite(yhat)):
         raise ValueError(f"yhat must be finite with the shape of y {y.shape}, got {yhat.shape}")
@@ -274,6 +287,7 @@ def smooth_estimate(
     method = ("PPI++ (prediction-powered, power-tuned leave-one-out)" if tuned else
               f"prediction-powered with lambda={lam:g}")
     return _estimate(value, se, design, method, s2=_weighted_var(grad @ ys, design),
+                     share=_carrying_share(grad @ ys, design),
                      df=design_df(resid, design), details={"lambda": float(lam)})
 
 
