@@ -17,6 +17,7 @@ from judgebias.metrics.verbosity import verbosity_bias
 
 A, B, TIE = 0, 1, 2
 WILSON, T_INT = "Wilson", "t"
+KAPPA = "Wilson on kappa's effective n, mapped"
 
 # --- position, with probabilities: pairs where A is better, B is better, or neither; a judge
 # strongly pulled to the first-shown response, P(A) close to 0 or 1 (Beta with a mass near a bound).
@@ -216,13 +217,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("agreement", "judge vs one human label over a/b/tie",
            "tie-heavy humans (29% ties), judge ties 17%",
            tuple(Figure(k, m, agreement_truths(_AGREE_MID)[k]) for k, m in (
-               ("agreement_human", WILSON), ("kappa_human", "asymptotic (statsmodels)"),
+               ("agreement_human", WILSON), ("kappa_human", KAPPA),
                ("agreement_human_2class", WILSON), ("tie_rate", WILSON))),
            _simulate_agreement(_AGREE_MID), _estimate_agreement),
     Family("agreement_high", "a judge agreeing with humans on 95% of pairs",
            "agreement and kappa near their upper bound",
            tuple(Figure(k, m, agreement_truths(_AGREE_HIGH)[k]) for k, m in (
-               ("agreement_human", WILSON), ("kappa_human", "asymptotic (statsmodels)"),
+               ("agreement_human", WILSON), ("kappa_human", KAPPA),
                ("agreement_human_2class", WILSON), ("tie_rate", WILSON))),
            _simulate_agreement(_AGREE_HIGH), _estimate_agreement),
     Family("ceiling", "three human labels per pair, leave one out",

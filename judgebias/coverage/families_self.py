@@ -197,7 +197,7 @@ FAMILIES: tuple[Family, ...] = (
            _simulate_self, _estimate_self),
     Family("dbg", "judge P(own) against a two-judge verdict gold panel",
            "5% judge ties at exactly 0.5; gold ties from split or tied verdicts",
-           (Figure("dbg", "percentile bootstrap over pairs (2000 reps)", _dbg_truth()),),
+           (Figure("dbg", "expanded percentile bootstrap over pairs (2000 reps)", _dbg_truth()),),
            _simulate_dbg, _estimate_dbg),
     Family("perplexity", "log-perplexities with familiar own responses",
            "50% own pairs, 5% judge ties, 20% human ties; common odds ratio 2 for own",

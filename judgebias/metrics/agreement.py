@@ -55,12 +55,13 @@ def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: S
 
 def cohen_kappa(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
                 self_map: origin.SelfMap | None = None) -> Estimate:
-    """Cohen's kappa between the judge and the reference over a/b/tie (asymptotic 95% interval)."""
+    """Cohen's kappa between the judge and the reference over a/b/tie (95% score interval on its
+    effective sample size, ``stats.kappa``)."""
     table, excl = _paired_labels(df, judge, reference, gold, self_map, f"kappa_{reference}")
     k = kappa(table)
     return Estimate(value=k["value"], ci_low=k["ci_low"], ci_high=k["ci_high"], n=int(table.sum()),
                     exclusions=excl, statistic=k["statistic"], p_value=k["p_value"],
-                    method="Cohen's kappa; asymptotic interval, z-test of 0",
+                    method="Cohen's kappa; Wilson interval on its effective sample size, z-test of 0",
                     details={"observed_agreement": k["observed"], "expected_agreement": k["expected"]})
 
 

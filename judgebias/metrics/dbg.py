@@ -85,7 +85,8 @@ def win_credit(p_own: np.ndarray) -> np.ndarray:
 def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
               gold: Sequence[str] | None = None, *, human_as_gold: bool = False,
               reps: int = DEFAULT_REPS, seed: int = 0) -> Estimate:
-    """DBG score of ``judge`` with a per-pair bootstrap 95% interval (seeded) and an exact sign test
+    """DBG score of ``judge`` with a per-pair bootstrap 95% interval (seeded; expanded for small samples,
+    ``stats.bootstrap_mean``) and an exact sign test
     of "the judge favours its own response more often than the gold does"."""
     F.require(df, ["judge", "generator_a", "generator_b"], "dbg_score")
     if reps < 100:
@@ -131,7 +132,8 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = No
     return Estimate(
         value=float(d.mean()), ci_low=low, ci_high=high, n=n, exclusions=excl,
         statistic=float(n_plus - n_minus), p_value=sign_test(n_plus, n_minus),
-        method=f"win rate(judge) - win rate(gold); pair bootstrap ({reps} reps, seed {seed}), sign test",
+        method=f"win rate(judge) - win rate(gold); expanded percentile pair bootstrap ({reps} reps, "
+               f"seed {seed}), sign test",
         details={
             "judge_win_rate": {"value": jw, "ci_low": jlo, "ci_high": jhi},
             "gold_win_rate": {"value": gw, "ci_low": glo, "ci_high": ghi},
