@@ -50,7 +50,40 @@ def markdown(summary: pd.DataFrame) -> str:
         _wide(summary, _coverage_cell),
         "Mean width of the interval:", _wide(summary, _num(("width", ".3f"))),
         "Bias (mean estimate - truth):", _wide(summary, _num(("bias", "+.3f"))),
-    ]) + "\n"
+        f"Smallest n of the grid from which the coverage stays at or above {TARGET}:",
+        reliable_markdown(summary),
+    ])
+
+
+def reliable_from(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per figure, the smallest n of the grid from which on every larger n the figure was reported
+    and its coverage reached the target (None when even the largest n misses it), with the lowest
+    coverage seen from there on."""
+    out = []
+    for (fam, fig), g in summary.groupby(["family", "figure"], sort=False):
+        g = g.sort_values("n")
+        ok = ((g["defined"] > 0) & (g["coverage"] >= TARGET)).to_numpy()
+        # walk down from the largest n while every cell holds
+        k = len(ok)
+        while k > 0 and ok[k - 1]:
+            k -= 1
+        first = int(g["n"].iloc[k]) if k < len(ok) else None
+        held = g.iloc[k:] if first is not None else g.iloc[0:0]
+        out.append({"family": fam, "figure": fig, "method": g["method"].iloc[0], "reliable_from_n": first,
+                    "lowest_coverage_from_there": float(held["coverage"].min()) if len(held) else math.nan})
+    frame = pd.DataFrame(out)
+    frame["reliable_from_n"] = pd.array([r["reliable_from_n"] for r in out], dtype="Int64")
+    return frame
+
+
+def reliable_markdown(summary: pd.DataFrame) -> str:
+    lines = ["| family | figure | interval | reliable from n | lowest coverage from there |",
+             "|---|---|---|---|---|"]
+    for r in reliable_from(summary).to_dict("records"):
+        n = "never" if pd.isna(r["reliable_from_n"]) else str(int(r["reliable_from_n"]))
+        low = "" if math.isnan(r["lowest_coverage_from_there"]) else f"{r['lowest_coverage_from_there']:.3f}"
+        lines.append(f"| {r['family']} | {r['figure']} | {r['method']} | {n} | {low} |")
+    return "\n".join(lines) + "\n"
 
 
 def coverage_figure(summary: pd.DataFrame) -> Figure:
