@@ -171,3 +171,20 @@ def test_ablation_bars_hold_every_interval_end(tmp_path):
     bottom, top = ax.get_ylim()
     assert bottom < -0.5 and top > 0.4
     assert any(t.get_text() == "n/a" for t in ax.texts)
+
+
+def test_replay_coverage_panel_shows_the_difference_between_093_and_095(tmp_path):
+    import pandas as pd
+
+    # The ranking's 0/1 coverage would squash the axis to [0, 1], where 0.93 and 0.95 look the same:
+    # the panel starts at 0.80 and puts the ranking's 0 on the bottom edge as a marker.
+    rows = [{"judge": "J", "figure": "eo", "method": m, "budget": b, "labels": b, "width": 1 / b**0.5,
+             "coverage": c} for b in (25, 100) for m, c in (("ranking", 0.0), ("design", 0.93),
+                                                            ("ppi", 0.95))]
+    fig = plots.replay_figure(pd.DataFrame(rows))
+    renderer = _render(fig, tmp_path, "replay")
+    cov_ax = fig.axes[1]
+    assert cov_ax.get_ylim()[0] == pytest.approx(0.80)
+    marks = [line for line in cov_ax.get_lines() if line.get_marker() == "v"]
+    assert marks and np.allclose(marks[0].get_ydata(), 0.80)
+    assert not _outside(fig, renderer)
