@@ -120,6 +120,10 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
                    f"{sm['drawn']}; inclusion probability {sm['pi_min']:.3f}-{sm['pi_max']:.3f}")
         for stratum, k in sorted(sm["per_stratum"].items()):
             typer.echo(f"  {stratum:<28} {k}")
+        if sm["design"] == "stratified":
+            from judgebias.metrics.human import STRATIFIED_DIFFERENCE_WARNING
+
+            typer.echo(f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)")
     if dry_run or batch.rows.empty:
         return
     try:

@@ -146,6 +146,14 @@ def test_human_figures_report_estimator_population_and_labels(pandalm):
     assert 0 <= lo <= agree["ppi"]["value"] <= hi <= 1
     assert set(figs) >= {"eo", "agreement_human", "verbosity", "dbg_human"}
     assert ESTIMANDS["eo"].kind == "rate_difference"
+    # A uniform batch is one stratum: no warning. Split into strata, EO carries the measured shortfall
+    # of stratified intervals for differences of domain rates; agreement, which met the target, not.
+    assert not figs["eo"]["design_based"].get("warnings")
+    split = SampleDesign(design.pi, design.sampled, STRATIFIED,
+                         np.where(np.arange(design.size) % 2 == 0, "h1", "h2"), "all")
+    figs2 = human_figures(pair_features(pandalm, "pandalm-7b", self_map=SELF), split, order)
+    assert any("stratified design" in w for w in figs2["eo"]["design_based"].get("warnings", []))
+    assert not figs2["agreement_human"]["design_based"].get("warnings")
 
 
 def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
