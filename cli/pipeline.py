@@ -120,9 +120,8 @@ def register(app: typer.Typer) -> None:
         """Run the bundled experiment offline on two packaged small models (SmolLM2-135M-Instruct and
         gemma-3-270m) over MT-bench instructions: Prefect in ephemeral mode, MLflow in ./mlflow.db.
         Then the report cards of real judges on bundled real data (PandaLM, LLMBar), marked imported.
-        Measured cold on 2 CPU cores in bf16 (its cost against float32 measured and printed): 4 min 29 s
-        on an Intel Xeon with AMX, 6 min 0 s on an AMD EPYC with AVX512-BF16 only; 15 s again (every
-        stage in the run folder)."""
+        A few minutes cold on 2 CPU cores (README has the current measured time), seconds again (every
+        stage is in the run folder)."""
         from judgebias.config import demo_config_path
 
         _run(demo_config_path(), _overrides(sample, no_ablations, dtype or _demo_dtype()), threads,

@@ -1,6 +1,6 @@
 """The judgment table: one row per (pair, judge), the interchange format of the whole project.
 
-Columns (see README "The judgment table" for the full contract):
+Columns (see docs/importers.md "The judgment table" for the full contract):
 
     pair_id       str   required, stable id of the (prompt, response_a, response_b) pair
     prompt        str   required
