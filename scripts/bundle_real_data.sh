@@ -4,8 +4,12 @@
 #   bash scripts/bundle_real_data.sh /path/to/PandaLM/data /path/to/LLMBar/Dataset/Natural
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-pandalm="${1:-$here/../shared/data/pandalm}"
-llmbar="${2:-$here/../shared/data/llmbar/Natural}"
+if [ "$#" -ne 2 ]; then
+  echo "usage: bash scripts/bundle_real_data.sh /path/to/PandaLM/data /path/to/LLMBar/Dataset/Natural" >&2
+  exit 2
+fi
+pandalm="$1"
+llmbar="$2"
 jb="${JUDGEBIAS:-$here/.venv/bin/judgebias}"
 "$jb" import pandalm "$pandalm" --out "$here/judgebias/data/pandalm_testset.parquet"
 "$jb" import llmbar "$llmbar" --out "$here/judgebias/data/llmbar_natural.parquet"

@@ -115,7 +115,7 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
             stop(worker)
 
     # The cron deployment has runs waiting in the pool for 03:00 UTC (the scheduler works: this is
-    # what SQLAlchemy 2.1 breaks, see ../shared/STACK.md).
+    # what SQLAlchemy 2.1 breaks: "Can't evaluate bulk DML statement", so no run is ever scheduled).
     assert scheduled, "no scheduled runs were created for the cron deployment"
     assert all(r.state.is_scheduled() and r.work_pool_name == pool for r in scheduled)
     assert {(r.expected_start_time.hour, r.expected_start_time.minute) for r in scheduled} == {(3, 0)}
