@@ -79,6 +79,18 @@ def plan_cmd(
         typer.echo("PPI++ is planned once 10 or more pairs carry labels (its residual variance needs them).")
 
 
+def _budgets(text: str) -> tuple[int, ...]:
+    """``--budgets`` as positive whole numbers, or a ValueError that names the bad entry."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) <= 0:
+            raise ValueError(f"--budgets: {part!r} is not a positive whole number of labels "
+                             "(give a comma-separated list such as 25,50,100)")
+        out.append(int(part))
+    return tuple(out)
+
+
 @annotate_app.command("replay")
 def replay_cmd(
     table: Path = typer.Argument(..., help="A judgment table whose pairs all carry human labels."),
@@ -104,8 +116,9 @@ def replay_cmd(
     from judgebias.table import TableError
 
     try:
+        budget_list = _budgets(budgets)
         df, _ = read_table(table)
-        settings = ReplaySettings(judges=judge, budgets=tuple(int(b) for b in budgets.split(",")), reps=reps,
+        settings = ReplaySettings(judges=judge, budgets=budget_list, reps=reps,
                                   batch=batch, design=design, population=population,
                                   figures=tuple(f.strip() for f in figures.split(",")),
                                   self_map=_self_map(self_), gold=gold or None, seed=seed)

@@ -168,6 +168,18 @@ def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
     assert (table.loc[table["method"] == "ranking", "reps"] == 1).all()  # deterministic ranking
 
 
+@pytest.mark.parametrize("budgets", ["-5", "0", "abc", "25,,50"])
+def test_replay_refuses_a_bad_budget_with_a_clear_message(budgets, tmp_path):
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    res = CliRunner().invoke(app, ["annotate", "replay", str(tmp_path / "never-read.parquet"), "-j", "J",
+                                   "--budgets", budgets, "--out", str(tmp_path / "out")])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "is not a positive whole number of labels" in res.output
+
+
 def test_labels_saved_interpolates_the_hajek_labels_for_the_ppi_width():
     from annotation.replay import labels_saved, saved_markdown
 
