@@ -19,8 +19,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"judgebias {version('judgebias')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("judgebias (not installed: no version recorded)")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print the installed version and exit."),
+) -> None:
     """Measure, explain and reduce the biases of LLM-as-a-judge evaluators."""
     # A callback keeps typer in group mode even while only one command module is present.
 

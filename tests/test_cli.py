@@ -26,6 +26,13 @@ def test_every_subcommand_has_help(command):
     assert "Usage:" in out.stdout and len(out.stdout.split()) > 20
 
 
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    out = _cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"judgebias {version('judgebias')}"
+
+
 def test_malformed_table_is_one_line_naming_the_file(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x"}\n')
