@@ -4,6 +4,9 @@ recompute anything."""
 
 from __future__ import annotations
 
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
 from judgebias.config import ExperimentConfig
@@ -31,6 +34,13 @@ MUTUAL_GOLD_NOTE = (
     "construction (A's win rate on A's responses minus B's equals B's on B's minus A's, ties "
     "aside). A third gold judge or human labels (gold.human_as_gold) separate them."
 )
+
+
+def mlflow_command() -> str:
+    """The ``mlflow`` executable of this environment, as a command that works when pasted: the
+    quick start installs into ``.venv`` without activating it, so a bare ``mlflow`` is not on PATH."""
+    beside = Path(sys.executable).parent / "mlflow"
+    return shlex.quote(str(beside)) if beside.exists() else "mlflow"
 
 
 def plan(cfg: ExperimentConfig) -> str:
@@ -182,7 +192,8 @@ def console_report(
         f"MLflow run : {result.get('run_id')}  experiment {cfg.tracking.experiment!r}  ({uri})",
     ]
     if uri.startswith("sqlite:"):
-        lines.append(f"open the UI: mlflow ui --backend-store-uri {uri}   (then http://127.0.0.1:5000)")
+        lines.append(f"open the UI: {mlflow_command()} ui --backend-store-uri {shlex.quote(uri)}   "
+                     "(then http://127.0.0.1:5000)")
     if result.get("run_url"):
         lines.append(f"run page   : {result['run_url']}")
     lines += ["", "headline figures (95% intervals):"]

@@ -95,3 +95,15 @@ def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"MLflow tracking server {uri} does not answer" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()
+
+
+def test_the_printed_mlflow_command_runs_as_pasted_without_an_activated_environment():
+    import shlex
+
+    from judgebias.report import mlflow_command
+
+    # The quick start never activates .venv: a bare "mlflow" would not be found from a new shell.
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"} | {"PATH": "/usr/bin:/bin"}
+    out = subprocess.run([*shlex.split(mlflow_command()), "--version"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0 and "version" in out.stdout.lower()
