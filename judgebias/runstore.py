@@ -25,9 +25,30 @@ MANIFEST = RunLayout.manifest
 
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux tells it (os.umask can only set it,
+    and setting it to read it races with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _as_created(path: str | Path, directory: bool = False) -> None:
+    """Give a temporary file (mkstemp: 0600) or folder (mkdtemp: 0700) the mode a plain open or mkdir
+    would have given it, so reports and tables can be shared like the rest of the run's outputs."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 def atomic_write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    _as_created(tmp)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -43,6 +64,7 @@ def atomic_dir(target: Path, fill: Callable[[Path], Any]) -> Path:
     into place: a process killed half-way leaves no half-written folder under the final name."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
+    _as_created(tmp, directory=True)
     try:
         fill(tmp)
         if target.exists():  # an incomplete leftover of an interrupted run
@@ -91,6 +113,7 @@ class RunStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         os.close(fd)
+        _as_created(tmp)
         try:
             df.to_parquet(tmp, index=False)
             os.replace(tmp, path)

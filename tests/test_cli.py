@@ -107,3 +107,26 @@ def test_the_printed_mlflow_command_runs_as_pasted_without_an_activated_environm
     out = subprocess.run([*shlex.split(mlflow_command()), "--version"], capture_output=True, text=True,
                          timeout=120, env=env)
     assert out.returncode == 0 and "version" in out.stdout.lower()
+
+
+def test_atomic_outputs_get_the_mode_a_plain_write_would(tmp_path):
+    import stat
+
+    import pandas as pd
+
+    from judgebias.runstore import RunStore, atomic_dir, atomic_write_text
+
+    # mkstemp/mkdtemp create 0600/0700; what a user shares (reports, JSON, tables) must follow the
+    # umask like any file the process opens itself.
+    old = os.umask(0o022)
+    try:
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+        text = atomic_write_text(tmp_path / "report.md", "x")
+        folder = atomic_dir(tmp_path / "plots", lambda d: (d / "a.png").write_bytes(b""))
+        frame = RunStore(tmp_path / "run").write_frame("t.parquet", pd.DataFrame({"a": [1]}))
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(text) == mode(frame) == mode(plain) == 0o644
+    assert mode(folder) == 0o755
