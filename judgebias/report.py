@@ -14,13 +14,14 @@ from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.trust import family_note, fmt, fmt_ci, mutual_gold, statements
 
+# (key, label, signed): differences carry a sign; probabilities, shares and odds ratios do not.
 HEADLINE = (
-    ("dbg", "DBG score (judge - gold win rate on own responses)"),
-    ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)"),
-    ("position_bias", "position bias (P(first shown wins); 0.5 = none)"),
-    ("position_consistency", "position consistency (same choice in both orders)"),
-    ("perplexity_familiarity", "mean log-perplexity own - other responses"),
-    ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity"),
+    ("dbg", "DBG score (judge - gold win rate on own responses)", True),
+    ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)", True),
+    ("position_bias", "position bias (P(first shown wins); 0.5 = none)", False),
+    ("position_consistency", "position consistency (same choice in both orders)", False),
+    ("perplexity_familiarity", "mean log-perplexity own - other responses", True),
+    ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity", False),
 )
 WEAK_JUDGES_NOTE = (
     "Honest caveat: 135M-270M models are weak judges (strongly position-biased, near-chance "
@@ -72,23 +73,24 @@ def plan(cfg: ExperimentConfig) -> str:
     return "\n".join(lines)
 
 
-def fmt_estimate(e: dict | None) -> str:
+def fmt_estimate(e: dict | None, signed: bool = True) -> str:
     if not e or e.get("value") is None:
         reason = (e or {}).get("skipped")
         return f"n/a ({reason})" if reason else "n/a"
+    f = "+.3f" if signed else ".3f"
     lo, hi = e.get("ci_low"), e.get("ci_high")
-    ci = f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None and hi is not None else ""
+    ci = f" [{lo:{f}}, {hi:{f}}]" if lo is not None and hi is not None else ""
     n = f" n={e['n']}" if e.get("n") is not None else ""
-    return f"{e['value']:+.3f}{ci}{n}"
+    return f"{e['value']:{f}}{ci}{n}"
 
 
 def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
     """(judge, metric label, formatted estimate) for the headline metrics present."""
     rows = []
     for judge, per in sorted(metrics.get("judges", {}).items()):
-        for key, label in HEADLINE:
+        for key, label, signed in HEADLINE:
             if key in per:
-                rows.append((judge, label, fmt_estimate(per[key])))
+                rows.append((judge, label, fmt_estimate(per[key], signed)))
             elif key in per.get("skipped", {}):
                 rows.append((judge, label, f"n/a ({per['skipped'][key]})"))
     return rows

@@ -197,3 +197,14 @@ def test_the_page_renders_in_a_headless_browser(analyzed, tmp_path):
     assert seen["scroll_width"] <= seen["window_width"]  # nothing wider than the window
     assert any(t.startswith(("ok:", "caution:", "info:")) for t in seen["trust"])
     assert seen["shot_saved"] and seen["shot_size"][1] > 1000 and shot.stat().st_size > 50_000
+
+
+def test_console_headline_signs_differences_only():
+    from judgebias.report import headline_rows
+
+    # A probability (P(first shown wins)) printed "+0.675" reads like a difference from 0.
+    metrics = {"judges": {"J": {"position_bias": {"value": 0.675, "ci_low": 0.6, "ci_high": 0.75, "n": 40},
+                                "dbg": {"value": -0.1, "ci_low": -0.2, "ci_high": 0.0, "n": 40}}}}
+    rows = {label.split(" (")[0]: est for _, label, est in headline_rows(metrics)}
+    assert rows["position bias"] == "0.675 [0.600, 0.750] n=40"
+    assert rows["DBG score"] == "-0.100 [-0.200, +0.000] n=40"
