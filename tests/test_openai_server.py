@@ -72,7 +72,8 @@ def scripted():
             time.sleep(state.delay_s)
             data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()  # bytes: sent as is
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if "Content-Type" not in headers:
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -131,6 +132,29 @@ def test_malformed_json_is_retried_then_answers(scripted):
     (scores,) = b.score_options([PROMPT], ["A", "B"])
     assert scores.error is None and len(scripted.requests) == 3
     assert [u.tries for u in b.usage_log] == [3]
+
+
+def test_an_html_page_with_http_200_is_retried_then_answers(scripted):
+    # A proxy's error page served as 200 text/html: the client hands back a str, not a completion.
+    scripted.then(200, b"<html><body>upstream error</body></html>", {"Content-Type": "text/html"})
+    b = backend_for(scripted)
+    (scores,) = b.score_options([PROMPT], ["A", "B"])
+    assert scores.error is None and len(scripted.requests) == 2
+
+
+def test_a_deeply_nested_reply_is_retried_then_answers(scripted):
+    # A hostile or broken server: JSON nested past Python's recursion limit.
+    scripted.then(200, b"[" * 200_000 + b"]" * 200_000)
+    b = backend_for(scripted)
+    (scores,) = b.score_options([PROMPT], ["A", "B"])
+    assert scores.error is None and len(scripted.requests) == 2
+
+
+def test_an_html_page_every_time_gives_up_naming_the_endpoint(scripted):
+    scripted.default = (200, b"<html>maintenance</html>", {"Content-Type": "text/html"})
+    with pytest.raises(ServiceUnavailable, match=rf"{scripted.base_url} did not answer after 2 tries.*"
+                                                 r"not a completion"):
+        backend_for(scripted, max_tries=2).score_options([PROMPT], ["A", "B"])
 
 
 def test_malformed_json_every_time_gives_up_naming_the_endpoint(scripted):

@@ -46,6 +46,10 @@ class ServiceUnavailable(RuntimeError):
     """The endpoint did not answer (or kept answering 429/5xx) after every try."""
 
 
+class _NotACompletion(ValueError):
+    """An HTTP 200 whose body the client could not read as a completion."""
+
+
 class EndpointError(RuntimeError):
     """The endpoint refused the whole configuration (bad key, unknown model): retrying cannot help."""
 
@@ -205,11 +209,20 @@ class OpenAICompatBackend:
             retry_after = None
             try:
                 response = create(**kwargs)
+                if not hasattr(response, "model_dump"):
+                    # HTTP 200 with a body that is not JSON (a proxy's HTML error page): the client
+                    # hands it back as text. Transient like a 502; the text is never shown raw.
+                    raise _NotACompletion(f"the reply is not a completion but {type(response).__name__} "
+                                          f"text of {len(str(response))} characters")
                 return response.model_dump(), time.perf_counter() - started, attempt
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all
                 last = ValueError(f"the reply is not valid JSON ({exc})")
+            except RecursionError:  # JSON nested past Python's recursion limit: broken or hostile
+                last = ValueError("the reply nests JSON too deeply to parse")
+            except _NotACompletion as exc:
+                last = exc
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 where = f"OpenAI-compatible endpoint {self.base_url}"
