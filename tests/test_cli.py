@@ -97,6 +97,44 @@ def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command
     assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()
 
 
+def test_mlflow_whose_api_fails_behind_a_healthy_health_check_is_said_up_front(tmp_path):
+    # A stub that answers /health with OK and every API call with HTTP 500 (MLflow up, its database
+    # down): MLflow's client would retry each call for minutes after the figures were computed.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Half(BaseHTTPRequestHandler):
+        def _answer(self):
+            ok = self.path.rstrip("/").endswith("/health")
+            body = b"OK" if ok else b'{"error_code": "INTERNAL_ERROR"}'
+            self.send_response(200 if ok else 500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Half)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    table = tmp_path / "t.jsonl"
+    table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y", "judge": "j", '
+                     '"p_a": 0.7}\n')
+    try:
+        out = subprocess.run([sys.executable, "-m", "cli", "analyze", str(table), "--out",
+                              str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120,
+                             cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"MLflow tracking server {uri} answers /health but its API fails (HTTP 500" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_the_printed_mlflow_command_runs_as_pasted_without_an_activated_environment():
     import shlex
 

@@ -62,6 +62,21 @@ class TrackingSettings(BaseSettings):
             raise TrackingUnavailable(
                 f"MLflow tracking server {uri} does not answer ({reason}); start it, point "
                 "MLFLOW_TRACKING_URI at a reachable one, or unset it to log to ./mlflow.db") from None
+        # /health can answer while the API behind it fails (its database down): MLflow's client
+        # would then retry every call for minutes. One cheap read of the API says so now; a 404
+        # (no such experiment) is a working API, and 401/403 are the credentials' business.
+        probe = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+        try:
+            urllib.request.urlopen(probe, timeout=timeout_s).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise TrackingUnavailable(
+                    f"MLflow tracking server {uri} answers /health but its API fails (HTTP {exc.code} on "
+                    "experiments/get-by-name); check its backend store, or unset MLFLOW_TRACKING_URI to "
+                    "log to ./mlflow.db") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise TrackingUnavailable(f"MLflow tracking server {uri} answers /health but not its API "
+                                      f"({getattr(exc, 'reason', exc)})") from None
         _REACHED.add(uri)
 
     def export_env(self) -> None:
