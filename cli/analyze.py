@@ -59,6 +59,7 @@ def analyze_cmd(
     """
     from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
+    from judgebias.display import terminal_safe
     from judgebias.io import read_table
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
@@ -101,7 +102,7 @@ def analyze_cmd(
         raise typer.Exit(2) from None
 
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
-    typer.echo(format_report(result))
+    typer.echo(terminal_safe(format_report(result), keep="\n"))
     typer.echo(f"\nwrote {out}")
 
     figures = None

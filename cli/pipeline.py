@@ -54,6 +54,7 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     cfg = _load_or_exit(config_path, overrides)
     _prepare_env()
     from judgebias.conversion import prefetch
+    from judgebias.display import terminal_safe
     from judgebias.report import console_report, plan
 
     start = time.perf_counter()
@@ -78,13 +79,15 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     result = experiment(str(config_path), overrides, cfg=cfg)
     wall = time.perf_counter() - start
     store = RunStore(cfg.run_path())
-    typer.echo(console_report(cfg, store, result, wall_s=wall, peak_rss_gb=_peak_rss_gb()))
+    typer.echo(terminal_safe(console_report(cfg, store, result, wall_s=wall, peak_rss_gb=_peak_rss_gb()),
+                             keep="\n"))
     if imported:
         _imported_reports(cfg, store)
 
 
 def _imported_reports(cfg, store) -> None:
     """The bundled real judgments' report cards: findings the demo's tiny models cannot give."""
+    from judgebias.display import terminal_safe
     from judgebias.report import imported_lines
     from judgebias.stages.imported import imported_reports
     from tracking.experiment import settings_for
@@ -92,7 +95,7 @@ def _imported_reports(cfg, store) -> None:
 
     reports = imported_reports(store)
     runs = log_imported(store, reports, settings_for(cfg))
-    typer.echo("\n".join(imported_lines(store, reports, runs)))
+    typer.echo(terminal_safe("\n".join(imported_lines(store, reports, runs)), keep="\n"))
 
 
 def register(app: typer.Typer) -> None:

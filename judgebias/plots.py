@@ -15,8 +15,20 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from judgebias.display import file_stem, terminal_safe
+
 FIGSIZE = (8.0, 5.0)
 DPI = 100
+
+_LABEL_MAX = 40  # characters of a name shown in a title, tick or legend
+
+
+def label(name: Any) -> str:
+    """A name from data as plot text: control characters shown as escapes (a raw ESC would also
+    reach the terminal through matplotlib's missing-glyph warning) and cut at 40 characters, so a
+    300-character judge name cannot squeeze the axes to nothing."""
+    text = terminal_safe(str(name))
+    return text if len(text) <= _LABEL_MAX else text[:_LABEL_MAX - 1] + "…"
 
 
 MIN_JOINED_N = 5  # bins with fewer pairs are drawn hollow and not joined: their rate is noise
@@ -76,8 +88,8 @@ def win_rate_heatmap(records: Sequence[Mapping[str, Any]], title: str = "") -> F
         if not np.isnan(v):
             ax.text(j, i, f"{v:.0%}\nn={int(counts[i, j])}", ha="center", va="center", fontsize=8,
                     color=ink(image.cmap(image.norm(v))))
-    ax.set_xticks(range(len(pairings)), [f"{x}\nvs {y}" for x, y in pairings], fontsize=8)
-    ax.set_yticks(range(len(raters)), raters)
+    ax.set_xticks(range(len(pairings)), [f"{label(x)}\nvs {label(y)}" for x, y in pairings], fontsize=8)
+    ax.set_yticks(range(len(raters)), [label(r) for r in raters])
     if special:
         ax.axhline(len(raters) - len(special) - 0.5, color="black", linewidth=1.5)
     fig.colorbar(image, ax=ax, shrink=0.8, label="win rate of the first-named generator")
@@ -114,10 +126,10 @@ def binned_rates(ax, series: Mapping[str, Sequence[Mapping[str, Any]]], unit: st
     # Every bin from the first to the last with data, empty ones included, so positions keep order.
     every = {_key(b): b for bins in series.values() for b in bins}
     keys = [k for k in sorted(every) if min(spans) <= k <= max(spans)]
-    by_key = {label: {_key(b): b for b in bins if b["n"] > 0 and b["rate"] is not None}
-              for label, bins in series.items()}
+    by_key = {name: {_key(b): b for b in bins if b["n"] > 0 and b["rate"] is not None}
+              for name, bins in series.items()}
     dodge = 0.12 if len(series) > 1 else 0.0
-    for k, ((label, bins), marker) in enumerate(zip(by_key.items(), "osD^v", strict=False)):
+    for k, ((name, bins), marker) in enumerate(zip(by_key.items(), "osD^v", strict=False)):
         x = np.arange(len(keys)) + (k - (len(series) - 1) / 2) * dodge
         present = np.array([key in bins for key in keys])
         y = np.array([bins[key]["rate"] if key in bins else np.nan for key in keys], dtype=float)
@@ -125,7 +137,7 @@ def binned_rates(ax, series: Mapping[str, Sequence[Mapping[str, Any]]], unit: st
         low = np.array([bins[key]["ci_low"] if key in bins else np.nan for key in keys], dtype=float)
         high = np.array([bins[key]["ci_high"] if key in bins else np.nan for key in keys], dtype=float)
         bars = [np.clip(y - low, 0, None)[present], np.clip(high - y, 0, None)[present]]
-        line = ax.errorbar(x[present], y[present], yerr=bars, fmt=marker, capsize=3, label=label,
+        line = ax.errorbar(x[present], y[present], yerr=bars, fmt=marker, capsize=3, label=name,
                            clip_on=False)
         color = line[0].get_color()
         small = present & (n < MIN_JOINED_N)
@@ -197,7 +209,7 @@ def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", y
     ax.axhline(0, color="black", linewidth=1.0, zorder=3)
     ax.set_ylim(*_span([*v, *lo, *hi]))
     # The value and n under each name: text over a bar would cover its interval.
-    ax.set_xticks(range(len(v)), [f"{k}\n{e['value']:+.2f} (n={e.get('n', '?')})" for k, e in items])
+    ax.set_xticks(range(len(v)), [f"{label(k)}\n{e['value']:+.2f} (n={e.get('n', '?')})" for k, e in items])
     ax.set_ylabel(ylabel or "DBG score")
     ax.set_title(title or "DBG score (judge - gold win rate on own responses), 95% CI")
     return fig
@@ -205,10 +217,6 @@ def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", y
 
 # The kinds of figure drawn once per judge, saved as <kind>_<judge>.
 PER_JUDGE = ("confusion", "verbosity", "perplexity", "perplexity_own_other")
-
-
-def file_stem(name: str) -> str:
-    return name.replace("/", "_").replace(" ", "_")
 
 
 def judge_figures(stems: Iterable[str], judge: str) -> list[str]:
@@ -222,25 +230,26 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
     figs: dict[str, Figure] = {}
     judges = result.get("judges") or {}
     for judge, m in judges.items():
+        shown = label(judge)
         if "self_preference_eo" in m:
             figs[f"confusion_{judge}"] = confusion_matrix(m["self_preference_eo"]["confusion"],
-                                                          f"{judge}: own response better? (human vs judge)")
+                                                          f"{shown}: own response better? (human vs judge)")
         if "verbosity_bias" in m:
             figs[f"verbosity_{judge}"] = verbosity_curve(m["verbosity_bias"]["alignment_bins"],
-                                                         f"{judge}: human alignment by length difference")
+                                                         f"{shown}: human alignment by length difference")
         pp = m.get("perplexity_preference")
         if pp:
-            series = {judge: pp["judge_bins"]}
-            title = f"{judge}: P(A wins) by perplexity difference (no human labels)"
+            series = {shown: pp["judge_bins"]}
+            title = f"{shown}: P(A wins) by perplexity difference (no human labels)"
             if pp.get("human_bins"):
                 series["human"] = pp["human_bins"]
-                title = f"{judge} vs humans: P(A wins) by perplexity difference"
+                title = f"{shown} vs humans: P(A wins) by perplexity difference"
             figs[f"perplexity_{judge}"] = perplexity_curves(series, title)
         oo = m.get("perplexity_own_other")
         if oo:
             figs[f"perplexity_own_other_{judge}"] = perplexity_curves(
                 {"own response (as A)": oo["own_bins"], "other models' pairs": oo["other_bins"]},
-                f"{judge}: own vs other texts by perplexity")
+                f"{shown}: own vs other texts by perplexity")
     hv = (result.get("humans") or {}).get("verbosity")
     if hv and hv.get("a_win_bins"):
         figs["verbosity_humans"] = verbosity_curve(
@@ -284,7 +293,7 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
     ends = [v + d for v, d in zip(vals_all, his_all, strict=True)]
     ends += [v - d for v, d in zip(vals_all, los_all, strict=True)]
     ax.set_ylim(*_span(ends))
-    ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, judges)
+    ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, [label(j) for j in judges])
     ax.set_ylabel("DBG score (judge - gold win rate)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.analysis_report import ROWS
+from judgebias.display import markdown_safe
 from judgebias.runstore import atomic_write_text
 from judgebias.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
 from judgebias.trust_family import Family
@@ -241,10 +242,10 @@ def render_markdown(
 
 
 def _markdown(page: Page, plots: Mapping[str, str]) -> str:
-    lines = [f"# {page.title}", "", *[f"- {p}" for p in page.provenance], ""]
+    lines = [f"# {markdown_safe(page.title)}", "", *[f"- {markdown_safe(p)}" for p in page.provenance], ""]
     for sec in page.sections:
-        lines += [f"## {sec.judge}", "", "**What this judge can be trusted for**", ""]
-        lines += [f"- {_MARK[k]} {t}" for k, t in sec.trust] or ["- (no figure to judge by)"]
+        lines += [f"## {markdown_safe(sec.judge)}", "", "**What this judge can be trusted for**", ""]
+        lines += [f"- {_MARK[k]} {markdown_safe(t)}" for k, t in sec.trust] or ["- (no figure to judge by)"]
         lines += [x for line in (sec.family, sec.tests) if line for x in ("", f"*{line}*")]
         lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
         lines += [
@@ -258,13 +259,14 @@ def _markdown(page: Page, plots: Mapping[str, str]) -> str:
                 "|---|---|---|---|---|",
             ]
             lines += [
-                f"| {r['model']} | {r['baseline']} | {r['raw']} | {r['lc']} | {r['n']} |" for r in sec.lc
+                f"| {markdown_safe(r['model'])} | {markdown_safe(r['baseline'])} | {r['raw']} | {r['lc']} "
+                f"| {r['n']} |" for r in sec.lc
             ]
         if sec.skipped:
             lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in sec.skipped.items())]
         lines.append("")
     for name, path in plots.items():
-        lines += [f"![{name}]({path})", ""]
+        lines += [f"![{markdown_safe(name)}](<{path}>)", ""]
     return "\n".join(lines)
 
 
