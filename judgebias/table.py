@@ -250,6 +250,12 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
             flag(i, column, "is empty")
         for i in np.flatnonzero(_bool_mask(values)):
             flag(i, column, f"boolean {values.iat[i]!r} where text is expected")
+        if column != "pair_id" and not _is_text_dtype(values):  # an id may be a number; a text may not
+            other = ~values.map(lambda v: isinstance(v, str) or _is_missing(v) or isinstance(v, bool))
+            for i in np.flatnonzero(other.to_numpy(dtype=bool)):
+                v = values.iat[i]
+                what = "a number" if isinstance(v, (int, float, np.number)) else f"a {type(v).__name__}"
+                flag(i, column, f"{str(v)[:40]!r} is {what}, not text")
     out["pair_id"] = out["pair_id"].astype(str)
 
     for column in TEXT_OPTIONAL:
@@ -320,14 +326,21 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         out[column] = pd.Series(first, index=out.index, dtype=object)
 
     _fold_orders(out, fold_rule, flag)
+    # p_a is the mean of the two orders' P(A) where both are given: a row that says otherwise was
+    # written by something that folded them differently, and every figure would read the wrong one.
+    folded = (out["p_a_ab"] + out["p_a_ba"]) / 2
+    for i in np.flatnonzero(((out["p_a"] - folded).abs() > 1e-3).to_numpy()):
+        ab, ba = out["p_a_ab"].iat[i], out["p_a_ba"].iat[i]
+        flag(i, "p_a", f"{out['p_a'].iat[i]:.4f} contradicts its two orders (p_a_ab {ab:.4f}, "
+                       f"p_a_ba {ba:.4f}: mean {folded.iat[i]:.4f})")
 
     dup = out.duplicated(subset=["pair_id", "judge"], keep="first")
     for i in np.flatnonzero(dup.to_numpy()):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
-    # A pair_id names one (prompt, response_a, response_b): gold, DBG and agreement join judges on
-    # it, so rows that disagree would silently compare different texts.
-    for column in REQUIRED[1:]:
+    # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
+    # join judges on it, so rows that disagree would silently compare different texts or authors.
+    for column in (*REQUIRED[1:], "generator_a", "generator_b"):
         first_text = out.groupby("pair_id", sort=False)[column].transform("first")
         differs = (out[column] != first_text) & out[column].notna() & first_text.notna()
         for i in np.flatnonzero(differs.to_numpy()):

@@ -181,3 +181,18 @@ def test_judgment_rejects_probabilities_outside_unit_interval():
 def test_pair_ids_are_content_derived_and_stable():
     assert Pair.make_id("q", "x", "y") == Pair.make_id("q", "x", "y")
     assert Pair.make_id("q", "x", "y") != Pair.make_id("q", "y", "x")
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    # A number where a response's text belongs: named by row and field, not by the markdown counter.
+    ([_rows(response_a=5)], "row 1, field 'response_a': '5' is a number, not text"),
+    # p_a is the mean of its two orders: 0.9 against orders that average 0.15.
+    ([_rows(p_a=0.9, p_a_ab=0.1, p_a_ba=0.2)], "row 1, field 'p_a': 0.9000 contradicts its two orders"),
+    # One pair, two judges, two authors for response A.
+    ([_rows(), _rows(judge="k", generator_a="m3")], "row 2, field 'generator_a': pair_id 'p1' has another"),
+])
+def test_contradictory_rows_are_refused_naming_row_and_field(rows, message):
+    with pytest.raises(TableError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        validate(pd.DataFrame(rows), "t.jsonl")
+    # A consistent p_a (rounding aside) and the same authors for every judge pass.
+    validate(pd.DataFrame([_rows(p_a=0.15002, p_a_ab=0.1, p_a_ba=0.2), _rows(judge="k")]), "t.jsonl")
