@@ -52,6 +52,13 @@ Dtype = Annotated[str | None, typer.Option(
 def _run(config_path: Path, overrides: dict | None, threads: int | None = None, *,
          imported: bool = False) -> None:
     cfg = _load_or_exit(config_path, overrides)
+    from judgebias.stages.data import check_sample
+
+    try:
+        check_sample(cfg)
+    except ValueError as exc:  # said before Prefect starts, not from inside a failed flow
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     _prepare_env()
     from judgebias.conversion import prefetch
     from judgebias.display import terminal_safe

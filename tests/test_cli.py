@@ -26,6 +26,16 @@ def test_every_subcommand_has_help(command):
     assert "Usage:" in out.stdout and len(out.stdout.split()) > 20
 
 
+def test_a_sample_larger_than_the_dataset_says_how_many_exist(tmp_path):
+    from judgebias.config import demo_config_path
+
+    out = subprocess.run([sys.executable, "-m", "cli", "run", str(demo_config_path()), "--sample", "100000"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "dataset.sample is 100000 but" in out.stderr and "instructions: ask for at most" in out.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_version_is_the_installed_distributions():
     from importlib.metadata import version
 

@@ -47,12 +47,23 @@ def read_instructions(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def check_sample(cfg: ExperimentConfig, df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The dataset's instructions; a ValueError saying how many exist when ``dataset.sample`` asks for
+    more (a silent "all of them" would run a different experiment than the config says)."""
+    path = dataset_path(cfg.dataset.source)
+    df = read_instructions(path) if df is None else df
+    if cfg.dataset.sample is not None and cfg.dataset.sample > len(df):
+        raise ValueError(f"dataset.sample is {cfg.dataset.sample} but {path} holds {len(df)} instructions: "
+                         f"ask for at most {len(df)}, or leave sample out to use them all")
+    return df
+
+
 def load_instructions(cfg: ExperimentConfig, store: RunStore) -> pd.DataFrame:
     name = RunLayout.instructions
     if store.has(name):
         return store.read_frame(name)
     with _timed(store, "load_instructions") as info:
-        df = read_instructions(dataset_path(cfg.dataset.source))
+        df = check_sample(cfg)
         if cfg.dataset.sample is not None and cfg.dataset.sample < len(df):
             keep = sorted(random.Random(cfg.dataset.seed).sample(range(len(df)), cfg.dataset.sample))
             df = df.iloc[keep].reset_index(drop=True)
