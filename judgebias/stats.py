@@ -126,6 +126,36 @@ def wilson_arrays(counts: np.ndarray, nobs: np.ndarray) -> tuple[np.ndarray, np.
     return rate, np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
 
+def proportion_interval(count: float, nobs: int) -> tuple[float, float, float]:
+    """A share with its 95% interval, as every single-proportion figure reports it: Agresti-Coull
+    (the Wald interval of the share with two successes and two failures added, clipped to [0, 1]);
+    (nan, nan, nan) when ``nobs`` is 0.
+
+    Why not Wilson: Wilson's coverage oscillates below 93% at many (n, p) even with the boundary
+    bound (exactly, over p in [0.01, 0.99]: a minimum of 0.915-0.929 for most n up to 50; 0.923 at
+    n = 25, p = 0.3, which the coverage benchmark saw as 0.918 for a position flip rate).
+    Agresti-Coull's minimum is 0.930 or more from n = 32 and at least 0.92 from n = 8, at a mean
+    width 2-5% larger (Brown, Cai & DasGupta 2001 recommend it from n = 40)."""
+    if nobs <= 0:
+        return math.nan, math.nan, math.nan
+    _, low, high = proportion_intervals(np.array([count], dtype=float), np.array([nobs], dtype=float))
+    return count / nobs, float(low[0]), float(high[0])
+
+
+def proportion_intervals(counts: np.ndarray, nobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorized ``proportion_interval`` for many bins at once (NaN where a bin is empty)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    counts = np.asarray(counts, dtype=float)
+    nobs = np.asarray(nobs, dtype=float)
+    safe = np.where(nobs > 0, nobs, 1.0)
+    low, high = proportion_confint(counts, safe, alpha=ALPHA, method="agresti_coull")
+    low, high = np.clip(np.asarray(low, dtype=float), 0, 1), np.clip(np.asarray(high, dtype=float), 0, 1)
+    empty = nobs <= 0
+    rate = np.where(empty, np.nan, counts / safe)
+    return rate, np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
 def diff_proportions(count1: float, n1: int, count2: float, n2: int) -> dict[str, float]:
     """p1 - p2 of two independent proportions: Newcomb (Wilson-score) 95% interval and a
     two-sided score test of p1 == p2 (statsmodels)."""

@@ -94,3 +94,17 @@ def test_paired_difference_score_interval_by_hand():
     assert d["p_value"] == pytest.approx(0.375)
     with pytest.raises(ValueError):
         paired_diff_proportions(1, -1, 0, 0)
+
+
+def test_share_interval_is_agresti_coull_by_hand():
+    from judgebias.stats import proportion_interval, proportion_intervals
+
+    # 2 of 5: n~ = 5 + z^2 = 8.841459, p~ = (2 + z^2 / 2) / n~ = 0.443448,
+    # half-width z sqrt(p~ (1 - p~) / n~) = 0.327462 -> [0.115987, 0.770910]
+    p, lo, hi = proportion_interval(2, 5)
+    assert p == pytest.approx(0.4)
+    assert lo == pytest.approx(0.115987, abs=1e-6) and hi == pytest.approx(0.770910, abs=1e-6)
+    # 0 of 10 stays inside [0, 1]; an empty bin is NaN
+    assert proportion_interval(0, 10)[1] == 0.0
+    rate, low, high = proportion_intervals(np.array([2.0, 0.0]), np.array([5.0, 0.0]))
+    assert low[0] == pytest.approx(lo) and np.isnan(rate[1]) and np.isnan(high[1])

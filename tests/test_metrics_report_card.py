@@ -10,7 +10,7 @@ from judgebias.metrics import frame as F
 from judgebias.metrics.agreement import agreement_two_class, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.position import position_consistency
-from judgebias.stats import InsufficientData, mean_t, wilson
+from judgebias.stats import InsufficientData, mean_t, proportion_interval
 from judgebias.table import validate
 
 
@@ -32,7 +32,7 @@ def test_position_consistency_counts_every_kind_of_flip():
     pc = position_consistency(df, "j")
     # 5 pairs in both orders, 2 consistent
     assert (pc.value, pc.n, pc.exclusions) == (pytest.approx(2 / 5), 5, {"missing_order": 1})
-    assert (pc.ci_low, pc.ci_high) == pytest.approx(wilson(2, 5)[1:])
+    assert (pc.ci_low, pc.ci_high) == pytest.approx(proportion_interval(2, 5)[1:])
     d = pc.details
     assert d["outcomes"] == {"a_a": 1, "b_b": 1, "tie_tie": 0, "primacy_flip": 1, "recency_flip": 1,
                              "a_tie": 1, "tie_a": 0, "b_tie": 0, "tie_b": 0}

@@ -1,4 +1,4 @@
-"""Agreement of a judge with humans and with the gold panel: percent agreement (Wilson interval)
+"""Agreement of a judge with humans and with the gold panel: percent agreement (Agresti-Coull interval)
 and Cohen's kappa (asymptotic interval, statsmodels) over the 3 labels a / b / tie, on rows where
 both labels are present."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics.dbg import gold_votes
-from judgebias.stats import Estimate, InsufficientData, count_reasons, kappa, wilson
+from judgebias.stats import Estimate, InsufficientData, count_reasons, kappa, proportion_interval
 
 LABELS = ("a", "b", "tie")
 
@@ -46,9 +46,9 @@ def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: S
     table, excl = _paired_labels(df, judge, reference, gold, self_map, f"agreement_{reference}")
     n = int(table.sum())
     k = int(np.trace(table))
-    p, lo, hi = wilson(k, n)
+    p, lo, hi = proportion_interval(k, n)
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="percent agreement over a/b/tie; Wilson interval",
+                    method="percent agreement over a/b/tie; Agresti-Coull interval",
                     details={"table": {"rows_judge_cols_" + reference: table.tolist(),
                                        "labels": list(LABELS)}})
 
@@ -98,15 +98,15 @@ def agreement_two_class(df: pd.DataFrame, judge: str) -> Estimate:
     n = int(two.sum())
     if n == 0:
         raise InsufficientData(f"no pair with a human side preference and a judge choice; excluded: {excl}")
-    p, lo, hi = wilson(int(two[0, 0] + two[1, 1]), n)
+    p, lo, hi = proportion_interval(int(two[0, 0] + two[1, 1]), n)
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
                     method="percent agreement on pairs whose human majority is a or b (judge tie = miss); "
-                           "Wilson interval",
+                           "Agresti-Coull interval",
                     details={"judge_ties": int(two[2].sum())})
 
 
 def tie_rate(df: pd.DataFrame, judge: str) -> Estimate:
-    """Share of the judge's choices that are ties (Wilson interval)."""
+    """Share of the judge's choices that are ties (Agresti-Coull interval)."""
     F.require(df, ["judge"], "tie_rate")
     rows = F.judge_rows(F.prepare(df), judge, "tie_rate")
     choice = rows[F.CHOICE].to_numpy()
@@ -114,6 +114,6 @@ def tie_rate(df: pd.DataFrame, judge: str) -> Estimate:
     n = int(keep.sum())
     if n == 0:
         raise InsufficientData("the judge made no choice")
-    p, lo, hi = wilson(int((choice[keep] == F.TIE).sum()), n)
+    p, lo, hi = proportion_interval(int((choice[keep] == F.TIE).sum()), n)
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="share of choices that are ties; Wilson interval")
+                    method="share of choices that are ties; Agresti-Coull interval")

@@ -22,7 +22,14 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import Estimate, InsufficientData, bootstrap_mean, count_reasons, sign_test, wilson
+from judgebias.stats import (
+    Estimate,
+    InsufficientData,
+    bootstrap_mean,
+    count_reasons,
+    proportion_interval,
+    sign_test,
+)
 
 DEFAULT_REPS = 2000
 
@@ -127,8 +134,8 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = No
         if gold and judge in gold:
             warnings.append(f"{judge!r} was dropped from its own gold panel")
 
-    jw, jlo, jhi = wilson(float(judge_win.sum()), n)
-    gw, glo, ghi = wilson(float(gold_win.sum()), n)
+    jw, jlo, jhi = proportion_interval(float(judge_win.sum()), n)
+    gw, glo, ghi = proportion_interval(float(gold_win.sum()), n)
     return Estimate(
         value=float(d.mean()), ci_low=low, ci_high=high, n=n, exclusions=excl,
         statistic=float(n_plus - n_minus), p_value=sign_test(n_plus, n_minus),

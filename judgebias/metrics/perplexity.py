@@ -25,9 +25,9 @@ from judgebias.stats import (
     InsufficientData,
     count_reasons,
     paired_diff_proportions,
+    proportion_interval,
     sign_test,
     welch,
-    wilson,
 )
 
 LOG_PPL_EDGES = np.arange(-2.0, 2.0 + 1e-9, 0.5)
@@ -48,7 +48,7 @@ def _rows(df, judge, what):
 
 
 def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_PPL_EDGES) -> Estimate:
-    """P(judge picks the lower-perplexity response) with a Wilson interval and an exact binomial test
+    """P(judge picks the lower-perplexity response) with an Agresti-Coull interval and an exact binomial test
     of 1/2; ``judge_bins``/``human_bins``: P(A wins) by log ppl_A - log ppl_B (Figure 3)."""
     rows, la, lb = _rows(df, judge, "perplexity_preference")
     x = la - lb
@@ -64,7 +64,7 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
         raise InsufficientData(f"no row with perplexities and a non-tie choice; excluded: {excl}")
     lower = np.where(x < 0, F.A, F.B)
     k = int((choice[keep] == lower[keep]).sum())
-    p, lo, hi = wilson(k, n)
+    p, lo, hi = proportion_interval(k, n)
     judged = np.isfinite(x) & np.isin(choice, (F.A, F.B))
     details = {"judge_bins": bin_rates(x[judged], choice[judged] == F.A, edges)}
     labelled = np.isfinite(x) & np.isin(human, (F.A, F.B))
@@ -72,11 +72,11 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
         details["human_bins"] = bin_rates(x[labelled], human[labelled] == F.A, edges)
         hk = labelled & (x != 0)
         if hk.any():
-            hp = wilson(int((human[hk] == lower[hk]).sum()), int(hk.sum()))
+            hp = proportion_interval(int((human[hk] == lower[hk]).sum()), int(hk.sum()))
             details["human_p_lower"] = {"value": hp[0], "ci_low": hp[1], "ci_high": hp[2], "n": int(hk.sum())}
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl, statistic=float(k),
                     p_value=sign_test(k, n - k),
-                    method="P(judge picks lower perplexity); Wilson interval, exact binomial test",
+                    method="P(judge picks lower perplexity); Agresti-Coull interval, exact binomial test",
                     details=details)
 
 

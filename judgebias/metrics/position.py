@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
-from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t, mean_t_figure, wilson
+from judgebias.stats import (
+    Estimate,
+    InsufficientData,
+    count_reasons,
+    mean_t,
+    mean_t_figure,
+    proportion_interval,
+)
 
 
 def order_choices(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +33,7 @@ def order_choices(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
-    """Share of pairs whose choice flips between A and B when the order is swapped (Wilson interval).
+    """Share of pairs whose choice flips between A and B when the order is swapped (Agresti-Coull interval).
     ``details.inconsistent_rate`` also counts a tie in one order against a choice in the other."""
     F.require(df, ["judge"], "position_flip_rate")
     rows = F.judge_rows(df, judge, "position_flip_rate")
@@ -38,10 +45,10 @@ def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
     a, b = ab[keep], ba[keep]
     flips = int((((a == F.A) & (b == F.B)) | ((a == F.B) & (b == F.A))).sum())
     inconsistent = int((a != b).sum())
-    rate, lo, hi = wilson(flips, n)
-    ir = wilson(inconsistent, n)
+    rate, lo, hi = proportion_interval(flips, n)
+    ir = proportion_interval(inconsistent, n)
     return Estimate(value=rate, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="share of pairs with A/B flipped by the swap; Wilson interval",
+                    method="share of pairs with A/B flipped by the swap; Agresti-Coull interval",
                     details={"flips": flips, "inconsistent": inconsistent,
                              "inconsistent_rate": {"value": ir[0], "ci_low": ir[1], "ci_high": ir[2]}})
 
@@ -80,7 +87,7 @@ _OUTCOMES = {
 
 def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
     """Position consistency (Shi et al. 2024, "Judging the judges"): the share of pairs whose choice
-    is the same in both presentation orders, a tie against a choice counting as inconsistent (Wilson
+    is the same in both presentation orders, a tie against a choice counting as inconsistent (Agresti-Coull
     interval). ``details`` holds every outcome's count (``outcomes``), the flips of any kind (A<->B
     and choice<->tie), the primacy/recency balance and, with probabilities, the mean P(A) shift.
 
@@ -99,7 +106,7 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
     a, b = ab[keep], ba[keep]
     outcomes = {name: int(((a == x) & (b == y)).sum()) for (x, y), name in _OUTCOMES.items()}
     consistent = outcomes["a_a"] + outcomes["b_b"] + outcomes["tie_tie"]
-    value, lo, hi = wilson(consistent, n)
+    value, lo, hi = proportion_interval(consistent, n)
     balance = np.select([(a == F.B) & (b == F.A), (a == F.A) & (b == F.B)], [1.0, -1.0], 0.0)
     details: dict = {
         "outcomes": outcomes,
@@ -116,5 +123,5 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
             shift, bounds=(-1.0, 1.0), method="mean of p_a_ab - p_a_ba per pair; t interval, t-test of 0")
     return Estimate(value=value, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
                     method="share of pairs with the same choice in both orders (tie vs choice "
-                           "inconsistent); Wilson interval", details=details)
+                           "inconsistent); Agresti-Coull interval", details=details)
 

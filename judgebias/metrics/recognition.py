@@ -5,7 +5,7 @@ where ``p_a`` is the judge's probability that answer A is the one it wrote (both
 on pairs holding exactly one of its own responses; and, for the link, the judge's ordinary
 judgments of the same pairs (``p_a`` = its preference for A).
 
-* ``self_recognition``: accuracy = share of pairs where P(own is mine) > 0.5 (Wilson interval; a
+* ``self_recognition``: accuracy = share of pairs where P(own is mine) > 0.5 (Agresti-Coull interval; a
   pair at exactly 0.5 is undecided and counted apart), with the mean confidence P(own is mine)
   (t interval). 0.5 = chance.
 * ``recognition_preference``: per pair, recognition confidence against preference for the own
@@ -22,7 +22,7 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, sign_test, wilson
+from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, proportion_interval, sign_test
 
 
 def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Series:
@@ -51,14 +51,14 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
         raise InsufficientData(f"no pair with one own response and a decided recognition probability "
                                f"({undecided} at exactly 0.5)")
     correct = int((decided > 0.5).sum())
-    acc, lo, hi = wilson(correct, n)
+    acc, lo, hi = proportion_interval(correct, n)
     conf = mean_t(own.to_numpy(), null=0.5)
     return Estimate(
         value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
         # The test behind the self-recognition statement (judgebias.trust_family): exact binomial
-        # test of chance (0.5) on the decided pairs; the interval stays Wilson's.
+        # test of chance (0.5) on the decided pairs; the interval stays Agresti-Coull.
         statistic=float(correct), p_value=sign_test(correct, n - correct),
-        method="share of pairs with P(own is mine) > 0.5; Wilson interval",
+        method="share of pairs with P(own is mine) > 0.5; Agresti-Coull interval",
         details={"correct": correct,
                  "mean_confidence": {"value": conf["value"], "ci_low": conf["ci_low"],
                                      "ci_high": conf["ci_high"], "p_value": conf["p_value"],

@@ -6,7 +6,7 @@ one side was perturbed (``judgebias.probes``): columns ``judge``, ``pair_id``, `
 for judges with probabilities, ``p_a_before``, ``p_a_after``.
 
 * robustness rate: share of pairs whose verdict is unchanged (CALM's robustness rate), with a
-  Wilson interval; population: the pairs with a verdict both before and after.
+  Agresti-Coull interval; population: the pairs with a verdict both before and after.
 * shift toward the perturbed side: mean of P(perturbed side) after minus before, with a t interval
   and a t-test against 0; P(side) is P(A) for side a and 1 - P(A) for side b. Verdict-only judges
   count a verdict as 1 / 0 (1/2 for a tie). > 0: the perturbation helps the side it was added to.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from judgebias.stats import Estimate, InsufficientData, mean_t, wilson
+from judgebias.stats import Estimate, InsufficientData, mean_t, proportion_interval
 
 REQUIRED = ("judge", "pair_id", "perturbation", "perturbed_side", "verdict_before", "verdict_after")
 _VOTE = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -64,12 +64,12 @@ def robustness_rate(df: pd.DataFrame, judge: str, perturbation: str) -> Estimate
     b, a = before[usable].to_numpy(), after[usable].to_numpy()
     side = rows.loc[usable, "perturbed_side"].to_numpy()
     same = int((b == a).sum())
-    rate, lo, hi = wilson(same, n)
+    rate, lo, hi = proportion_interval(same, n)
     changed = b != a
     toward = int((changed & (a == side)).sum())
     away = int((changed & (b == side)).sum())
     return Estimate(value=rate, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="share of unchanged verdicts; Wilson interval",
+                    method="share of unchanged verdicts; Agresti-Coull interval",
                     details={"unchanged": same, "changed_toward_perturbed": toward,
                              "changed_away_from_perturbed": away,
                              "changed_other": int(changed.sum()) - toward - away,

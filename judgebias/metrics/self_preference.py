@@ -25,8 +25,8 @@ from judgebias.stats import (
     count_reasons,
     diff_proportions,
     mean_t,
+    proportion_interval,
     sign_test,
-    wilson,
 )
 
 
@@ -54,8 +54,8 @@ def eo_from_confusion(conf: Confusion, exclusions: dict[str, int] | None = None)
             f"needs pairs where humans prefer the judge's own response ({n_pos}) and pairs where they "
             f"prefer the other ({n_neg}); excluded: {exclusions or {}}")
     d = diff_proportions(conf.tp, n_pos, conf.tn, n_neg)
-    tpr, tpr_lo, tpr_hi = wilson(conf.tp, n_pos)
-    tnr, tnr_lo, tnr_hi = wilson(conf.tn, n_neg)
+    tpr, tpr_lo, tpr_hi = proportion_interval(conf.tp, n_pos)
+    tnr, tnr_lo, tnr_hi = proportion_interval(conf.tn, n_neg)
     return Estimate(
         value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n_pos + n_neg,
         exclusions=exclusions or {}, statistic=d["statistic"], p_value=d["p_value"],
@@ -93,7 +93,7 @@ def self_preference_eo(df, judge: str, self_map: origin.SelfMap | None = None) -
 
 def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Self-preference bias, Demographic Parity form (Wataoka Eq. 4): P(picks own) - P(picks other)
-    over pairs with exactly one own response and a non-tie choice; = 2 P(own) - 1, so the Wilson
+    over pairs with exactly one own response and a non-tie choice; = 2 P(own) - 1, so the Agresti-Coull
     interval of P(own) maps onto it, and the exact binomial test is of P(own) = 1/2.
     ``details.by_position`` gives Eq. 4 literally (S = own response is B): P(Y'=B | S=B) - P(Y'=B | S=A).
     """
@@ -112,7 +112,7 @@ def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -
                                f"excluded: {excl}")
     picks_own = choice[keep] == own_side[keep]
     k = int(picks_own.sum())
-    p, lo, hi = wilson(k, n)
+    p, lo, hi = proportion_interval(k, n)
     side = own_side[keep]
     in_b, in_a = side == F.B, side == F.A
     by_position = {
@@ -127,7 +127,7 @@ def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -
     return Estimate(
         value=2 * p - 1, ci_low=2 * lo - 1, ci_high=2 * hi - 1, n=n, exclusions=excl,
         statistic=float(k), p_value=sign_test(k, n - k),
-        method="2 P(own) - 1; Wilson interval, exact binomial test of P(own) = 1/2",
+        method="2 P(own) - 1; Agresti-Coull interval, exact binomial test of P(own) = 1/2",
         details={"picked_own": k, "picked_other": n - k, "p_own": p, "by_position": by_position})
 
 

@@ -22,9 +22,9 @@ from judgebias.stats import (
     InsufficientData,
     count_reasons,
     diff_proportions,
+    proportion_interval,
+    proportion_intervals,
     sign_test,
-    wilson,
-    wilson_arrays,
 )
 
 BIN_EDGES = np.arange(-100.0, 100.0 + 1e-9, 20.0)  # -100, -80, ..., 100; then [100, inf)
@@ -41,7 +41,7 @@ def relative_difference(len_x: np.ndarray, len_y: np.ndarray) -> np.ndarray:
 
 def bin_rates(x: np.ndarray, hits: np.ndarray, edges: np.ndarray = BIN_EDGES) -> list[dict]:
     """Rate of ``hits`` per bin of ``x`` (left-closed bins, plus an open last bin [edges[-1], inf)
-    and an open first bin (-inf, edges[0]) when needed), each with n and a Wilson interval."""
+    and an open first bin (-inf, edges[0]) when needed), each with n and an Agresti-Coull interval."""
     x = np.asarray(x, dtype=float)
     hits = np.asarray(hits, dtype=float)
     full = np.concatenate([[-np.inf], edges, [np.inf]])
@@ -49,7 +49,7 @@ def bin_rates(x: np.ndarray, hits: np.ndarray, edges: np.ndarray = BIN_EDGES) ->
     nb = full.size - 1
     n = np.bincount(idx, minlength=nb)
     k = np.bincount(idx, weights=hits, minlength=nb)
-    rate, lo, hi = wilson_arrays(k, n)
+    rate, lo, hi = proportion_intervals(k, n)
     out = []
     for i in range(nb):
         if i == 0 and n[0] == 0:
@@ -80,8 +80,8 @@ def verbosity_bias(df: pd.DataFrame, judge: str) -> Estimate:
     n1, k1 = int(shorter_chosen.sum()), int((wrong & shorter_chosen).sum())
     n2, k2 = int((~shorter_chosen).sum()), int((wrong & ~shorter_chosen).sum())
     d = diff_proportions(k1, n1, k2, n2)
-    p1 = wilson(k1, n1)
-    p2 = wilson(k2, n2)
+    p1 = proportion_interval(k1, n1)
+    p2 = proportion_interval(k2, n2)
 
     # Figure 5 keeps equal lengths (they sit at 0%); only ties and missing labels are out.
     align_keep = np.isin(human, (F.A, F.B)) & np.isin(choice, (F.A, F.B))
@@ -118,10 +118,10 @@ def human_verbosity(df: pd.DataFrame) -> Estimate:
         raise InsufficientData(f"no pair with a non-tie human majority and unequal lengths; excluded: {excl}")
     longer = np.where(wa > wb, F.A, F.B)
     k = int((human[keep] == longer[keep]).sum())
-    p, lo, hi = wilson(k, n)
+    p, lo, hi = proportion_interval(k, n)
     labelled = np.isin(human, (F.A, F.B))
     bins = bin_rates(relative_difference(wa[labelled], wb[labelled]), human[labelled] == F.A)
     return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl, statistic=float(k),
                     p_value=sign_test(k, n - k),
-                    method="P(humans pick the longer response); Wilson interval, exact binomial test",
+                    method="P(humans pick the longer response); Agresti-Coull interval, exact binomial test",
                     details={"a_win_bins": bins})
