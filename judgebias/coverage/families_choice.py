@@ -16,7 +16,7 @@ from judgebias.metrics.position import position_bias, position_consistency, posi
 from judgebias.metrics.verbosity import verbosity_bias
 
 A, B, TIE = 0, 1, 2
-WILSON, T_INT = "Wilson", "t"
+WILSON, T_INT = "Agresti-Coull", "t"
 KAPPA = "Wilson on kappa's effective n, mapped"
 
 # --- position, with probabilities: pairs where A is better, B is better, or neither; a judge

@@ -191,8 +191,9 @@ FAMILIES: tuple[Family, ...] = (
            "humans prefer own 70%, other 12% (small TNR domain), tie 18%; judge P(own) near bounds, "
            "5% judge ties, 10% pairs without an own response",
            tuple(Figure(k, m, _self_truths()[k]) for k, m in (
-               ("self_preference_eo", "Newcomb"), ("self_preference_eo.tpr", "Wilson"),
-               ("self_preference_eo.tnr", "Wilson"), ("self_preference_dp", "Wilson mapped to 2p - 1"),
+               ("self_preference_eo", "Newcomb"), ("self_preference_eo.tpr", "Agresti-Coull"),
+               ("self_preference_eo.tnr", "Agresti-Coull"),
+               ("self_preference_dp", "Agresti-Coull mapped to 2p - 1"),
                ("self_preference_score", "t"), ("family_preference_eo", "Newcomb"))),
            _simulate_self, _estimate_self),
     Family("dbg", "judge P(own) against a two-judge verdict gold panel",
@@ -202,7 +203,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("perplexity", "log-perplexities with familiar own responses",
            "50% own pairs, 5% judge ties, 20% human ties; common odds ratio 2 for own",
            tuple(Figure(k, m, _ppl_truths()[k]) for k, m in (
-               ("perplexity_preference", "Wilson"), ("perplexity_excess", "Newcombe paired score"),
+               ("perplexity_preference", "Agresti-Coull"), ("perplexity_excess", "Newcombe paired score"),
                ("perplexity_own_other", "Mantel-Haenszel (Robins-Breslow-Greenland)"),
                ("perplexity_familiarity", "Welch"))),
            _simulate_perplexity, _estimate_perplexity),
