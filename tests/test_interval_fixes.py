@@ -108,3 +108,21 @@ def test_share_interval_is_agresti_coull_by_hand():
     assert proportion_interval(0, 10)[1] == 0.0
     rate, low, high = proportion_intervals(np.array([2.0, 0.0]), np.array([5.0, 0.0]))
     assert low[0] == pytest.approx(lo) and np.isnan(rate[1]) and np.isnan(high[1])
+
+
+def test_dbg_says_when_its_pairs_are_too_few_for_a_full_95_percent():
+    import pandas as pd
+
+    from judgebias.metrics.dbg import SMALL_PAIRS, dbg_score
+
+    def table(pairs: int) -> pd.DataFrame:
+        # the judge ("j") and one gold judge ("g") on pairs of j's response vs another model's
+        rows = []
+        for i in range(pairs):
+            for judge, p in (("j", 0.8 if i % 3 else 0.3), ("g", 0.6 if i % 2 else 0.4)):
+                rows.append({"pair_id": f"p{i}", "judge": judge, "generator_a": "j", "generator_b": "o",
+                             "response_a": "x", "response_b": "y", "p_a": p})
+        return pd.DataFrame(rows)
+    small, enough = dbg_score(table(SMALL_PAIRS - 1), "j"), dbg_score(table(SMALL_PAIRS), "j")
+    assert any(w.startswith(f"only {SMALL_PAIRS - 1} pairs") for w in small.warnings)
+    assert not any("coverage benchmark" in w for w in enough.warnings)
