@@ -140,14 +140,17 @@ def test_reliable_from_is_the_first_n_after_which_every_cell_holds():
     from judgebias.coverage.report import reliable_from
 
     def rows(figure, coverages, defined=1.0):
-        return [{"family": "f", "figure": figure, "method": "m", "n": n, "reps": 10, "defined": defined,
+        return [{"family": "f", "figure": figure, "method": "m", "n": n, "reps": 1000, "defined": defined,
                  "coverage": c, "coverage_se": 0.0, "width": 0.1, "bias": 0.0, "truth": 0.5, "seconds": 0.0}
                 for n, c in zip((10, 25, 50, 100, 200), coverages, strict=True)]
     summary = pd.DataFrame(rows("dips", [0.90, 0.95, 0.94, 0.92, 0.95]) + rows("holds", [0.95] * 5)
-                           + rows("fails", [0.95] * 4 + [0.90]) + rows("never", [0.95] * 5, defined=0.0))
+                           + rows("fails", [0.95] * 4 + [0.90]) + rows("never", [0.95] * 5, defined=0.0)
+                           + rows("rare", [0.95] * 5, defined=0.05))
     got = reliable_from(summary).set_index("figure")
     # "dips": 100 misses 0.93, so only 200 counts; "holds": from 10; "fails" misses at the largest n;
     # "never": never reported
     assert got.loc["dips", "reliable_from_n"] == 200 and got.loc["dips", "lowest_coverage_from_there"] == 0.95
     assert got.loc["holds", "reliable_from_n"] == 10
     assert pd.isna(got.loc["fails", "reliable_from_n"]) and pd.isna(got.loc["never", "reliable_from_n"])
+    # "rare": reported in 50 of 1000 replications only: too few to count as holding
+    assert pd.isna(got.loc["rare", "reliable_from_n"])

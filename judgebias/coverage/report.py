@@ -23,9 +23,17 @@ def _wide(summary: pd.DataFrame, cell) -> str:
     return "\n".join(lines)
 
 
+# Coverage over fewer reported replications than this is too noisy to print (or to count for
+# ``reliable_from``): the cell says how often the product reported the figure instead.
+MIN_REPORTED = 100
+
+
 def _coverage_cell(r: dict) -> str:
     if r["defined"] == 0:
         return "not reported"
+    reported = round(r["defined"] * r["reps"])
+    if reported < MIN_REPORTED:
+        return f"reported in {reported} of {int(r['reps'])}"
     text = f"{r['coverage']:.3f}"
     if r["coverage"] < TARGET:
         text = f"**{text}**"
@@ -42,7 +50,8 @@ def _num(fmt: str):
 
 def markdown(summary: pd.DataFrame) -> str:
     """Three tables: coverage (bold below the target; "d" = share of replications where the product
-    reported the figure, when not all), mean width, and bias (mean estimate - truth)."""
+    reported the figure, when not all), mean width, and bias (mean estimate - truth), then the
+    smallest n from which each figure holds the target."""
     reps = int(summary["reps"].max())
     return "\n\n".join([
         f"Coverage of the 95% interval ({reps} replications per cell; bold: below {TARGET}; "
@@ -57,12 +66,13 @@ def markdown(summary: pd.DataFrame) -> str:
 
 def reliable_from(summary: pd.DataFrame) -> pd.DataFrame:
     """Per figure, the smallest n of the grid from which on every larger n the figure was reported
-    and its coverage reached the target (None when even the largest n misses it), with the lowest
+    (in ``MIN_REPORTED`` replications or more) and its coverage reached the target (None when even
+    the largest n misses it), with the lowest
     coverage seen from there on."""
     out = []
     for (fam, fig), g in summary.groupby(["family", "figure"], sort=False):
         g = g.sort_values("n")
-        ok = ((g["defined"] > 0) & (g["coverage"] >= TARGET)).to_numpy()
+        ok = ((g["defined"] * g["reps"] >= MIN_REPORTED) & (g["coverage"] >= TARGET)).to_numpy()
         # walk down from the largest n while every cell holds
         k = len(ok)
         while k > 0 and ok[k - 1]:
