@@ -105,7 +105,7 @@ def coverage_figure(summary: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(4.2 * cols, 3.0 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
     for ax, fam in zip(axes.ravel(), fams, strict=False):
-        g = summary[(summary["family"] == fam) & (summary["defined"] > 0)]
+        g = summary[(summary["family"] == fam) & (summary["defined"] * summary["reps"] >= MIN_REPORTED)]
         for name, f in g.groupby("figure", sort=False):
             ax.plot(f["n"], f["coverage"], marker="o", ms=3, label=name)
         ax.axhline(0.95, color="grey", lw=0.8)
