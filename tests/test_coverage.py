@@ -154,3 +154,13 @@ def test_reliable_from_is_the_first_n_after_which_every_cell_holds():
     assert pd.isna(got.loc["fails", "reliable_from_n"]) and pd.isna(got.loc["never", "reliable_from_n"])
     # "rare": reported in 50 of 1000 replications only: too few to count as holding
     assert pd.isna(got.loc["rare", "reliable_from_n"])
+
+
+def test_mlflow_metric_names_per_figure_n_and_statistic():
+    from tracking.coverage_run import coverage_metrics
+
+    summary = pd.DataFrame([{"family": "dbg", "figure": "dbg", "n": 10, "coverage": 0.93, "width": 0.5,
+                             "bias": float("nan"), "defined": 1.0}])
+    # NaN (an undefined bias) is left out, never logged as a number
+    assert coverage_metrics(summary) == {"dbg.dbg.n10.coverage": 0.93, "dbg.dbg.n10.width": 0.5,
+                                         "dbg.dbg.n10.defined": 1.0}

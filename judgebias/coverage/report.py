@@ -113,7 +113,8 @@ def coverage_figure(summary: pd.DataFrame) -> Figure:
         ax.set_xscale("log")
         ax.set_ylim(0.80, 1.0)
         ax.set_title(fam, fontsize=9)
-        ax.legend(fontsize=6, loc="lower right")
+        if len(g):
+            ax.legend(fontsize=6, loc="lower right")
     for ax in axes.ravel()[len(fams):]:
         ax.set_axis_off()
     fig.supxlabel("n (units per table; expected labels for human_loop)")
