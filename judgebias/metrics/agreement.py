@@ -1,6 +1,6 @@
-"""Agreement of a judge with humans and with the gold panel: percent agreement (Agresti-Coull interval)
-and Cohen's kappa (asymptotic interval, statsmodels) over the 3 labels a / b / tie, on rows where
-both labels are present."""
+"""Agreement of a judge with humans and with the gold panel: percent agreement (Agresti-Coull
+interval) and Cohen's kappa (score interval on its effective sample size, ``stats.kappa``) over the
+3 labels a / b / tie, on rows where both labels are present."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ difference (Dubois et al. 2024, "Length-Controlled AlpacaEval"):
 
 with ``delta_len`` = characters of the model's answer minus the baseline's. The preference is the
 judge's vote for the model in [0, 1] (its probability when it has one, 1/0/0.5 from a verdict), a
-fractional response fitted by quasi-likelihood with robust (HC0) errors. LC = sigmoid(theta): with
+fractional response fitted by quasi-likelihood with robust (HC3) errors. LC = sigmoid(theta): with
 only the length term, the average over instructions of the prediction at delta_len = 0. Left out
 from AlpacaEval's form, and said in the result: its per-instruction difficulty term (fitted jointly
 across a leaderboard of models) and the regularisation of phi.
