@@ -166,7 +166,7 @@ def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
     fig, ax = _figure()
     series = {ylabel: bins}
     binned_rates(ax, series, "%")
-    ax.set_xlabel(xlabel + " (bins; 95% Agresti-Coull intervals" + _small_note(series) + ")")
+    ax.set_xlabel(xlabel + " (bins; 95% intervals" + _small_note(series) + ")")
     ax.set_ylabel(ylabel)
     ax.set_title(title or "Verbosity: human alignment by length difference")
     return fig
@@ -178,7 +178,7 @@ def perplexity_curves(series: Mapping[str, Sequence[Mapping[str, Any]]], title: 
     (judge vs human, or own vs other)."""
     fig, ax = _figure()
     binned_rates(ax, series)
-    ax.set_xlabel(xlabel + " (bins; n per series in legend order; 95% Agresti-Coull intervals"
+    ax.set_xlabel(xlabel + " (bins; n per series in legend order; 95% intervals"
                   + _small_note(series) + ")")
     ax.set_ylabel("P(A wins)")
     ax.axhline(0.5, color="grey", linewidth=0.8)
