@@ -184,6 +184,8 @@ def test_mlflow_round_trip(result, mlflow_uri):
     assert logged["j1.self_preference_eo"] == pytest.approx(eo["value"])
     assert logged["j1.self_preference_eo.ci_low"] == pytest.approx(eo["ci_low"])
     assert logged["j1.dbg.n"] == result["judges"]["j1"]["dbg"]["n"]
+    # A member of the judge's statement family: its adjusted p-value beside the raw one.
+    assert logged["j1.self_preference_eo.p_adjusted"] == pytest.approx(eo["p_adjusted"])
     # Names that say what the number is, read in the MLflow UI without the docs.
     assert logged["j1.regression.pseudo_r2"] == pytest.approx(result["judges"]["j1"]["regression"]["value"])
     assert "j1.regression" not in logged

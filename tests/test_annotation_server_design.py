@@ -85,7 +85,8 @@ def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_serve
 
     # By hand: simple random sample of n labelled of N (the unlabelled drawn pairs are nonresponse), the
     # rate R = sum(hit) / sum(has majority), z = (hit - R m) / mean(m), V = (1 - n/N) var(z) / n,
-    # then Wilson on n* = R(1 - R) / V.
+    # then Wilson on n* = R(1 - R) / V scaled by (1.96 / t)^2, t on the design df: the pairs that
+    # carry z (those with a majority; equal weights, one stratum) minus one.
     judge_rows = table[table["judge"] == "pandalm-7b"].set_index("pair_id")
     hit, m = [], []
     for pid in labelled:
@@ -99,7 +100,7 @@ def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_serve
     rate = hit.sum() / m.sum()
     z = (hit - rate * m) / m.mean()
     se = math.sqrt((1 - n / big_n) * z.var(ddof=1) / n)
-    lo, hi = wilson_design(rate, se, int(m.sum()))
+    lo, hi = wilson_design(rate, se, int(m.sum()), m.sum() - 1)
     got = fig["design_based"]
     assert (got["value"], got["ci_low"], got["ci_high"]) == (pytest.approx(rate), pytest.approx(lo, abs=1e-6),
                                                              pytest.approx(hi, abs=1e-6))
