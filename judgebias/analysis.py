@@ -12,8 +12,7 @@ A metric the data cannot support is absent and its reason is under ``skipped``: 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,28 +20,12 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
-from judgebias.metrics.ceiling import human_ceiling
-from judgebias.metrics.dbg import DEFAULT_REPS, dbg_score, gold_panel, pairwise_win_rates
-from judgebias.metrics.perplexity import (
-    perplexity_excess,
-    perplexity_familiarity,
-    perplexity_own_other,
-    perplexity_preference,
-)
-from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
-from judgebias.metrics.regression import choice_regression
-from judgebias.metrics.self_preference import (
-    family_preference_dp,
-    family_preference_eo,
-    self_preference_dp,
-    self_preference_eo,
-    self_preference_score,
-)
-from judgebias.metrics.verbosity import human_verbosity, verbosity_bias
+from judgebias.metrics import registry as R
+from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
+from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.multiplicity import HOLM, check_method
-from judgebias.stats import Estimate, InsufficientData, jsonable
+from judgebias.stats import InsufficientData, jsonable
 from judgebias.table import Exclusions
 from judgebias.trust_family import attach
 
@@ -101,13 +84,9 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
     _check_family(lean, judges, family_map)
 
-    has_human = bool((lean[F.HUMAN_N].to_numpy() > 0).any())
-    has_humans = bool((lean[F.HUMAN_N].to_numpy() > 1).any())
-    has_gen = _has(lean, "generator_a") and _has(lean, "generator_b")
-    has_ppl = _has(lean, "ppl_a") and _has(lean, "ppl_b")
-    has_p = _has(lean, "p_a")
-    has_orders = (_has(lean, "p_a_ab") and _has(lean, "p_a_ba")) or \
-        (_has(lean, "verdict_ab") and _has(lean, "verdict_ba"))
+    # Which of the table-wide inputs are there: the figures' needs (judgebias.metrics.registry).
+    flags = {n.name: (n.check(lean), n.reason) for n in R.TABLE_NEEDS}
+    has_human, has_gen = flags[R.HUMAN.name][0], flags[R.GENERATORS.name][0]
 
     result: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
@@ -124,7 +103,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         except InsufficientData as exc:
             result["humans"]["skipped"] = {"verbosity": str(exc)}
     else:
-        result["humans"]["skipped"] = {"verbosity": "no human labels"}
+        result["humans"]["skipped"] = {"verbosity": R.HUMAN.reason}
     if has_gen:
         wr = pairwise_win_rates(lean)
         result["win_rates"] = jsonable(wr.to_dict(orient="records"))
@@ -132,11 +111,6 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         result["length_controlled"] = {"rates": rates, "skipped": why}
 
     positions = lean.groupby("judge", sort=True, observed=True).indices
-    flags = {"human": (has_human, "no human labels"),
-             "humans": (has_humans, "one human label per pair: no other human to compare with"),
-             "gen": (has_gen, "no generator names"),
-             "ppl": (has_ppl, "no perplexities (ppl_a, ppl_b)"), "p": (has_p, "no probabilities (p_a)"),
-             "orders": (has_orders, "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)")}
     result["settings"]["self_generators"] = {j: sorted(origin.self_set(lean, j, self_map)) for j in judges}
     result["settings"]["family_generators"] = {
         j: sorted(set(family_map[j]) - origin.self_set(lean, j, self_map))
@@ -165,57 +139,25 @@ def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str
 
 def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: dict, self_map, family_map,
                    gold, human_as_gold: bool, reps: int, seed: int) -> dict[str, Any]:
-    """Every metric of one judge; ``rows`` are its rows, ``lean`` the whole table (gold panels)."""
+    """Every figure of the registry's plan for one judge; ``rows`` are its rows, ``lean`` the whole
+    table (gold panels). A figure whose needs are missing is skipped with the first missing one's
+    reason."""
     out: dict[str, Any] = {}
     skipped: dict[str, str] = {}
-    has_gold = (bool(gold_panel(lean, judge, gold)), "no other judge to serve as gold")
-    h, g, ppl = flags["human"], flags["gen"], flags["ppl"]
-    fam = (bool(family_map.get(judge)), "no family given for this judge (--family JUDGE=GENERATOR)")
-    kin = origin.with_family(self_map, family_map)
-    # Family figures only when some family was given: otherwise every judge would list three
-    # "not computed" lines for a question nobody asked.
-    family_plan: list[tuple[str, list[tuple[bool, str]], Callable[[], Estimate]]] = [
-        ("family_preference_eo", [fam, g, h],
-         partial(family_preference_eo, rows, judge, self_map, family_map)),
-        ("family_preference_dp", [fam, g], partial(family_preference_dp, rows, judge, self_map, family_map)),
-        ("family_dbg", [fam, g, h if human_as_gold else has_gold],
-         partial(dbg_score, lean, judge, kin, gold, human_as_gold=human_as_gold, reps=reps, seed=seed)),
-    ] if family_map else []
-    plan: list[tuple[str, list[tuple[bool, str]], Callable[[], Estimate]]] = [
-        ("self_preference_eo", [g, h], partial(self_preference_eo, rows, judge, self_map)),
-        ("self_preference_dp", [g], partial(self_preference_dp, rows, judge, self_map)),
-        ("self_preference_score", [g, flags["p"]], partial(self_preference_score, rows, judge, self_map)),
-        ("dbg", [g, h if human_as_gold else has_gold],
-         partial(dbg_score, lean, judge, self_map, gold, human_as_gold=human_as_gold, reps=reps, seed=seed)),
-        *family_plan,
-        ("verbosity_bias", [h], partial(verbosity_bias, rows, judge)),
-        ("agreement_human", [h], partial(agreement, rows, judge, "human")),
-        ("kappa_human", [h], partial(cohen_kappa, rows, judge, "human")),
-        ("agreement_human_2class", [h], partial(agreement_two_class, rows, judge)),
-        ("human_ceiling", [flags["humans"]], partial(human_ceiling, rows, judge)),
-        ("tie_rate", [], partial(tie_rate, rows, judge)),
-        ("agreement_gold", [has_gold], partial(agreement, lean, judge, "gold", gold=gold)),
-        ("kappa_gold", [has_gold], partial(cohen_kappa, lean, judge, "gold", gold=gold)),
-        ("position_consistency", [flags["orders"]], partial(position_consistency, rows, judge)),
-        ("position_flip_rate", [flags["orders"]], partial(position_flip_rate, rows, judge)),
-        ("position_bias", [flags["orders"]], partial(position_bias, rows, judge)),
-        ("perplexity_preference", [ppl], partial(perplexity_preference, rows, judge)),
-        ("perplexity_excess", [ppl, h], partial(perplexity_excess, rows, judge, reps=reps, seed=seed)),
-        ("perplexity_own_other", [ppl, g], partial(perplexity_own_other, rows, judge, self_map)),
-        ("perplexity_familiarity", [ppl, g], partial(perplexity_familiarity, rows, judge, self_map)),
-        ("regression", [], partial(choice_regression, rows, judge, self_map, family_map=family_map)),
-        ("regression_human", [h],
-         partial(choice_regression, rows, judge, self_map, of="human", family_map=family_map)),
-    ]
-    for name, needs, fn in plan:
-        missing = [reason for ok, reason in needs if not ok]
+    met = dict(flags)
+    met[R.GOLD.name] = (bool(gold_panel(lean, judge, gold)), R.GOLD.reason)
+    met[R.FAMILY.name] = (bool(family_map.get(judge)), R.FAMILY.reason)
+    met[R.REFERENCE.name] = met[R.HUMAN.name if human_as_gold else R.GOLD.name]
+    inputs = R.Inputs(lean, rows, judge, self_map, family_map, gold, human_as_gold, reps, seed)
+    for fig in R.plan(bool(family_map)):
+        missing = [met[need.name][1] for need in fig.needs if not met[need.name][0]]
         if missing:
-            skipped[name] = missing[0]
+            skipped[fig.key] = missing[0]
             continue
         try:
-            out[name] = fn().to_dict()
+            out[fig.key] = fig.compute(inputs).to_dict()
         except InsufficientData as exc:
-            skipped[name] = str(exc)
+            skipped[fig.key] = str(exc)
     out["skipped"] = skipped
     return out
 

@@ -1,0 +1,295 @@
+"""The figure registry: every per-judge figure of ``analyze``, declared once.
+
+A ``Figure`` says what the figure needs from the table, how it is computed, what it means and where
+it comes from, how the terminal labels it, which sign signals the bias, which report-card statement
+it feeds and how MLflow names it. The analysis plan (``judgebias.analysis``), the terminal table
+(``judgebias.analysis_report``), the report card (``judgebias.report_card``) and the MLflow metric
+names (``tracking.log_analysis``) are all read from ``FIGURES``; adding a figure is one entry in
+``_CATALOGUE`` below (docs/metrics.md, "Adding a figure"). The catalogue's order is the papers'
+order and the order of every output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics import origin
+from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
+from judgebias.metrics.ceiling import human_ceiling
+from judgebias.metrics.dbg import dbg_score
+from judgebias.metrics.perplexity import (
+    perplexity_excess,
+    perplexity_familiarity,
+    perplexity_own_other,
+    perplexity_preference,
+)
+from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
+from judgebias.metrics.regression import choice_regression
+from judgebias.metrics.self_preference import (
+    family_preference_dp,
+    family_preference_eo,
+    self_preference_dp,
+    self_preference_eo,
+    self_preference_score,
+)
+from judgebias.metrics.verbosity import verbosity_bias
+from judgebias.stats import Estimate
+
+
+@dataclass(frozen=True)
+class Need:
+    """One input a figure cannot do without. ``check`` reads the whole (prepared) table; a need
+    without one depends on the judge or the settings and is decided by ``judgebias.analysis``.
+    ``reason`` is what "not computed" says when it is missing."""
+
+    name: str
+    reason: str
+    check: Callable[[pd.DataFrame], bool] | None = None
+
+
+def _has(*columns: str) -> Callable[[pd.DataFrame], bool]:
+    return lambda df: all(F.has_values(df, c) for c in columns)
+
+
+GENERATORS = Need("generators", "no generator names", _has("generator_a", "generator_b"))
+HUMAN = Need("human", "no human labels", lambda df: bool((df[F.HUMAN_N].to_numpy() > 0).any()))
+HUMANS = Need("humans", "one human label per pair: no other human to compare with",
+              lambda df: bool((df[F.HUMAN_N].to_numpy() > 1).any()))
+PERPLEXITIES = Need("perplexities", "no perplexities (ppl_a, ppl_b)", _has("ppl_a", "ppl_b"))
+PROBABILITIES = Need("probabilities", "no probabilities (p_a)", _has("p_a"))
+ORDERS = Need("orders", "no per-order results (p_a_ab/p_a_ba or verdict_ab/verdict_ba)",
+              lambda df: _has("p_a_ab", "p_a_ba")(df) or _has("verdict_ab", "verdict_ba")(df))
+GOLD = Need("gold", "no other judge to serve as gold")
+FAMILY = Need("family", "no family given for this judge (--family JUDGE=GENERATOR)")
+# DBG's reference: the human labels under human_as_gold, else the gold panel; analysis resolves it
+# to HUMAN or GOLD, whose reason is the one reported.
+REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a gold panel")
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS)
+NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
+
+
+class Direction(Enum):
+    """Which sign of the value signals the bias (or failure); UNSIGNED figures print without a sign."""
+
+    ABOVE = "a difference around 0: above 0 signals the bias"
+    BELOW = "a difference around 0: below 0 signals the bias or failure"
+    EITHER = "a difference around 0: either sign is a bias (favours / harder on)"
+    UNSIGNED = "a share, rate, odds ratio or R2: its null is named in its reading"
+
+
+# The report card's statements (judgebias.trust), by the title each one's text starts with.
+ORDER, HUMANS_SAY, SELF, FAMILY_SAY, GOLD_PANEL, LENGTH, STYLE = (
+    "Order", "Humans", "Self-preference", "Family preference", "Against the gold panel", "Length", "Style")
+STATEMENTS = (ORDER, HUMANS_SAY, SELF, FAMILY_SAY, GOLD_PANEL, LENGTH, STYLE)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a compute function reads: the judge's rows, the whole table (gold panels) and the settings."""
+
+    table: pd.DataFrame
+    rows: pd.DataFrame
+    judge: str
+    self_map: Mapping[str, set[str]]
+    family_map: Mapping[str, set[str]]
+    gold: Sequence[str] | None
+    human_as_gold: bool
+    reps: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure. Every field but the last three is required: a declaration cannot forget one.
+
+    ``label`` / ``how``: the terminal's row (indented labels read as a sub-row of the one above;
+    ``how`` may be empty where the label says it all); ``meaning`` / ``source``: the report card's
+    columns (``source`` empty only for a plain descriptive share no paper defines); ``statement``:
+    the report-card statement it feeds (one of ``STATEMENTS``), None when it is only shown in the
+    table. ``mlflow_value``: the MLflow name of the value where the key alone would not say what the
+    number is; ``mlflow_parts``: sub-estimates logged as ``<judge>.<key>.<part>``; ``family_only``:
+    planned only when some family was given (else every judge would list it as not computed)."""
+
+    key: str
+    needs: tuple[Need, ...]
+    compute: Callable[[Inputs], Estimate]
+    label: str
+    how: str
+    meaning: str
+    source: str
+    direction: Direction
+    statement: str | None
+    mlflow_value: str | None = None
+    mlflow_parts: tuple[str, ...] = field(default=())
+    family_only: bool = False
+
+    @property
+    def signed(self) -> bool:
+        return self.direction is not Direction.UNSIGNED
+
+    @property
+    def mlflow_name(self) -> str:
+        return self.mlflow_value or self.key
+
+
+WATAOKA = "Wataoka et al. 2024"
+DBG_PAPER = "Beyond the Surface (DBG), 2025"
+SAITO = "Saito et al. 2023"
+SHI = "Shi et al. 2024, Judging the judges"
+ALPACA = "AlpacaEval (Dubois et al. 2024)"
+ARENA = "Arena-Hard style control"
+COHEN = "Cohen 1960"
+
+EO_PARTS, DBG_PARTS = ("tpr", "tnr"), ("judge_win_rate", "gold_win_rate")
+UNSIGNED, ABOVE, BELOW, EITHER = Direction.UNSIGNED, Direction.ABOVE, Direction.BELOW, Direction.EITHER
+
+
+def _dbg(c: Inputs, who: Mapping[str, set[str]]) -> Estimate:
+    return dbg_score(c.table, c.judge, who, c.gold, human_as_gold=c.human_as_gold, reps=c.reps, seed=c.seed)
+
+
+# The figures, in the papers' order (the order of the JSON, the terminal and the report card).
+_CATALOGUE = (
+    Figure("self_preference_eo", needs=(GENERATORS, HUMAN),
+           compute=lambda c: self_preference_eo(c.rows, c.judge, c.self_map),
+           label="self-preference (EO, Wataoka Def 4.1)", how="TPR - TNR; 0 = fair",
+           meaning="TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
+           source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=SELF, mlflow_parts=EO_PARTS),
+    Figure("self_preference_dp", needs=(GENERATORS,),
+           compute=lambda c: self_preference_dp(c.rows, c.judge, c.self_map),
+           label="self-preference (DP, Eq 4)", how="P(own) - P(other)",
+           meaning="P(picks own) - P(picks other); includes real quality differences",
+           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=SELF),
+    Figure("self_preference_score", needs=(GENERATORS, PROBABILITIES),
+           compute=lambda c: self_preference_score(c.rows, c.judge, c.self_map),
+           label="self-preference (mean score)", how="score own - other",
+           meaning="mean score own - other = 2 P(own) - 1, from probabilities",
+           source=WATAOKA + ", Eq. 3", direction=EITHER, statement=None),
+    Figure("dbg", needs=(GENERATORS, REFERENCE), compute=lambda c: _dbg(c, c.self_map),
+           label="DBG score", how="judge - gold win rate, own",
+           meaning="judge's win rate of its own responses minus the gold panel's on the same pairs",
+           source=DBG_PAPER, direction=EITHER, statement=GOLD_PANEL, mlflow_parts=DBG_PARTS),
+    Figure("family_preference_eo", needs=(FAMILY, GENERATORS, HUMAN),
+           compute=lambda c: family_preference_eo(c.rows, c.judge, c.self_map, c.family_map),
+           label="family preference (EO)", how="TPR - TNR, family as own",
+           meaning="EO with the judge's family's responses (same base model) counted as its own",
+           source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=FAMILY_SAY, mlflow_parts=EO_PARTS,
+           family_only=True),
+    Figure("family_preference_dp", needs=(FAMILY, GENERATORS),
+           compute=lambda c: family_preference_dp(c.rows, c.judge, c.self_map, c.family_map),
+           label="family preference (DP)", how="P(family) - P(other)",
+           meaning="DP with the judge's family's responses counted as its own",
+           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=FAMILY_SAY, family_only=True),
+    Figure("family_dbg", needs=(FAMILY, GENERATORS, REFERENCE),
+           compute=lambda c: _dbg(c, origin.with_family(c.self_map, c.family_map)),
+           label="family DBG score", how="judge - gold win rate, family",
+           meaning="DBG with the judge's family's responses counted as its own",
+           source=DBG_PAPER, direction=EITHER, statement=GOLD_PANEL, mlflow_parts=DBG_PARTS,
+           family_only=True),
+    Figure("verbosity_bias", needs=(HUMAN,), compute=lambda c: verbosity_bias(c.rows, c.judge),
+           label="verbosity bias (Saito Eq 6)", how="> 0 prefers longer",
+           meaning="accuracy gap: picks longer when humans chose shorter, minus the reverse",
+           source=SAITO + ", Eq. 6", direction=ABOVE, statement=LENGTH),
+    Figure("agreement_human", needs=(HUMAN,), compute=lambda c: agreement(c.rows, c.judge, "human"),
+           label="agreement with humans", how="share",
+           meaning="share of pairs where the judge's choice equals the human majority (3 classes)",
+           source=ALPACA, direction=UNSIGNED, statement=HUMANS_SAY),
+    Figure("kappa_human", needs=(HUMAN,), compute=lambda c: cohen_kappa(c.rows, c.judge, "human"),
+           label="Cohen's kappa vs humans", how="",
+           meaning="agreement with the human majority beyond chance",
+           source=COHEN, direction=BELOW, statement=None),
+    Figure("agreement_human_2class", needs=(HUMAN,), compute=lambda c: agreement_two_class(c.rows, c.judge),
+           label="  ... where humans pick a side", how="share; judge tie = miss",
+           meaning="agreement where humans picked a side; a judge tie counts as a miss",
+           source="LLMBar / MT-bench", direction=UNSIGNED, statement=None),
+    Figure("human_ceiling", needs=(HUMANS,), compute=lambda c: human_ceiling(c.rows, c.judge),
+           label="human ceiling (leave one label out)", how="human vs other humans",
+           meaning="how often one annotator agrees with the others' majority: the reachable agreement",
+           source=ALPACA + " human agreement", direction=UNSIGNED, statement=HUMANS_SAY),
+    Figure("tie_rate", needs=(), compute=lambda c: tie_rate(c.rows, c.judge),
+           label="judge says tie", how="share",
+           meaning="share of pairs the judge calls a tie",
+           source="", direction=UNSIGNED, statement=None),
+    Figure("agreement_gold", needs=(GOLD,),
+           compute=lambda c: agreement(c.table, c.judge, "gold", gold=c.gold),
+           label="agreement with gold", how="share",
+           meaning="agreement with the gold panel of the other judges",
+           source=DBG_PAPER, direction=UNSIGNED, statement=None),
+    Figure("kappa_gold", needs=(GOLD,),
+           compute=lambda c: cohen_kappa(c.table, c.judge, "gold", gold=c.gold),
+           label="Cohen's kappa vs gold", how="",
+           meaning="agreement with the gold panel beyond chance",
+           source=COHEN, direction=BELOW, statement=None),
+    Figure("position_consistency", needs=(ORDERS,), compute=lambda c: position_consistency(c.rows, c.judge),
+           label="position consistency (Shi 2024)", how="same choice both orders",
+           meaning="same choice in both presentation orders",
+           source=SHI, direction=UNSIGNED, statement=ORDER),
+    Figure("position_flip_rate", needs=(ORDERS,), compute=lambda c: position_flip_rate(c.rows, c.judge),
+           label="position flip rate", how="A<->B on swap",
+           meaning="A and B swap places when the order swaps",
+           source=SHI, direction=UNSIGNED, statement=None),
+    Figure("position_bias", needs=(ORDERS,), compute=lambda c: position_bias(c.rows, c.judge),
+           label="position bias", how="P(first wins); .5 = none",
+           meaning="P(the first-shown response wins); 0.5 = none",
+           source=SHI, direction=UNSIGNED, statement=ORDER),
+    Figure("perplexity_preference", needs=(PERPLEXITIES,),
+           compute=lambda c: perplexity_preference(c.rows, c.judge),
+           label="picks lower perplexity", how="P; .5 = none",
+           meaning="P(picks the response of lower perplexity); 0.5 = none",
+           source=WATAOKA + ", Sec. 5", direction=UNSIGNED, statement=None),
+    Figure("perplexity_excess", needs=(PERPLEXITIES, HUMAN),
+           compute=lambda c: perplexity_excess(c.rows, c.judge, reps=c.reps, seed=c.seed),
+           label="  ... minus humans", how="> 0 more than humans",
+           meaning="the same minus the humans' share on the same pairs",
+           source=WATAOKA + ", Fig. 3", direction=ABOVE, statement=None),
+    Figure("perplexity_own_other", needs=(PERPLEXITIES, GENERATORS),
+           compute=lambda c: perplexity_own_other(c.rows, c.judge, c.self_map),
+           label="own vs other at equal ppl", how="MH odds ratio; 1 = none",
+           meaning="odds of winning, own vs other texts at equal perplexity; 1 = none",
+           source=WATAOKA + ", Sec. 5", direction=UNSIGNED, statement=None),
+    Figure("perplexity_familiarity", needs=(PERPLEXITIES, GENERATORS),
+           compute=lambda c: perplexity_familiarity(c.rows, c.judge, c.self_map),
+           label="log-ppl own - other", how="< 0 own more familiar",
+           meaning="mean log-perplexity own - other responses; < 0 = own more familiar",
+           source=WATAOKA + ", Sec. 5", direction=BELOW, statement=None),
+    Figure("regression", needs=(),
+           compute=lambda c: choice_regression(c.rows, c.judge, c.self_map, family_map=c.family_map),
+           label="choice regression (style-controlled)", how="McFadden R2",
+           meaning="choice regressed on origin, length, markdown, perplexity; value = McFadden R2",
+           source=ARENA, direction=UNSIGNED, statement=STYLE, mlflow_value="regression.pseudo_r2"),
+    Figure("regression_human", needs=(HUMAN,),
+           compute=lambda c: choice_regression(c.rows, c.judge, c.self_map, of="human",
+                                               family_map=c.family_map),
+           label="  same model on the human majority", how="McFadden R2",
+           meaning="the same model on the human majority",
+           source=ARENA, direction=UNSIGNED, statement=STYLE),
+)
+
+
+def _index(figures: Sequence[Figure]) -> Mapping[str, Figure]:
+    out: dict[str, Figure] = {}
+    for fig in figures:
+        if fig.key in out:
+            raise ValueError(f"figure registry: {fig.key!r} is declared twice")
+        unknown = [n.name for n in fig.needs if n not in NEEDS]
+        if unknown:
+            raise ValueError(f"figure registry: {fig.key!r} needs unknown input(s) {unknown}")
+        if fig.statement is not None and fig.statement not in STATEMENTS:
+            raise ValueError(f"figure registry: {fig.key!r} feeds unknown statement {fig.statement!r}")
+        out[fig.key] = fig
+    return MappingProxyType(out)
+
+
+FIGURES: Mapping[str, Figure] = _index(_CATALOGUE)
+
+
+def plan(family_given: bool) -> tuple[Figure, ...]:
+    """The figures ``analyze`` tries for a judge, in order; family figures only when some family was
+    given (``--family``), so a question nobody asked lists no "not computed" lines."""
+    return tuple(f for f in FIGURES.values() if family_given or not f.family_only)
