@@ -1,39 +1,13 @@
-"""A readable terminal table of an ``analyze`` result (what ``judgebias analyze`` prints)."""
+"""A readable terminal table of an ``analyze`` result (what ``judgebias analyze`` prints): one row per
+figure of the registry (``judgebias.metrics.registry``: its label and how to read it), in its order."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from judgebias.metrics import registry
 from judgebias.trust import family_note, mutual_gold, statements
-
-# (key, label, how to read it); the order is the papers' order.
-ROWS = (
-    ("self_preference_eo", "self-preference (EO, Wataoka Def 4.1)", "TPR - TNR; 0 = fair"),
-    ("self_preference_dp", "self-preference (DP, Eq 4)", "P(own) - P(other)"),
-    ("self_preference_score", "self-preference (mean score)", "score own - other"),
-    ("dbg", "DBG score", "judge - gold win rate, own"),
-    ("family_preference_eo", "family preference (EO)", "TPR - TNR, family as own"),
-    ("family_preference_dp", "family preference (DP)", "P(family) - P(other)"),
-    ("family_dbg", "family DBG score", "judge - gold win rate, family"),
-    ("verbosity_bias", "verbosity bias (Saito Eq 6)", "> 0 prefers longer"),
-    ("agreement_human", "agreement with humans", "share"),
-    ("kappa_human", "Cohen's kappa vs humans", ""),
-    ("agreement_human_2class", "  ... where humans pick a side", "share; judge tie = miss"),
-    ("human_ceiling", "human ceiling (leave one label out)", "human vs other humans"),
-    ("tie_rate", "judge says tie", "share"),
-    ("agreement_gold", "agreement with gold", "share"),
-    ("kappa_gold", "Cohen's kappa vs gold", ""),
-    ("position_consistency", "position consistency (Shi 2024)", "same choice both orders"),
-    ("position_flip_rate", "position flip rate", "A<->B on swap"),
-    ("position_bias", "position bias", "P(first wins); .5 = none"),
-    ("perplexity_preference", "picks lower perplexity", "P; .5 = none"),
-    ("perplexity_excess", "  ... minus humans", "> 0 more than humans"),
-    ("perplexity_own_other", "own vs other at equal ppl", "MH odds ratio; 1 = none"),
-    ("perplexity_familiarity", "log-ppl own - other", "< 0 own more familiar"),
-    ("regression", "choice regression (style-controlled)", "McFadden R2"),
-    ("regression_human", "  same model on the human majority", "McFadden R2"),
-)
 
 
 def _fmt(x: Any, signed: bool = True) -> str:
@@ -113,13 +87,13 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
     mutual = mutual_gold(result)
     for judge, metrics in (result.get("judges") or {}).items():
         lines += ["", f"== {judge} " + "=" * max(0, 70 - len(judge))]
-        for key, label, how in ROWS:
+        for key, fig in registry.FIGURES.items():
             est = metrics.get(key)
             if not est:
                 continue
-            lines.append(f"  {label:<38} {format_estimate(est)}  {how}")
+            lines.append(f"  {fig.label:<38} {format_estimate(est)}  {fig.how}")
             lines += _details(key, est)
-            if key in ("regression", "regression_human"):
+            if "terms" in est:  # the regressions' coefficients, one line each
                 for term, t in (est.get("terms") or {}).items():
                     ci = f"[{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}]"
                     lines.append(f"    {term:<36} {_fmt(t['coef']):>7} {ci}  "

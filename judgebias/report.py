@@ -11,17 +11,18 @@ from typing import Any
 
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.metrics.registry import FIGURES
 from judgebias.runstore import RunStore
 from judgebias.trust import family_note, fmt, fmt_ci, mutual_gold, statements
 
-# (key, label, signed): differences carry a sign; probabilities, shares and odds ratios do not.
+# (key, label) of the demo's headline figures; whether each carries a sign is the registry's.
 HEADLINE = (
-    ("dbg", "DBG score (judge - gold win rate on own responses)", True),
-    ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)", True),
-    ("position_bias", "position bias (P(first shown wins); 0.5 = none)", False),
-    ("position_consistency", "position consistency (same choice in both orders)", False),
-    ("perplexity_familiarity", "mean log-perplexity own - other responses", True),
-    ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity", False),
+    ("dbg", "DBG score (judge - gold win rate on own responses)"),
+    ("self_preference_score", "self-preference score (mean score own - other = 2 P(own) - 1)"),
+    ("position_bias", "position bias (P(first shown wins); 0.5 = none)"),
+    ("position_consistency", "position consistency (same choice in both orders)"),
+    ("perplexity_familiarity", "mean log-perplexity own - other responses"),
+    ("perplexity_own_other", "odds ratio of winning, own vs other, at equal perplexity"),
 )
 WEAK_JUDGES_NOTE = (
     "Honest caveat: 135M-270M models are weak judges (strongly position-biased, near-chance "
@@ -88,9 +89,9 @@ def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
     """(judge, metric label, formatted estimate) for the headline metrics present."""
     rows = []
     for judge, per in sorted(metrics.get("judges", {}).items()):
-        for key, label, signed in HEADLINE:
+        for key, label in HEADLINE:
             if key in per:
-                rows.append((judge, label, fmt_estimate(per[key], signed)))
+                rows.append((judge, label, fmt_estimate(per[key], FIGURES[key].signed)))
             elif key in per.get("skipped", {}):
                 rows.append((judge, label, f"n/a ({per['skipped'][key]})"))
     return rows

@@ -1,7 +1,8 @@
 """One readable page per run: a judge's report card as self-contained HTML and as markdown.
 
 Built from an ``analyze`` result only (never recomputed, never text from a model): the headline
-figures with interval, sample size and what each means with its source, the length-controlled win
+figures with interval, sample size and what each means with its source (both declared in the
+figure registry, ``judgebias.metrics.registry``), the length-controlled win
 rates, the plots, the exclusions, and a short "what this judge can be trusted for" derived from the
 figures by the rules in ``judgebias.trust`` (each statement names the figure it rests on; whether it
 claims a finding is decided by its test, adjusted for the judge's family of tests, and the page
@@ -18,110 +19,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgebias.analysis_report import ROWS
 from judgebias.display import markdown_safe
+from judgebias.metrics import registry
 from judgebias.runstore import atomic_write_text
 from judgebias.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
 from judgebias.trust_family import Family
 
-WATAOKA = "Wataoka et al. 2024"
-DBG_PAPER = "Beyond the Surface (DBG), 2025"
-SAITO = "Saito et al. 2023"
-SHI = "Shi et al. 2024, Judging the judges"
-ALPACA = "AlpacaEval (Dubois et al. 2024)"
-ARENA = "Arena-Hard style control"
-
-# key -> (what it means, in one line; source)
-MEANING: dict[str, tuple[str, str]] = {
-    "self_preference_eo": (
-        "TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
-        WATAOKA + ", Def. 4.1",
-    ),
-    "self_preference_dp": (
-        "P(picks own) - P(picks other); includes real quality differences",
-        WATAOKA + ", Eq. 4",
-    ),
-    "self_preference_score": (
-        "mean score own - other = 2 P(own) - 1, from probabilities",
-        WATAOKA + ", Eq. 3",
-    ),
-    "dbg": ("judge's win rate of its own responses minus the gold panel's on the same pairs", DBG_PAPER),
-    "family_preference_eo": (
-        "EO with the judge's family's responses (same base model) counted as its own",
-        WATAOKA + ", Def. 4.1",
-    ),
-    "family_preference_dp": (
-        "DP with the judge's family's responses counted as its own",
-        WATAOKA + ", Eq. 4",
-    ),
-    "family_dbg": ("DBG with the judge's family's responses counted as its own", DBG_PAPER),
-    "verbosity_bias": (
-        "accuracy gap: picks longer when humans chose shorter, minus the reverse",
-        SAITO + ", Eq. 6",
-    ),
-    "agreement_human": (
-        "share of pairs where the judge's choice equals the human majority (3 classes)",
-        ALPACA,
-    ),
-    "kappa_human": ("agreement with the human majority beyond chance", "Cohen 1960"),
-    "agreement_human_2class": (
-        "agreement where humans picked a side; a judge tie counts as a miss",
-        "LLMBar / MT-bench",
-    ),
-    "human_ceiling": (
-        "how often one annotator agrees with the others' majority: the reachable agreement",
-        ALPACA + " human agreement",
-    ),
-    "tie_rate": ("share of pairs the judge calls a tie", ""),
-    "agreement_gold": ("agreement with the gold panel of the other judges", DBG_PAPER),
-    "kappa_gold": ("agreement with the gold panel beyond chance", "Cohen 1960"),
-    "position_consistency": ("same choice in both presentation orders", SHI),
-    "position_flip_rate": ("A and B swap places when the order swaps", SHI),
-    "position_bias": ("P(the first-shown response wins); 0.5 = none", SHI),
-    "perplexity_preference": ("P(picks the response of lower perplexity); 0.5 = none", WATAOKA + ", Sec. 5"),
-    "perplexity_excess": ("the same minus the humans' share on the same pairs", WATAOKA + ", Fig. 3"),
-    "perplexity_own_other": (
-        "odds of winning, own vs other texts at equal perplexity; 1 = none",
-        WATAOKA + ", Sec. 5",
-    ),
-    "perplexity_familiarity": (
-        "mean log-perplexity own - other responses; < 0 = own more familiar",
-        WATAOKA + ", Sec. 5",
-    ),
-    "regression": ("choice regressed on origin, length, markdown, perplexity; value = McFadden R2", ARENA),
-    "regression_human": ("the same model on the human majority", ARENA),
-}
-
 
 def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The judge's figures in the registry's order, each with what it means and its source."""
     rows = []
-    for key, label, how in ROWS:
+    for key, fig in registry.FIGURES.items():
         est = metrics.get(key)
         if not est:
             continue
-        signed = key not in (
-            "agreement_human",
-            "agreement_human_2class",
-            "human_ceiling",
-            "tie_rate",
-            "agreement_gold",
-            "position_consistency",
-            "position_flip_rate",
-            "position_bias",
-            "perplexity_preference",
-            "regression",
-            "regression_human",
-            "perplexity_own_other",
-        )
-        meaning, source = MEANING.get(key, (how, ""))
         rows.append(
             {
-                "figure": label.strip(" ."),
-                "value": fmt(est.get("value"), signed),
-                "ci": fmt_ci(est, signed),
+                "figure": fig.label.strip(" ."),
+                "value": fmt(est.get("value"), fig.signed),
+                "ci": fmt_ci(est, fig.signed),
                 "n": str(est.get("n", "")),
-                "meaning": meaning,
-                "source": source,
+                "meaning": fig.meaning,
+                "source": fig.source,
             }
         )
     return rows

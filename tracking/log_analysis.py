@@ -2,8 +2,10 @@
 
 Metric names: ``<judge>.<metric>`` for the value, plus ``.ci_low``, ``.ci_high``, ``.n``,
 ``.p_value`` and, for a test of the judge's statement family, ``.p_adjusted``; except where the
-metric's key alone would not say what the number is (``VALUE_NAMES``: the regression's value is its
-McFadden pseudo-R2); regression terms as ``<judge>.regression.<term>.coef`` (and interval, p-values);
+metric's key alone would not say what the number is (the figure registry's ``mlflow_value``,
+``judgebias.metrics.registry``: the regression's value is its McFadden pseudo-R2); the sub-estimates
+the registry names (``mlflow_parts``: EO's TPR and TNR, DBG's two win rates) as
+``<judge>.<metric>.<part>``; regression terms as ``<judge>.regression.<term>.coef`` (and interval, p-values);
 the humans' verbosity as ``humans.share_preferring_longer``; dataset figures as ``dataset.<name>``.
 Names are sanitized to MLflow's alphabet. NaN/None are left out (MLflow would store NaN as a number;
 a missing metric is the honest record).
@@ -17,13 +19,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from judgebias.metrics import registry
+
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
 _SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
 MAX_PARAM_CHARS = 6000
 BATCH = 500
 ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value", "p_adjusted")
-# Metric keys whose value needs its own name in the MLflow UI (read there without docs/metrics.md).
-VALUE_NAMES = {"regression": "regression.pseudo_r2"}
 HUMANS_VERBOSITY = "humans.share_preferring_longer"
 
 
@@ -54,12 +56,13 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
         for name, est in metrics.items():
             if name == "skipped" or not isinstance(est, Mapping):
                 continue
-            out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(name, name)}", est))
+            fig = registry.FIGURES.get(name)
+            out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
             for term, t in (est.get("terms") or {}).items():
                 for part in ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"):
                     if _finite(t.get(part)):
                         out[f"{judge}.{name}.{term}.{part}"] = float(t[part])
-            for sub in ("tpr", "tnr", "judge_win_rate", "gold_win_rate"):
+            for sub in fig.mlflow_parts if fig else ():
                 if isinstance(est.get(sub), Mapping):
                     out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
     for r in (result.get("length_controlled") or {}).get("rates") or []:
