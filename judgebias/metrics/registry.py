@@ -129,6 +129,29 @@ class Figure:
     mlflow_parts: tuple[str, ...] = field(default=())
     family_only: bool = False
 
+    def __post_init__(self) -> None:
+        def bad(what: str) -> ValueError:
+            return ValueError(f"figure registry: {self.key!r} {what}")
+
+        if not isinstance(self.key, str) or not self.key.isidentifier():
+            raise bad("is no key: a figure's key is a Python identifier (it names the JSON entry)")
+        for name in ("label", "meaning"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise bad(f"has no {name}")
+        if not isinstance(self.how, str) or not isinstance(self.source, str):
+            raise bad("needs how and source as text (empty where there is nothing to add)")
+        if not callable(self.compute):
+            raise bad("has no compute function")
+        unknown = [n for n in self.needs if n not in NEEDS]
+        if not isinstance(self.needs, tuple) or unknown:
+            raise bad(f"needs a tuple of the declared inputs (NEEDS), got {self.needs!r}")
+        if not isinstance(self.direction, Direction):
+            raise bad(f"has direction {self.direction!r}, not a Direction")
+        if self.statement is not None and self.statement not in STATEMENTS:
+            raise bad(f"feeds unknown statement {self.statement!r} (STATEMENTS, or None)")
+        if not all(isinstance(p, str) and p for p in self.mlflow_parts):
+            raise bad(f"has MLflow parts {self.mlflow_parts!r}, not names")
+
     @property
     def signed(self) -> bool:
         return self.direction is not Direction.UNSIGNED
@@ -272,21 +295,18 @@ _CATALOGUE = (
 )
 
 
-def _index(figures: Sequence[Figure]) -> Mapping[str, Figure]:
+def index_figures(figures: Sequence[Figure]) -> Mapping[str, Figure]:
+    """Figures by key, read-only; a key declared twice fails at import (each figure's own fields
+    are checked when it is declared)."""
     out: dict[str, Figure] = {}
     for fig in figures:
         if fig.key in out:
             raise ValueError(f"figure registry: {fig.key!r} is declared twice")
-        unknown = [n.name for n in fig.needs if n not in NEEDS]
-        if unknown:
-            raise ValueError(f"figure registry: {fig.key!r} needs unknown input(s) {unknown}")
-        if fig.statement is not None and fig.statement not in STATEMENTS:
-            raise ValueError(f"figure registry: {fig.key!r} feeds unknown statement {fig.statement!r}")
         out[fig.key] = fig
     return MappingProxyType(out)
 
 
-FIGURES: Mapping[str, Figure] = _index(_CATALOGUE)
+FIGURES: Mapping[str, Figure] = index_figures(_CATALOGUE)
 
 
 def plan(family_given: bool) -> tuple[Figure, ...]:
