@@ -12,7 +12,7 @@ order and the order of every output.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 
@@ -126,7 +126,7 @@ class Figure:
     direction: Direction
     statement: str | None
     mlflow_value: str | None = None
-    mlflow_parts: tuple[str, ...] = field(default=())
+    mlflow_parts: tuple[str, ...] = ()
     family_only: bool = False
 
     def __post_init__(self) -> None:
