@@ -7,11 +7,13 @@ covariates (style differences, a self/family term). The outcome of one compariso
 [0, 1]: 1 / 0 for a verdict, 0.5 for a tie, or the judge's P(A) itself (a fractional logit: the
 same estimating equations, so the same point estimate as counting a tie as half a win each way).
 
-Strengths are fitted with a weak ridge (``RIDGE`` on the sum of squared strengths, against a total
-log-likelihood in the hundreds): it makes the fit exist when a bootstrap resample has a model that
-won every comparison, and, because every row of the design sums to zero, it also centres the
-strengths (their mean is exactly 0), so no reference model has to be chosen. Covariates are not
-penalised. The fit is Newton-Raphson, vectorised over bootstrap resamples (one batched solve per
+Strengths are centred (their mean is 0, so no reference model has to be chosen): the likelihood does
+not move along the all-ones direction (every row of the design sums to zero), so a penalty on
+``(sum beta)^2`` fixes that direction without touching any difference of strengths. A very weak
+ridge (``RIDGE`` = 1e-7 on the sum of squared strengths) only makes the fit exist when a bootstrap
+resample has a model that won every comparison (its strength then stops near log(n / RIDGE), about
+20, instead of growing without bound); elsewhere it moves a strength by well under 1e-6. Covariates
+are not penalised. The fit is Newton-Raphson, vectorised over bootstrap resamples (one batched solve per
 iteration), so 2,000 resamples of a 1,000-comparison table take about a second.
 """
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-RIDGE = 1e-3
+RIDGE = 1e-7
 MAX_ITER = 100
 TOL = 1e-10
 
@@ -82,12 +84,15 @@ def fit_batch(x: np.ndarray, y: np.ndarray, weights: np.ndarray, n_models: int,
         raise ValueError("outcomes must be finite numbers in [0, 1]")
     pen = np.zeros(p)
     pen[:n_models] = ridge
+    ones = np.zeros(p)
+    ones[:n_models] = 1.0
+    centre = np.outer(ones, ones)
     beta = np.zeros((w.shape[0], p))
     for _ in range(MAX_ITER):
         eta = beta @ x.T
         mu = 1.0 / (1.0 + np.exp(-eta))
-        grad = (w * (y - mu)) @ x - pen * beta
-        hess = np.einsum("bn,np,nq->bpq", w * mu * (1.0 - mu), x, x) + np.diag(pen)
+        grad = (w * (y - mu)) @ x - pen * beta - (beta @ ones)[:, None] * ones
+        hess = np.einsum("bn,np,nq->bpq", w * mu * (1.0 - mu), x, x) + np.diag(pen) + centre
         # A tiny jitter keeps a covariate that a resample left constant from making H singular.
         step = np.linalg.solve(hess + 1e-12 * np.eye(p), grad[..., None])[..., 0]
         beta = beta + step
@@ -152,10 +157,13 @@ def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot
                         f"intervals from {reps} bootstrap resamples of the prompts")
 
 
+TIE_TOL = 1e-6  # strengths closer than this are a tie (the ridge can part equal ones by ~1e-7)
+
+
 def ranks(strengths: np.ndarray) -> np.ndarray:
     """Rank 1 = strongest, per row of a (B, M) array or one (M,) vector; ties share the best rank."""
     s = np.atleast_2d(strengths)
-    out = 1 + (s[:, None, :] > s[:, :, None]).sum(axis=2)
+    out = 1 + (s[:, None, :] > s[:, :, None] + TIE_TOL).sum(axis=2)
     return out[0] if np.ndim(strengths) == 1 else out
 
 

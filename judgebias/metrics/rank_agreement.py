@@ -20,7 +20,7 @@ from itertools import combinations
 import numpy as np
 from scipy.stats import rankdata
 
-from judgebias.metrics.bradley_terry import BTFit, ranks
+from judgebias.metrics.bradley_terry import TIE_TOL, BTFit, ranks
 from judgebias.stats import Estimate
 
 
@@ -36,23 +36,38 @@ def _aligned(first: BTFit, second: BTFit) -> tuple[list[str], np.ndarray, np.nda
             second.boot_strengths[:, k])
 
 
+def _sign(d: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(d) <= TIE_TOL, 0.0, np.sign(d))
+
+
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Kendall's tau-b of each row of ``x`` with the same row of ``y`` ((B, M) or (M,)); NaN where a
     row has every value tied."""
     x2, y2 = np.atleast_2d(x), np.atleast_2d(y)
     i, j = np.triu_indices(x2.shape[1], k=1)
-    sx, sy = np.sign(x2[:, i] - x2[:, j]), np.sign(y2[:, i] - y2[:, j])
+    sx, sy = _sign(x2[:, i] - x2[:, j]), _sign(y2[:, i] - y2[:, j])
     den = np.sqrt((sx != 0).sum(axis=1) * (sy != 0).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where(den > 0, (sx * sy).sum(axis=1) / np.where(den > 0, den, 1), np.nan)
     return tau[0] if np.ndim(x) == 1 else tau
 
 
+def _snap(v: np.ndarray) -> np.ndarray:
+    """Values within TIE_TOL of the row's smallest one above them become equal (ties for rankdata)."""
+    order = np.argsort(v, axis=1)
+    s = np.take_along_axis(v, order, axis=1)
+    gap = np.diff(s, axis=1) > TIE_TOL
+    group = np.concatenate([np.zeros((s.shape[0], 1)), np.cumsum(gap, axis=1)], axis=1)
+    out = np.empty_like(group)
+    np.put_along_axis(out, order, group, axis=1)
+    return out
+
+
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of each row of ``x`` with the same row of ``y`` (average ranks); NaN where a
     row is constant."""
-    rx = rankdata(np.atleast_2d(x), axis=1)
-    ry = rankdata(np.atleast_2d(y), axis=1)
+    rx = rankdata(_snap(np.atleast_2d(x)), axis=1)
+    ry = rankdata(_snap(np.atleast_2d(y)), axis=1)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
     den = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -88,7 +103,7 @@ def rank_change(before: BTFit, after: BTFit) -> dict:
     moved = np.abs(rank_a - rank_b)
     largest = int(moved.max())
     swapped = [[common[i], common[j]] for i, j in combinations(range(len(common)), 2)
-               if (s[i] - s[j]) * (r[i] - r[j]) < 0]
+               if _sign(s[i] - s[j]) * _sign(r[i] - r[j]) < 0]
     top_differs = float(np.mean(np.argmax(bs, axis=1) != np.argmax(br, axis=1)))
     return {"models": len(common),
             "largest_rank_change": largest,
