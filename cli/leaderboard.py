@@ -22,6 +22,10 @@ def leaderboard_cmd(
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Only these judges (default: all)."),
     reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    label_sample: int = typer.Option(
+        None, "--label-sample", metavar="N",
+        help="human_anchored uses a seeded uniform sample of N labelled pairs instead of every one (what a "
+             "small label budget buys; the human reference keeps every label)."),
     plots_dir: Path = typer.Option(None, "--plots-dir",
                                    help="Write the forest plot and the rank-change chart (PNG) here."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
@@ -31,8 +35,9 @@ def leaderboard_cmd(
 
     Variants: raw, style (Arena-Hard-Auto style control), related (without the judge's relatives'
     comparisons), related_term (explicit self/family term), panel (unrelated judges pooled per
-    comparison), human. 95% intervals and rank intervals from a seeded bootstrap over prompts;
-    Kendall tau and Spearman with the human ranking. Layout: docs/metrics.md "Leaderboard".
+    comparison), human_anchored (PPI++ with the human labels), human. 95% intervals and rank
+    intervals from a seeded bootstrap over prompts; Kendall tau and Spearman with the human ranking.
+    Layout: docs/metrics.md "Leaderboard".
     """
     from judgebias.display import terminal_safe
     from judgebias.io import read_table
@@ -56,7 +61,7 @@ def leaderboard_cmd(
             raise typer.BadParameter(f"--family names generator(s) the table does not have: {unknown}",
                                      param_hint="--family")
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
-                             judges=judge or None, reps=reps, seed=seed)
+                             judges=judge or None, reps=reps, seed=seed, label_sample=label_sample)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -29,20 +29,21 @@ DESCRIPTIONS = {
                      "with explicit self and family terms on the judge's rows",
     lb.PANEL: "Bradley-Terry on each comparison's mean vote of the judges related to neither contestant "
               "(PoLL-style panel, named per comparison)",
+    lb.HUMAN_ANCHORED: "the judge's Bradley-Terry strengths corrected with the human labels by PPI++ "
+                       "(prediction-powered score equation, power-tuned lambda; labels taken as a uniform "
+                       "sample of the judge's comparisons)",
     lb.HUMAN: "Bradley-Terry on the human labels' vote share for A (a tie label counts half)",
 }
-NOT_COMPUTED = {
-    "human_anchored": "not built yet: a PPI++ correction of the judge's strengths with the human labels "
-                      "(issue 31, item 1) is left for a later change",
-}
+NOT_COMPUTED: dict[str, str] = {}
 
 
 def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
-                judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+                judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
+                label_sample: int | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
     human ranking and what each correction moved, as one JSON-ready dict."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
-                               seed=seed)
+                               seed=seed, label_sample=label_sample)
     rankings: dict[str, dict[str, list]] = {}
     details: dict[str, dict[str, dict]] = {}
     models: set[str] = set()
@@ -88,6 +89,7 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
                     moved.setdefault(variant, {})[name] = {"not_computed": str(exc)}
     return jsonable({
         "models": sorted(models),
+        "label_sample": label_sample,
         "variants": {v: DESCRIPTIONS[v] for v in lb.VARIANTS},
         "settings": {"reps": board.reps, "seed": board.seed,
                      "bootstrap": f"{board.reps} resamples of the prompts (clusters), seed {board.seed}; "
@@ -107,6 +109,9 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
             "agreement_with_human": board.skipped[lb.HUMAN].get(lb.HUMAN, "no human ranking")})},
         "recommendation": {"not_computed": "issue 31 item 3 (judge/panel recommendation) is not built yet"},
     })
+
+
+PER_BLOCK = 3
 
 
 def _cell(r: Mapping[str, Any]) -> str:
@@ -131,15 +136,18 @@ def format_leaderboard(result: Mapping[str, Any]) -> str:
     for variant, per in result["rankings"].items():
         for rater in per:
             raters.setdefault(rater, []).append(variant)
+    width = max(len(m) for m in result["models"])
     for rater, variants in raters.items():
-        width = max(len(m) for m in result["models"])
-        lines += ["", f"== {rater} ==", "  ".join([" " * width, *[f"{v:<34}" for v in variants]]).rstrip()]
+        lines += ["", f"== {rater} =="]
         cells = {v: {r["model"]: _cell(r) for r in result["rankings"][v][rater]} for v in variants}
         order = [r["model"] for r in result["rankings"][variants[0]][rater]]
         order += [m for v in variants for m in cells[v] if m not in order]
-        for model in dict.fromkeys(order):
-            row = [f"{model:<{width}}", *[f"{cells[v].get(model, 'not ranked'):<34}" for v in variants]]
-            lines.append("  ".join(row).rstrip())
+        for start in range(0, len(variants), PER_BLOCK):  # blocks of a few columns keep lines readable
+            block = variants[start:start + PER_BLOCK]
+            lines.append("  ".join([" " * width, *[f"{v:<34}" for v in block]]).rstrip())
+            for model in dict.fromkeys(order):
+                row = [f"{model:<{width}}", *[f"{cells[v].get(model, 'not ranked'):<34}" for v in block]]
+                lines.append("  ".join(row).rstrip())
         for v in variants:
             coefs = result["details"][v][rater].get("coefficients")
             if coefs:
@@ -152,11 +160,11 @@ def format_leaderboard(result: Mapping[str, Any]) -> str:
         for variant, per in result["agreement_with_human"].items():
             for rater, a in per.items():
                 if "not_computed" in a:
-                    lines.append(f"  {variant:<13} {rater:<24} not computed: {a['not_computed']}")
+                    lines.append(f"  {variant:<15} {rater:<24} not computed: {a['not_computed']}")
                     continue
                 gone = a.get("models_not_ranked")
                 extra = f"  (not ranked: {', '.join(gone)})" if gone else ""
-                lines.append(f"  {variant:<13} {rater:<24} tau {_fmt(a['kendall_tau'])}  "
+                lines.append(f"  {variant:<15} {rater:<24} tau {_fmt(a['kendall_tau'])}  "
                              f"rho {_fmt(a['spearman'])}{extra}")
     if result["rank_change"]:
         lines += ["", "What each correction moved (against the judge's raw ranking)"]
@@ -167,7 +175,7 @@ def format_leaderboard(result: Mapping[str, Any]) -> str:
                 most = ", ".join(f"{x['model']} {x['rank_before']}->{x['rank_after']}"
                                  for x in m["moved_most"])
                 swaps = "; ".join(f"{a}/{b}" for a, b in m["swapped"]) or "none"
-                lines.append(f"  {variant:<13} {rater:<24} largest change {m['largest_rank_change']}"
+                lines.append(f"  {variant:<15} {rater:<24} largest change {m['largest_rank_change']}"
                              f"{' (' + most + ')' if most else ''}; swapped: {swaps}; "
                              f"P(top differs) {m['p_top_differs']:.2f}")
     for per in result["skipped"].values():

@@ -194,13 +194,14 @@ def test_bad_input_is_named():
 
 def test_leaderboard_json_contract_and_printed_table():
     result = leaderboard(_related_table(), family_map={"j": ["a"]}, reps=50)
-    assert set(result["rankings"]) == {"raw", "style", "related", "related_term", "panel", "human"}
+    assert set(result["rankings"]) == {"raw", "style", "related", "related_term", "panel", "human_anchored",
+                                       "human"}
     row = result["rankings"]["raw"]["j"][0]
     assert set(row) == {"model", "strength", "ci_low", "ci_high", "rank", "rank_ci_low", "rank_ci_high"}
     assert result["human"] == result["rankings"]["human"]["human"]
     tau = result["agreement_with_human"]["raw"]["j"]["kendall_tau"]
     assert {"value", "ci_low", "ci_high"} <= set(tau)
-    assert "human_anchored" in result["not_computed"]
+    assert "agreement_with_human" not in result["not_computed"]
     json.dumps(result, allow_nan=False)
     text = format_leaderboard(result)
     assert "== j ==" in text and "related_term" in text and "not ranked" in text
@@ -233,7 +234,8 @@ def test_cli_on_pandalm(tmp_path):
         return next(r["strength"] for r in result["rankings"][variant][rater] if r["model"] == "llama-7b")
     human = strength("human", "human")
     assert abs(strength("related_term", "pandalm-7b") - human) < abs(strength("raw", "pandalm-7b") - human)
-    assert set(result["agreement_with_human"]) == {"raw", "style", "related", "related_term", "panel"}
+    assert set(result["agreement_with_human"]) == {"raw", "style", "related", "related_term", "panel",
+                                                   "human_anchored"}
     assert sum(result["panels"]["comparisons_per_panel"].values()) == len(result["panels"]["per_pair"])
     assert "== pandalm-7b ==" in run.stdout and "Agreement with the human ranking" in run.stdout
     pngs = sorted(p.name for p in plots.glob("*.png"))
@@ -259,3 +261,47 @@ def test_cli_names_from_data_are_inert(tmp_path):
 def test_cli_rejects_a_family_the_table_lacks():
     run = _cli(str(PANDALM), "--family", "pandalm-7b=llama-70b", "--reps", "30")
     assert run.returncode == 2 and "llama-70b" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_anchored_weights_and_estimating_equation_by_hand():
+    from judgebias.metrics.anchored import anchored_weights
+
+    # Labelled: yhat 0.8, y 1, pi 0.5, lam 0.5 -> weight 0.5 + 0.5 / 0.5 = 1.5, pseudo-outcome
+    # (0.5 * 0.8 + (1 - 0.5 * 0.8) / 0.5) / 1.5 = 1.6 / 1.5. Unlabelled: weight lam, outcome yhat.
+    w, t = anchored_weights(np.array([0.8, 0.3]), np.array([1.0, np.nan]), np.array([True, False]),
+                            np.array([0.5, 0.5]), 0.5)
+    assert w.tolist() == pytest.approx([1.5, 0.5]) and t.tolist() == pytest.approx([1.6 / 1.5, 0.3])
+    # a vs b four times, judge yhat = 1, 1, 1, 0; humans label the first two: y = 0, 1; pi = 1/2; lam = 1.
+    # Score equation for two models: N mu = sum yhat + sum_s (y - yhat) / pi = 3 + (-1 + 0) * 2 = 1, so
+    # mu = 1/4: beta_a - beta_b = logit(1/4) = -ln 3 and the centred a = -ln3 / 2 (the judge alone: +ln3 / 2).
+    yhat, y = np.array([1.0, 1, 1, 0]), np.array([0.0, 1, np.nan, np.nan])
+    lab = np.array([True, True, False, False])
+    w, t = anchored_weights(yhat, y, lab, np.full(4, 0.5), 1.0)
+    x = bt.design(["a", "b"], np.array(["a"] * 4), np.array(["b"] * 4))
+    beta = bt.fit_batch(x, t, w[None, :], 2, bounded=False)[0]
+    assert beta[0] == pytest.approx(-LN3 / 2, abs=1e-5)
+
+
+def test_tuned_lambda_trusts_a_perfect_judge_and_needs_a_sample():
+    from judgebias.metrics.anchored import tuned_lambda
+
+    # A judge that matches the humans on every labelled comparison: s_i = shat_i, so lam = 1. With
+    # every comparison certain to be labelled (pi = 1) there is nothing to predict: lam = 0.
+    x = bt.design(["a", "b", "c"], np.array(["a", "b", "a", "b", "a", "c"]),
+                  np.array(["b", "c", "c", "a", "b", "b"]))
+    yhat = np.array([1.0, 0.0, 1.0, 1.0, 0.5, 1.0])
+    lab = np.array([True, True, True, True, False, False])
+    assert tuned_lambda(x, yhat, yhat, lab, np.full(6, 4 / 6), 3) == pytest.approx(1.0)
+    assert tuned_lambda(x, yhat, yhat, np.ones(6, bool), np.ones(6), 3) == 0.0
+
+
+def test_human_anchored_with_every_label_is_the_humans_ranking():
+    # _related_table labels every pair: pi = 1, lam = 0, weight 1 and outcome y on every comparison, so
+    # the anchored strengths of r and j are the human strengths a = b = ln3 / 3, c = -2 ln3 / 3.
+    board = fit_leaderboard(_related_table(), family_map={"j": ["a"]}, reps=50)
+    expected = {"a": LN3 / 3, "b": LN3 / 3, "c": -2 * LN3 / 3}
+    for judge in ("r", "j"):
+        assert _strengths(board.fits["human_anchored"][judge]) == pytest.approx(expected, abs=1e-5)
+        assert "every comparison labelled" in board.notes["human_anchored"][judge]
+    sampled = fit_leaderboard(_related_table(), reps=50, label_sample=3)
+    assert "3 of 8 comparisons human-labelled" in sampled.notes["human_anchored"]["j"]

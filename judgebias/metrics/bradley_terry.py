@@ -69,18 +69,19 @@ def connected(models: Sequence[str], x: np.ndarray, weights: np.ndarray | None =
 
 
 def fit_batch(x: np.ndarray, y: np.ndarray, weights: np.ndarray, n_models: int,
-              ridge: float = RIDGE) -> np.ndarray:
+              ridge: float = RIDGE, bounded: bool = True) -> np.ndarray:
     """Weighted logistic fits of ``y`` on ``x`` (no intercept), one per row of ``weights`` (B, n).
 
     The first ``n_models`` columns of ``x`` are the strengths (penalised by ``ridge``), the rest the
-    covariates. Returns (B, p) coefficients."""
+    covariates. Returns (B, p) coefficients. ``bounded=False`` accepts pseudo-outcomes outside [0, 1]
+    (a prediction-powered estimating equation: still concave in the coefficients for weights > 0)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     w = np.atleast_2d(np.asarray(weights, dtype=float))
     n, p = x.shape
     if y.shape != (n,) or w.shape[1] != n:
         raise ValueError(f"outcomes {y.shape} and weights {w.shape} do not match the design {x.shape}")
-    if np.any((y < 0) | (y > 1)) or not np.all(np.isfinite(y)):
+    if not np.all(np.isfinite(y)) or (bounded and np.any((y < 0) | (y > 1))):
         raise ValueError("outcomes must be finite numbers in [0, 1]")
     pen = np.zeros(p)
     pen[:n_models] = ridge
@@ -141,20 +142,24 @@ def cluster_draws(clusters: np.ndarray, reps: int, seed: int) -> tuple[np.ndarra
 
 
 def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot_weights: np.ndarray,
-                       covariates: Sequence[str] = (), what: str = "Bradley-Terry") -> BTFit:
-    """Point fit with unit weights and the bootstrap fits with ``boot_weights`` (from
-    ``cluster_draws`` on the same rows). ValueError when the comparisons do not link every model."""
+                       covariates: Sequence[str] = (), what: str = "Bradley-Terry",
+                       row_weights: np.ndarray | None = None, method: str = "") -> BTFit:
+    """Point fit with ``row_weights`` (default 1) and the bootstrap fits with ``boot_weights`` (from
+    ``cluster_draws`` on the same rows) times them. ValueError when the comparisons do not link
+    every model."""
     groups = connected(models, x[:, : len(models)])
     if len(groups) > 1:
         raise ValueError(f"{what}: the comparisons do not link every model (separate groups: {groups}); "
                          "strengths of unlinked models cannot be compared")
     m = len(models)
-    coef = fit_batch(x, y, np.ones((1, len(y))), m)[0]
-    boot = fit_batch(x, y, boot_weights, m)
+    rw = np.ones(len(y)) if row_weights is None else np.asarray(row_weights, dtype=float)
+    bounded = row_weights is None
+    coef = fit_batch(x, y, rw[None, :], m, bounded=bounded)[0]
+    boot = fit_batch(x, y, boot_weights * rw[None, :], m, bounded=bounded)
     reps = boot_weights.shape[0]
     return BTFit(tuple(str(m) for m in models), tuple(covariates), coef, boot, n=len(y),
-                 method=f"{what}: logistic fit (ties and P(A) as fractional outcomes), 95% percentile "
-                        f"intervals from {reps} bootstrap resamples of the prompts")
+                 method=f"{what}: {method or 'logistic fit (ties and P(A) as fractional outcomes)'}, 95% "
+                        f"percentile intervals from {reps} bootstrap resamples of the prompts")
 
 
 TIE_TOL = 1e-6  # strengths closer than this are a tie (the ridge can part equal ones by ~1e-7)

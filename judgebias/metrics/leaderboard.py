@@ -12,6 +12,7 @@ table, per judge, under variants that each remove one source of the judge's bias
   other judges are its reference);
 * ``panel``: per comparison the mean vote of the judges related to neither contestant (PoLL-style:
   Verga et al. 2024, "Replacing Judges with Juries"); the panel is named per comparison;
+* ``human_anchored``: the judge's strengths corrected with the human labels by PPI++ (``anchored``);
 * ``human``: the human labels' vote share for A (a tie label counting half), where labels exist.
 
 Every fit is refitted on the same bootstrap resamples of the prompts (``bradley_terry``), so the
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import bradley_terry as bt
+from judgebias.metrics.anchored import anchored_weights, tuned_lambda
 from judgebias.metrics.frame import (
     HUMAN_N,
     HUMAN_VOTE,
@@ -45,7 +47,8 @@ from judgebias.metrics.frame import judges as judge_names
 from judgebias.metrics.origin import SelfMap, self_set, with_family
 
 RAW, STYLE, RELATED, RELATED_TERM, PANEL, HUMAN = "raw", "style", "related", "related_term", "panel", "human"
-VARIANTS = (RAW, STYLE, RELATED, RELATED_TERM, PANEL, HUMAN)
+HUMAN_ANCHORED = "human_anchored"
+VARIANTS = (RAW, STYLE, RELATED, RELATED_TERM, PANEL, HUMAN_ANCHORED, HUMAN)
 STYLE_FEATURES = ("length", *MARKDOWN)
 
 
@@ -235,9 +238,47 @@ class Leaderboard:
     seed: int
 
 
+def _label_mask(prep: pd.DataFrame, label_sample: int | None, seed: int) -> np.ndarray:
+    """Rows whose pair's human labels ``human_anchored`` may use: every labelled pair, or a seeded
+    uniform sample of ``label_sample`` of them (to see what a small label budget buys; the ``human``
+    reference keeps every label)."""
+    labelled = (prep[HUMAN_N].to_numpy() > 0) & np.isfinite(prep[HUMAN_VOTE].to_numpy(dtype=float))
+    if label_sample is None:
+        return labelled
+    if label_sample < 1:
+        raise ValueError(f"label_sample must be at least 1, got {label_sample}")
+    pairs = np.unique(prep[PAIR].to_numpy()[labelled])
+    rng = np.random.default_rng([seed, 31])
+    keep = rng.choice(pairs, size=min(label_sample, pairs.size), replace=False)
+    return labelled & np.isin(prep[PAIR].to_numpy(), keep)
+
+
+def _anchored(prep: pd.DataFrame, c: Comparisons, usable: np.ndarray, draws: Draws, judge: str
+              ) -> tuple[bt.BTFit, str]:
+    y = prep[HUMAN_VOTE].to_numpy(dtype=float)[c.rows]
+    lab = usable[c.rows]
+    if not lab.any():
+        raise ValueError(f"human_anchored[{judge}]: no comparison of the judge has human labels")
+    models = sorted(set(c.model_a) | set(c.model_b))
+    x = bt.design(models, c.model_a, c.model_b)
+    # The table carries no design: the labelled comparisons are taken as a uniform sample of the
+    # judge's comparisons (pi = n / N); a caller with a sampling design would pass its pi here.
+    pi = np.full(c.y.size, lab.mean())
+    lam = tuned_lambda(x, c.y, y, lab, pi, len(models))
+    w, target = anchored_weights(c.y, y, lab, pi, lam)
+    note = (f"{int(lab.sum())} of {c.y.size} comparisons human-labelled (taken as a uniform sample, pi = "
+            f"{pi[0]:.3f}); lambda = {lam:.3f}" + ("; every comparison labelled: the humans' own strengths"
+                                                   if lab.all() else ""))
+    fit = bt.fit_with_bootstrap(models, x, target, draws.weights(c.rows), (), f"human_anchored[{judge}]",
+                                row_weights=w, method=f"PPI++ (power-tuned lambda = {lam:.3f})")
+    return fit, note
+
+
 def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
-                    judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0) -> Leaderboard:
-    """Fit every variant for every judge of ``df`` (a validated judgment table)."""
+                    judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
+                    label_sample: int | None = None) -> Leaderboard:
+    """Fit every variant for every judge of ``df`` (a validated judgment table). ``label_sample``:
+    ``human_anchored`` uses a seeded uniform sample of that many labelled pairs instead of all."""
     require(df, ["pair_id", "prompt", "generator_a", "generator_b", "response_a", "response_b"],
             "leaderboard")
     if reps < 20:
@@ -254,6 +295,7 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     excl: dict[str, dict[str, dict[str, int]]] = {v: {} for v in VARIANTS}
     notes: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
     rel = {j: relations(prep, j, self_map, family_map) for j in names}
+    usable = _label_mask(prep, label_sample, seed)
     related = {j: rel[j][0] | rel[j][1] for j in names}
 
     def attempt(variant: str, rater: str, make) -> None:
@@ -287,6 +329,13 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
             return _fit(pooled, draws, f"related_term[{j}]", t, tnames)
 
         attempt(RELATED_TERM, j, term)
+
+        def anchored(j=j, c=c):
+            fit, notes[HUMAN_ANCHORED][j] = _anchored(prep, c, usable, draws, j)
+            excl[HUMAN_ANCHORED][j] = dict(c.exclusions)
+            return fit
+
+        attempt(HUMAN_ANCHORED, j, anchored)
     panels: dict[str, str] = {}
 
     def panel() -> bt.BTFit:
