@@ -172,6 +172,18 @@ def test_bradley_terry_matches_a_direct_statsmodels_fit():
     assert raw == pytest.approx(ref - ref.mean(), abs=1e-6)
 
 
+def test_resamples_fitted_in_chunks_give_the_same_fits(monkeypatch):
+    rng = np.random.default_rng(3)
+    a, b = rng.choice(["a", "b", "c"], size=40), rng.choice(["a", "b", "c"], size=40)
+    keep = a != b
+    x = bt.design(["a", "b", "c"], a[keep], b[keep])
+    y = rng.random(keep.sum())
+    w = rng.poisson(1.0, size=(7, keep.sum())).astype(float)
+    whole = bt.fit_batch(x, y, w, 3)
+    monkeypatch.setattr(bt, "CHUNK_CELLS", 2 * keep.sum())  # two resamples per chunk
+    assert bt.fit_batch(x, y, w, 3) == pytest.approx(whole, abs=1e-12)
+
+
 def test_bootstrap_resamples_prompts_with_one_seed():
     codes, counts = bt.cluster_draws(np.array(["p", "q", "p", "r"]), reps=30, seed=7)
     assert codes[0] == codes[2] and counts.shape == (30, 3)

@@ -78,11 +78,23 @@ def fit_batch(x: np.ndarray, y: np.ndarray, weights: np.ndarray, n_models: int,
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     w = np.atleast_2d(np.asarray(weights, dtype=float))
-    n, p = x.shape
+    n = x.shape[0]
     if y.shape != (n,) or w.shape[1] != n:
         raise ValueError(f"outcomes {y.shape} and weights {w.shape} do not match the design {x.shape}")
     if not np.all(np.isfinite(y)) or (bounded and np.any((y < 0) | (y > 1))):
         raise ValueError("outcomes must be finite numbers in [0, 1]")
+    # Resamples are fitted a chunk at a time so the (resamples, comparisons) arrays stay ~16 MB each
+    # on a table of any size.
+    step_rows = max(1, CHUNK_CELLS // max(n, 1))
+    return np.vstack([_newton(x, y, w[k:k + step_rows], n_models, ridge)
+                      for k in range(0, w.shape[0], step_rows)])
+
+
+CHUNK_CELLS = 2_000_000
+
+
+def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, n_models: int, ridge: float) -> np.ndarray:
+    p = x.shape[1]
     pen = np.zeros(p)
     pen[:n_models] = ridge
     ones = np.zeros(p)
@@ -93,7 +105,7 @@ def fit_batch(x: np.ndarray, y: np.ndarray, weights: np.ndarray, n_models: int,
         eta = beta @ x.T
         mu = 1.0 / (1.0 + np.exp(-eta))
         grad = (w * (y - mu)) @ x - pen * beta - (beta @ ones)[:, None] * ones
-        hess = np.einsum("bn,np,nq->bpq", w * mu * (1.0 - mu), x, x) + np.diag(pen) + centre
+        hess = np.einsum("bn,np,nq->bpq", w * mu * (1.0 - mu), x, x, optimize=True) + np.diag(pen) + centre
         # A tiny jitter keeps a covariate that a resample left constant from making H singular.
         step = np.linalg.solve(hess + 1e-12 * np.eye(p), grad[..., None])[..., 0]
         beta = beta + step

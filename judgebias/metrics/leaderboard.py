@@ -350,5 +350,5 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     if h.y.size:
         attempt(HUMAN, HUMAN, lambda: _fit(h, draws, "human"))
     else:
-        skipped[HUMAN][HUMAN] = "no pair has human labels"
+        skipped[HUMAN][HUMAN] = "human: no pair has human labels"
     return Leaderboard(fits, skipped, excl, notes, panels, reps, seed)
