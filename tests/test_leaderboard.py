@@ -317,3 +317,27 @@ def test_human_anchored_with_every_label_is_the_humans_ranking():
         assert "every comparison labelled" in board.notes["human_anchored"][judge]
     sampled = fit_leaderboard(_related_table(), reps=50, label_sample=3)
     assert "3 of 8 comparisons human-labelled" in sampled.notes["human_anchored"]["j"]
+
+
+def test_mlflow_logging_round_trip(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from judgebias.plots_leaderboard import leaderboard_figures
+    from tracking.log_leaderboard import flatten_leaderboard, log_leaderboard
+    from tracking.mlflow_run import mlflow_run
+    from tracking.settings import TrackingSettings
+
+    result = leaderboard(_related_table(), family_map={"j": ["a"]}, reps=50)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with mlflow_run("leaderboard", settings=TrackingSettings(tracking_uri=uri, experiment_name="lb")) as run:
+        counts = log_leaderboard(result, figures={"leaderboard_forest": leaderboard_figures(result)[
+            "leaderboard_forest"]})
+    logged = MlflowClient(tracking_uri=uri).get_run(run.info.run_id).data
+    assert counts["metrics"] == len(flatten_leaderboard(result)) == len(logged.metrics)
+    family = result["details"]["related_term"]["j"]["coefficients"]["family"]
+    assert logged.metrics["leaderboard.related_term.j.term.family"] == pytest.approx(family["value"])
+    tau = result["agreement_with_human"]["raw"]["j"]["kendall_tau"]
+    assert logged.metrics["leaderboard.agreement.raw.j.kendall_tau"] == pytest.approx(tau["value"])
+    assert logged.params["leaderboard.family_map"] == "j=a"
+    assert {"leaderboard.json", "plots"} <= {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(
+        run.info.run_id)}
