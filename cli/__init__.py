@@ -41,7 +41,7 @@ def _root(
 
 # Modules that define ``register(app)``; a module not written yet is simply absent.
 _COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "bench",
-                    "coverage")
+                    "coverage", "leaderboard")
 
 
 def _register_all() -> None:

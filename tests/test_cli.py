@@ -11,7 +11,7 @@ import pytest
 from conftest import free_port
 
 COMMANDS = [["import"], ["analyze"], ["judge"], ["run"], ["demo"], ["serve"], ["bench"],
-            ["annotate", "push"], ["annotate", "pull"], ["annotate", "status"]]
+            ["annotate", "push"], ["annotate", "pull"], ["annotate", "status"], ["leaderboard"]]
 
 
 def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
