@@ -63,6 +63,9 @@ def test_baseline_detection_and_errors():
     assert baseline_of(table, "j") == "base"
     rates, skipped = length_controlled_win_rates(table, ["j"])
     assert [r["model"] for r in rates] == ["m", "n"] and not skipped
+    assert all("full form" in r["method"] and r["form"]["models_in_fit"] == ["m", "n"] for r in rates)
+    rates, _ = length_controlled_win_rates(table.assign(prompt=None), ["j"])
+    assert [r["model"] for r in rates] == ["m", "n"] and all("length-only" in r["method"] for r in rates)
     rates, skipped = length_controlled_win_rates(_table(), ["j"])
     assert rates == [] and "pass --baseline" in skipped["j"]
     with pytest.raises(InsufficientData, match="4 judged pairs"):
@@ -118,6 +121,9 @@ def test_glm_errors():
         length_controlled_glm(df, "j", "base", instruction_difficulty=difficulty.iloc[1:], reps=5)
     with pytest.raises(ValueError, match="prompt"):
         length_controlled_glm(df.drop(columns="prompt"), "j", "base")
+    with pytest.raises(ValueError, match="1 pairs against base have no 'prompt'"):
+        length_controlled_glm(df.assign(prompt=[None, *df["prompt"][1:]]), "j", "base",
+                              instruction_difficulty=difficulty)
 
 
 def test_glm_joint_fit_recovers_a_simulated_leaderboard():

@@ -145,7 +145,7 @@ def length_controlled_win_rates(df: pd.DataFrame, judges: list[str], baseline: s
         rows = F.judge_rows(prepared, judge, "length_controlled_win_rates")
         models = sorted({str(g) for c in ("generator_a", "generator_b") for g in rows[c].dropna().unique()}
                         - {base})
-        if len(models) >= MIN_MODELS and "prompt" in prepared.columns:
+        if len(models) >= MIN_MODELS and "prompt" in rows.columns and rows["prompt"].notna().all():
             # Several models against one baseline: the full form (instruction difficulty fitted
             # jointly), AlpacaEval 2's figure; the length-only form stays for a single model.
             try:
@@ -287,6 +287,9 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
     model = np.where(model_a, ga, gb)
     keep &= ~np.isnan(vote)
     prompt = rows["prompt"].astype(object).to_numpy()[keep]
+    if (missing := int(pd.isna(prompt).sum())):
+        raise ValueError(f"length_controlled_glm: {missing} pairs against {baseline} have no 'prompt' (the "
+                         "instruction identifies the difficulty term)")
     vote, delta, model = vote[keep], delta[keep], model[keep].astype(str)
     models = sorted(set(model))
     if instruction_difficulty is None and len(models) < MIN_MODELS:
