@@ -237,7 +237,7 @@ FAMILIES: tuple[Family, ...] = (
            "difficulty, n = instructions)",
            "votes near 0 and 1 (Beta, concentration 1.5); difficulty sd 1.2 logits; length differences "
            "sd 400 characters around -500, +400 and 0",
-           tuple(Figure(k, "percentile bootstrap over instructions, both stages refitted", v)
+           tuple(Figure(k, "expanded percentile bootstrap over instructions, both stages refitted", v)
                  for k, v in _glm_truths().items()),
            _simulate_win_rate_glm, _estimate_win_rate_glm),
     Family("perturbation", "P(perturbed side) before and after one perturbation",

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from judgebias.metrics import frame as F
-from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t_figure
+from judgebias.stats import ALPHA, Estimate, InsufficientData, expansion, mean_t_figure
 
 MIN_PAIRS = 10
 _FORM = ("length-only form of AlpacaEval 2's GLM (no instruction-difficulty term, phi not "
@@ -328,6 +328,10 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
             boot[r] = _glm_fit(m, x, t, vote, counts[x].astype(float), len(models), len(instrs), difficulty,
                                phis, start=params)[0]
     lo, hi = np.nanquantile(boot, [ALPHA / 2, 1 - ALPHA / 2], axis=0)
+    # Hesterberg's small-sample expansion (as every percentile bootstrap here), on n = instructions,
+    # kept inside [0, 1].
+    factor = expansion(len(instrs))
+    lo, hi = np.clip(lc - factor * (lc - lo), 0.0, 1.0), np.clip(lc + factor * (hi - lc), 0.0, 1.0)
     form = ("AlpacaEval 2's GLM, full form: " +
             ("instruction difficulty as given" if difficulty is not None else
              f"instruction difficulty fitted jointly over {len(models)} models (ridge {DIFFICULTY_RIDGE})") +
@@ -348,6 +352,6 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
                    "bootstrap_failed": int(np.isnan(boot[:, k]).sum()),
                    "mean_delta_chars": float(delta[sel].mean())}
         out[name] = Estimate(value=float(lc[k]), ci_low=float(lo[k]), ci_high=float(hi[k]), n=int(sel.sum()),
-                             method=f"{form}; percentile bootstrap over instructions ({reps} resamples, "
-                                    "both stages refitted)", details=details)
+                             method=f"{form}; expanded percentile bootstrap over instructions ({reps} "
+                                    "resamples, both stages refitted)", details=details)
     return out
