@@ -230,6 +230,16 @@ def _fit_model(A: np.ndarray, y: np.ndarray, w: np.ndarray, offset: np.ndarray) 
     return b
 
 
+def _scaled(delta: np.ndarray, m: np.ndarray, n_models: int, w: np.ndarray) -> np.ndarray:
+    """tanh(delta / sd) with each model's sd over its (resampled, ``w``-weighted) pairs: a resample
+    refits the length scale too, as a fresh sample would."""
+    n = np.bincount(m, w, n_models)
+    mean = np.bincount(m, w * delta, n_models) / n
+    var = np.bincount(m, w * (delta - mean[m]) ** 2, n_models) / np.maximum(n - 1, 1)
+    sd = np.sqrt(var)
+    return np.tanh(delta / np.where(sd > 0, sd, 1.0)[m])
+
+
 def _glm_fit(m, x, t, y, w, n_models, n_instr, difficulty, phis, start=None):
     """(LC per model, theta/phi/psi per model, stage-1 parameters) for one (re)sample; ``w`` weights
     rows (a bootstrap's instruction counts), LC averages sigmoid(theta + psi gamma) over the
@@ -325,8 +335,8 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
     for r in range(reps):
         counts = np.bincount(rng.integers(0, len(instrs), len(instrs)), minlength=len(instrs))
         with np.errstate(all="ignore"):
-            boot[r] = _glm_fit(m, x, t, vote, counts[x].astype(float), len(models), len(instrs), difficulty,
-                               phis, start=params)[0]
+            boot[r] = _glm_fit(m, x, _scaled(delta, m, len(models), counts[x]), vote, counts[x].astype(float),
+                               len(models), len(instrs), difficulty, phis, start=params)[0]
     lo, hi = np.nanquantile(boot, [ALPHA / 2, 1 - ALPHA / 2], axis=0)
     # Hesterberg's small-sample expansion (as every percentile bootstrap here), on n = instructions,
     # kept inside [0, 1].
