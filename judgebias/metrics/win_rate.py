@@ -128,8 +128,10 @@ def baseline_of(df: pd.DataFrame, judge: str) -> str | None:
 
 def length_controlled_win_rates(df: pd.DataFrame, judges: list[str], baseline: str | None = None
                                 ) -> tuple[list[dict], dict[str, str]]:
-    """Every (judge, model) LC win rate against ``baseline`` (or each judge's detected baseline);
-    returns the records and, per judge with none, why."""
+    """Every (judge, model) LC win rate against ``baseline`` (or each judge's detected baseline):
+    the full form (``length_controlled_glm``) where a judge compared two or more models with it and
+    every pair has a prompt, else the length-only form per model; returns the records and, per judge
+    or model without one (or a full form that fell back), why."""
     prepared = F.prepare(df)
     generators = {str(g) for c in ("generator_a", "generator_b") for g in prepared[c].dropna().unique()}
     if baseline is not None and baseline not in generators:
