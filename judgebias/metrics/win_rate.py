@@ -362,6 +362,7 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
                    "theta": float(theta), "phi": float(phi), "psi": float(psi),
                    "n_instructions": len(np.unique(x[sel])), "bootstrap_reps": reps,
                    "bootstrap_failed": int(np.isnan(boot[:, k]).sum()),
+                   "bootstrap_se": float(np.nanstd(boot[:, k], ddof=1)),
                    "mean_delta_chars": float(delta[sel].mean())}
         out[name] = Estimate(value=float(lc[k]), ci_low=float(lo[k]), ci_high=float(hi[k]), n=int(sel.sum()),
                              method=f"{form}; expanded percentile bootstrap over instructions ({reps} "
