@@ -29,13 +29,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Coverage, mean width and bias of every printed 95% interval on simulated tables whose
         true figures are known, computed by the product's own metric functions."""
-        from judgebias.coverage import FAMILIES
+        from judgebias.coverage import FAMILIES, OPT_IN
         from judgebias.coverage.report import markdown, write
         from judgebias.coverage.runner import run
 
         if list_only:
-            for fam in FAMILIES:
-                typer.echo(f"{fam.name}: {fam.description} ({fam.nuisance})")
+            for fam in (*FAMILIES, *OPT_IN):
+                opt = f" [only with -f {fam.name}: slow]" if fam in OPT_IN else ""
+                typer.echo(f"{fam.name}: {fam.description} ({fam.nuisance}){opt}")
                 for fig in fam.figures:
                     typer.echo(f"  {fig.name:<36} {fig.method:<44} truth {fig.truth:+.4f}")
             return

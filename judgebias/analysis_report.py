@@ -59,10 +59,12 @@ def _length_controlled(lc: Mapping[str, Any]) -> list[str]:
     rates = lc.get("rates") or []
     if not rates:
         return []
-    lines = ["", "win rate against the baseline, raw and length-controlled (AlpacaEval 2 GLM, length-only)"]
+    lines = ["", "win rate against the baseline, raw and length-controlled (AlpacaEval 2 GLM: full form with "
+                 "instruction difficulty, or length-only)"]
     for r in rates:
+        form = "full" if "form" in r else "length-only"
         lines.append(f"  {r['judge'] + ': ' + r['model'] + ' vs ' + r['baseline']:<52} "
-                     f"raw {_share(r['raw_win_rate'])}  LC {_share(r)}  n={r['n']}")
+                     f"raw {_share(r['raw_win_rate'])}  LC {_share(r)} ({form})  n={r['n']}")
     return lines
 
 

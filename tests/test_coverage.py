@@ -4,6 +4,7 @@ coverage correctly, and a tiny run has the documented shape."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -164,3 +165,15 @@ def test_mlflow_metric_names_per_figure_n_and_statistic():
     # NaN (an undefined bias) is left out, never logged as a number
     assert coverage_metrics(summary) == {"dbg.dbg.n10.coverage": 0.93, "dbg.dbg.n10.width": 0.5,
                                          "dbg.dbg.n10.defined": 1.0}
+
+
+def test_full_lc_family_is_opt_in_and_runs_the_product_function():
+    from judgebias.coverage import OPT_IN
+
+    assert "win_rate_glm" not in {f.name for f in FAMILIES} and family("win_rate_glm") in OPT_IN
+    out = run(["win_rate_glm"], ns=(25,), reps=2, seed=1)
+    assert set(out["figure"]) == {"lc_glm.even", "lc_glm.long", "lc_glm.short"}
+    assert (out["defined"] == 1.0).all() and out["width"].gt(0).all()
+    truths = {f.name: f.truth for f in family("win_rate_glm").figures}
+    # E_gamma[sigmoid(theta + gamma)] is pulled toward 0.5 from sigmoid(theta) by the difficulty spread
+    assert 1 / (1 + math.exp(1.0)) < truths["lc_glm.short"] < 0.5

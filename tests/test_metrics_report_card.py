@@ -165,14 +165,22 @@ def test_style_control_matches_a_direct_statsmodels_fit_on_the_same_design():
         choice_regression(df, "j", of="gold")
 
 
-def test_markdown_counts_follow_markdown_line_rules():
+def test_markdown_counts_follow_arena_hard_auto_rules():
     texts = pd.Series([
-        # 1 header ("#nohash" is none), 5 list items (-, -, *, "1.", "2)"), 2 bold spans (one split by a
-        # line break is not bold)
+        # 1 header ("#nohash" is none), 4 list items (-, -, *, "1."; "2)" is not Arena-Hard's), 2 bold
+        # spans (one split by a line break is not bold)
         "# Title\n\nSome **bold** and __more__.\n- a\n- b\n* c\n1. one\n2) two\n#nohash\n**not\nbold**",
         None,
         "plain text - not a list 3. no",
+        # the fenced block's "# comment", "- x" and "**k**" are code, not markdown: 1 header, 1 list
+        # item, 1 bold span, all outside the fences
+        "## Setup\n```python\n# comment\n- x\nd = {'**k**': 1}\n```\n- step **one**",
+        # a fence holding a backtick is not dropped (Arena-Hard's [^`]* block): its "# b" counts, 1 header
+        "```js\nlet s = `a`;\n# b\n```",
+        # "#" must open the line (an indented one is none); "#" then a line break is an (empty) header
+        "   # indented\n#\ntext",
     ])
     counts = F.markdown_counts(texts)
-    assert {k: v.tolist() for k, v in counts.items()} == {"headers": [1, 0, 0], "lists": [5, 0, 0],
-                                                          "bold": [2, 0, 0]}
+    assert {k: v.tolist() for k, v in counts.items()} == {"headers": [1, 0, 0, 1, 1, 1],
+                                                          "lists": [4, 0, 0, 1, 0, 0],
+                                                          "bold": [2, 0, 0, 1, 0, 0]}

@@ -115,18 +115,25 @@ def human_counts(df: pd.DataFrame) -> np.ndarray:
     return np.stack([a, n - a - ties, ties], axis=1)
 
 
-# Line-anchored like markdown itself: "# Title", "- item" / "* item" / "1. item", "**bold**" / "__bold__".
+# Arena-Hard-Auto's counting rules (its style control's features, utils/add_markdown_info.py), so a
+# style term means the same here as there. Code first: the text between two ``` fences that holds no
+# backtick is dropped (fences kept), so "# comment" lines in code are not headers nor "- x" lines
+# list items. Then, line-anchored: a header is 1-6 "#" at the very start of a line and whitespace;
+# a list item optional whitespace, "-", "*", "+" or "1." and whitespace; bold "**x**" / "__x__" on
+# one line. Counted by Arrow's RE2, whose \s and \d are ASCII where Python's are Unicode: the same
+# counts on the 5,635 AlpacaEval outputs.
+_CODE_BLOCK = (r"```[^`]*```", "``````")
 _MARKDOWN_PATTERNS = {
-    "headers": r"(?m)^[ \t]{0,3}#{1,6}[ \t]+\S",
-    "lists": r"(?m)^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S",
+    "headers": r"(?m)^#{1,6}\s",
+    "lists": r"(?m)^\s*(?:\d+\.|[-*+])\s",
     "bold": r"\*\*[^*\n]+\*\*|__[^_\n]+__",
 }
 
 
 def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
-    """Headers, list items and bold spans per text (the style features of Arena-Hard-Auto's style
-    control); missing texts count 0. Counted by Arrow's RE2 in C++ (3-4x faster than pandas'
-    ``str.count``, the same counts: 0.3 s per 100k responses)."""
+    """Headers, list items and bold spans per text outside fenced code blocks, as Arena-Hard-Auto
+    counts them for its style control; missing texts count 0. Counted by Arrow's RE2 in C++ (3-4x
+    faster than pandas' ``str.count``: 0.3 s per 100k responses)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -134,6 +141,7 @@ def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
         arr = pa.array(texts.to_numpy(dtype=object, na_value=None), from_pandas=True, type=pa.large_string())
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValueError(f"markdown counts need text values: {exc}") from None
+    arr = pc.replace_substring_regex(arr, pattern=_CODE_BLOCK[0], replacement=_CODE_BLOCK[1])
     return {name: pc.fill_null(pc.count_substring_regex(arr, pattern), 0).to_numpy(zero_copy_only=False)
             .astype(np.int64) for name, pattern in _MARKDOWN_PATTERNS.items()}
 
