@@ -1,0 +1,225 @@
+"""Every judgment of a table as an MLflow trace, browsable and filterable in MLflow's own UI.
+
+One trace per (pair, judge) row, a single root span ``judgment`` (layout ``pairwise-v1``, written
+out in docs/mlflow-genai.md):
+
+* inputs: pair id, prompt, both responses, generators, judge, and which response each
+  presentation order showed first (by name: the texts are not stored twice);
+* outputs: the verdict, P(A), per order the verdict, P(A) and raw output, the exclusion reason,
+  perplexities and the row's other columns (secret-looking names left out);
+* assessments: the judge's verdict as feedback ``preference`` from an LLM_JUDGE source named after
+  the judge (an error instead of a value when the judge gave none), each human label as feedback
+  ``preference`` from a HUMAN source whose id is a hash of the annotator id (never the raw id);
+* tags for the UI's filter box: ``judgebias.own_response`` (a/b/both/none), ``judgebias.position_flip``
+  (true/false where both orders give a choice), ``judgebias.judge_human_disagree`` (true/false where
+  the judge chose and the humans have a majority), ``judgebias.perturbation`` where the table says.
+
+The feedback is attached while the trace is still open, so MLflow's exporter sends it with the trace
+(two requests per trace, from its worker threads) instead of one request per assessment.
+
+Idempotent: each trace carries ``judgebias.key``, a hash of everything it records; keys already in
+the experiment are fetched once before logging and their rows skipped. A row whose content changed
+(a new human label) is logged again under a new key; the reader keeps the newest trace per
+(pair, judge). After logging the experiment is searched again, so a trace MLflow's export queue
+dropped is reported, not assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgebias.labels import majority, normalize_label
+from judgebias.metrics.origin import SelfMap, own_sides
+
+LAYOUT = "pairwise-v1"
+ASSESSMENT = "preference"
+SPAN_NAME = "judgment"
+TAG = "judgebias."
+KEY_TAG, LAYOUT_TAG = TAG + "key", TAG + "layout"
+CHUNK = 200  # MLflow's export queue drops what overflows it (1,000 tasks): flushed every CHUNK rows
+MAX_TAG_CHARS = 250
+_SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
+INPUT_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b", "judge")
+OUTPUT_COLUMNS = ("verdict", "p_a", "fold_rule", "ppl_a", "ppl_b", "judge_generator")
+ORDER_COLUMNS = {"ab": ("verdict_ab", "p_a_ab", "raw_ab"), "ba": ("verdict_ba", "p_a_ba", "raw_ba")}
+EXCLUSION_COLUMNS = ("judge_error",)
+HUMAN_COLUMNS = ("human", "annotators", "human_annotators")
+_SHOWN = {"ab": {"first": "response_a", "second": "response_b"},
+          "ba": {"first": "response_b", "second": "response_a"}}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able value: NaN/NA -> None, numpy scalars and arrays -> Python."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def hash_annotator(annotator: object) -> str:
+    """The id a HUMAN feedback carries: a hash, so a label can be told apart from another
+    annotator's without the raw id (an e-mail, a Label Studio user) reaching MLflow."""
+    return "annotator-" + hashlib.sha256(str(annotator).encode()).hexdigest()[:16]
+
+
+def _choice(verdict: Any, p: Any) -> str | None:
+    if verdict is not None:
+        return verdict
+    if p is None:
+        return None
+    return "a" if p > 0.5 else "b" if p < 0.5 else "tie"
+
+
+def _own(table: pd.DataFrame, self_map: SelfMap | None) -> np.ndarray:
+    """Per row: 'a', 'b', 'both' or 'none': which response the row's judge wrote (its name, the
+    caller's self map, the table's judge_generator), read through judgebias.metrics.origin."""
+    out = np.full(len(table), "none", dtype=object)
+    if "judge" not in table.columns:
+        return out
+    judges = table["judge"].to_numpy(dtype=object)
+    for judge in pd.unique(judges[pd.notna(judges)]):
+        mask = judges == judge
+        rows = table.loc[mask]
+        own_a, own_b = own_sides(rows, str(judge), self_map)
+        out[mask] = np.where(own_a & own_b, "both", np.where(own_a, "a", np.where(own_b, "b", "none")))
+    return out
+
+
+def _humans(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, hashed annotator) per human label of the row; annotators from the table's
+    ``annotators``/``human_annotators`` list where it lines up, else by position in the pair."""
+    labels = [normalize_label(x) for x in (_plain(row.get("human")) or [])]
+    who = _plain(row.get("annotators")) or _plain(row.get("human_annotators")) or []
+    if len(who) != len(labels):
+        who = [f"{row['pair_id']}#{i}" for i in range(len(labels))]
+    return [(lab, hash_annotator(w)) for lab, w in zip(labels, who, strict=True) if lab is not None]
+
+
+def judgment_record(row: Mapping[str, Any], own: str) -> dict[str, Any]:
+    """What one trace records, as plain data (inputs, outputs, tags, assessments) and its key."""
+    get = {k: _plain(v) for k, v in row.items()}
+    inputs = {c: get.get(c) for c in INPUT_COLUMNS}
+    orders = {o: dict(zip(("verdict", "p_a", "raw_output"), (get.get(c) for c in cols), strict=True))
+              for o, cols in ORDER_COLUMNS.items()}
+    orders = {o: v for o, v in orders.items() if any(x is not None for x in v.values())}
+    inputs["shown"] = {o: _SHOWN[o] for o in (orders or {"ab": None})}
+    known = {*INPUT_COLUMNS, *OUTPUT_COLUMNS, *EXCLUSION_COLUMNS, *HUMAN_COLUMNS,
+             *(c for cols in ORDER_COLUMNS.values() for c in cols)}
+    extra = {k: v for k, v in get.items() if k not in known and not _SECRET_HINT.search(str(k))
+             and (v is None or isinstance(v, (str, int, float, bool)))}
+    outputs = {c: get.get(c) for c in OUTPUT_COLUMNS}
+    outputs["orders"] = orders
+    outputs["exclusion_reason"] = get.get("judge_error")
+    outputs["extra"] = extra
+    humans = _humans(get)
+    choice = _choice(get.get("verdict"), get.get("p_a"))
+    per_order = [_choice(v["verdict"], v["p_a"]) for v in orders.values()]
+    tags = {LAYOUT_TAG: LAYOUT, TAG + "pair_id": str(get["pair_id"])[:MAX_TAG_CHARS],
+            TAG + "judge": str(get.get("judge") or "")[:MAX_TAG_CHARS], TAG + "own_response": own}
+    if len(per_order) == 2 and None not in per_order:
+        tags[TAG + "position_flip"] = str(per_order[0] != per_order[1]).lower()
+    human_majority = majority([lab for lab, _ in humans])
+    if choice is not None and human_majority is not None and get.get("judge"):
+        tags[TAG + "judge_human_disagree"] = str(choice != human_majority).lower()
+    if get.get("perturbation") is not None:
+        tags[TAG + "perturbation"] = str(get["perturbation"])[:MAX_TAG_CHARS]
+    record = {"inputs": inputs, "outputs": outputs, "tags": tags, "humans": humans, "choice": choice}
+    key = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    record["tags"][KEY_TAG] = key
+    return record
+
+
+def judgment_records(table: pd.DataFrame, self_map: SelfMap | None = None) -> list[dict[str, Any]]:
+    own = _own(table, self_map)
+    return [judgment_record(row, own[i]) for i, row in enumerate(table.to_dict("records"))]
+
+
+def existing_keys(experiment_id: str, client: Any = None) -> set[str]:
+    """Keys of the judgebias traces already in the experiment (trace infos only, no spans)."""
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    keys: set[str] = set()
+    token = None
+    while True:
+        page = client.search_traces(locations=[experiment_id], include_spans=False, max_results=500,
+                                    filter_string=f"tag.`{LAYOUT_TAG}` = '{LAYOUT}'", page_token=token)
+        keys.update(t.info.tags[KEY_TAG] for t in page if KEY_TAG in t.info.tags)
+        token = page.token
+        if not token:
+            return keys
+
+
+def _log_one(record: Mapping[str, Any]) -> None:
+    import mlflow
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, SpanType
+
+    inputs, outputs = record["inputs"], record["outputs"]
+    with mlflow.start_span(SPAN_NAME, span_type=SpanType.EVALUATOR) as span:
+        span.set_inputs(inputs)
+        span.set_outputs(outputs)
+        mlflow.update_current_trace(tags=record["tags"], client_request_id=record["tags"][KEY_TAG])
+        judge = inputs.get("judge")
+        if judge:  # open trace: MLflow keeps the feedback in memory and exports it with the trace
+            error = None
+            if record["choice"] is None:
+                error = AssessmentError(error_code="NO_VERDICT",
+                                        error_message=str(outputs["exclusion_reason"] or "no verdict"))
+            mlflow.log_feedback(trace_id=span.trace_id, name=ASSESSMENT, value=record["choice"], error=error,
+                                source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge)))
+        for label, annotator in record["humans"]:
+            mlflow.log_feedback(trace_id=span.trace_id, name=ASSESSMENT, value=label,
+                                source=AssessmentSource(AssessmentSourceType.HUMAN, annotator))
+
+
+def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None) -> dict[str, int]:
+    """Log each row of ``table`` as a trace in the active experiment (inside an active run, MLflow
+    links the traces to it). Returns counts: rows, logged, skipped (already there), missing
+    (logged but not found afterwards: dropped by MLflow's export queue)."""
+    import mlflow
+    from mlflow.tracking.fluent import _get_experiment_id
+
+    # The experiment mlflow.start_span itself resolves (the active run's, else the active one).
+    experiment_id = _get_experiment_id()
+    records = judgment_records(table, self_map)
+    before = existing_keys(experiment_id)
+    todo = list({r["tags"][KEY_TAG]: r for r in records if r["tags"][KEY_TAG] not in before}.values())
+    for start in range(0, len(todo), CHUNK):
+        for record in todo[start: start + CHUNK]:
+            _log_one(record)
+        mlflow.flush_trace_async_logging()
+    after = existing_keys(experiment_id) if todo else before
+    missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
+    return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
+            "missing": missing}
+
+
+def filter_strings() -> dict[str, str]:
+    """The MLflow search filters for the usual questions (the UI's traces search box takes them)."""
+    return {
+        "position flips": f"tag.`{TAG}position_flip` = 'true'",
+        "judge disagrees with the humans": f"tag.`{TAG}judge_human_disagree` = 'true'",
+        "the judge's own response is A or B": f"tag.`{TAG}own_response` != 'none'",
+    }
+
+
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "hash_annotator", "judgment_records",
+           "log_judgment_traces"]
