@@ -192,6 +192,11 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_params(params)
         pages = [store.path(p) for p in (RunLayout().report_html, RunLayout().report_md) if store.has(p)]
         log_analysis(metrics, table_path=store.path(RunLayout().table), reports=pages)
+        if cfg.tracking.traces:
+            from tracking.judgment_traces import log_judgment_traces
+
+            counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())
+            mlflow.set_tag("judgebias.traces", str(counts["rows"]))
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }
