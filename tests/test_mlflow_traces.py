@@ -9,12 +9,12 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import free_port
+from servers import running
 from typer.testing import CliRunner
 
 from judgebias.io import read_table, write_table
 from judgebias.table import validate
-from conftest import free_port
-from servers import running
 from tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 
 SECRET = "sk-do-not-log-0123456789"
@@ -76,7 +76,8 @@ def test_trace_records_tag_what_a_user_filters_on():
     text = json.dumps([r for r in records.values()], default=str)
     assert "alice0@example.com" not in text and "u1" not in text.replace(hash_annotator("u1"), "")
     assert SECRET not in text
-    assert records["p2", "j2"]["outputs"]["orders"]["ab"] == {"verdict": "a", "p_a": None, "raw_output": "[[a]]"}
+    assert records["p2", "j2"]["outputs"]["orders"]["ab"] == {"verdict": "a", "p_a": None,
+                                                              "raw_output": "[[a]]"}
     assert len({r["tags"][KEY_TAG] for r in records.values()}) == len(records) == 13
 
 
@@ -150,8 +151,8 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
          mlflow_server, "audit")
     back, _ = read_table(tmp_path / "back.parquet")
     assert len(back) == 13
-    _cli(["analyze", str(tmp_path / "back.parquet"), "--out", str(tmp_path / "b.json"), "--no-mlflow", *common],
-         mlflow_server, "audit")
+    _cli(["analyze", str(tmp_path / "back.parquet"), "--out", str(tmp_path / "b.json"), "--no-mlflow",
+          *common], mlflow_server, "audit")
     # The same table in the importer's (pair, judge) order: the bootstrap draws rows by position.
     ordered = table.sort_values(["pair_id", "judge"], na_position="first", kind="stable")
     write_table(ordered, tmp_path / "ordered.parquet")
