@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-# MLflow's store writes a trace in two transactions (~20-50 ms each on a laptop-class machine,
+# MLflow's store writes each trace in its own transactions (about 10 traces/s on a 2-core machine,
 # docs/benchmarks.md): the default keeps an analyze of a large table from waiting minutes on them.
-TRACES_AUTO_ROWS = 200
+TRACES_AUTO_ROWS = 50
 
 
 def analyze_cmd(
