@@ -5,7 +5,8 @@
 Without ``--uri`` it starts its own ``mlflow server`` (one worker, SQLite, job execution off) on a
 free 127.0.0.1 port and stops it by PID at the end. Prints traces/s of the first logging (every
 trace with its judge and human feedback, checked on the server afterwards) and of the rerun
-(everything already there: one search, nothing logged), and the machine's load. Measures, asserts
+(everything already there: one search, nothing logged), the time ``import mlflow`` takes to read
+them back, and the machine's load. Measures, asserts
 nothing. The PandaLM table has 1,878 rows; ``--rows`` above that logs all of them.
 """
 
@@ -63,6 +64,7 @@ def main() -> None:
 
     from judgebias.io import read_table
     from tracking.judgment_traces import log_judgment_traces
+    from tracking.trace_import import read_judgment_traces
 
     table, _ = read_table(ROOT / "judgebias" / "data" / "pandalm_testset.parquet")
     table = table.head(args.rows)
@@ -70,13 +72,19 @@ def main() -> None:
         proc, uri = (None, args.uri) if args.uri else _server(Path(tmp))
         try:
             mlflow.set_tracking_uri(uri)
-            mlflow.set_experiment(f"bench-traces-{uuid.uuid4().hex[:8]}")
+            name = f"bench-traces-{uuid.uuid4().hex[:8]}"
+            mlflow.set_experiment(name)
             for label in ("first logging", "rerun"):
                 start = time.perf_counter()
                 counts = log_judgment_traces(table, self_map={"pandalm-7b": ["llama-7b"]})
                 seconds = time.perf_counter() - start
                 rate = f"{counts['logged'] / seconds:.1f} traces/s" if counts["logged"] else "nothing logged"
                 print(f"{label}: {len(table)} rows in {seconds:.1f} s ({rate}); {counts}")
+            start = time.perf_counter()
+            back, _ = read_judgment_traces(name)
+            seconds = time.perf_counter() - start
+            print(f"import mlflow: {len(back)} rows read back in {seconds:.1f} s "
+                  f"({len(back) / seconds:.1f} rows/s)")
             print(f"load average (1, 5, 15 min): {os.getloadavg()}; CPUs: {os.cpu_count()}")
         finally:
             if proc is not None:
