@@ -39,6 +39,8 @@ def small_table() -> pd.DataFrame:
         if v_ba[i] is None:
             j2.update(verdict_ab=None, raw_ab="garbage", judge_error="unparseable")
         rows.append(j2)
+    # A judge with one P(A) and no verdict: logged with its choice (0.4 -> b), read back verdict-less.
+    rows.append({**rows[0], "judge": "j3", "p_a_ab": None, "p_a_ba": None, "p_a": 0.4})
     rows.append({"pair_id": "p6", "prompt": "only humans", "response_a": "1", "response_b": "2",
                  "human": ["a", "b", "a"], "annotators": ["u1", "u2", "u3"]})
     return validate(pd.DataFrame(rows))[0]
@@ -78,7 +80,7 @@ def test_trace_records_tag_what_a_user_filters_on():
     assert SECRET not in text
     assert records["p2", "j2"]["outputs"]["orders"]["ab"] == {"verdict": "a", "p_a": None,
                                                               "raw_output": "[[a]]"}
-    assert len({r["tags"][KEY_TAG] for r in records.values()}) == len(records) == 13
+    assert len({r["tags"][KEY_TAG] for r in records.values()}) == len(records) == 14
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +120,15 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     common = ["--self", "j2=y", "--reps", "200", "--no-report"]
     out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", *common],
                mlflow_server, "audit")
-    assert "MLflow traces: 13 logged, 0 already there" in out
+    assert "MLflow traces: 14 logged, 0 already there" in out
     again = _cli(["analyze", str(src), "--out", str(tmp_path / "a2.json"), "--traces", *common],
                  mlflow_server, "audit")
-    assert "MLflow traces: 0 logged, 13 already there" in again
+    assert "MLflow traces: 0 logged, 14 already there" in again
 
     client = MlflowClient(tracking_uri=mlflow_server)
     experiment = client.get_experiment_by_name("audit")
     traces = client.search_traces(locations=[experiment.experiment_id], max_results=100)
-    assert len(traces) == 13  # the rerun added none
+    assert len(traces) == 14  # the rerun added none
     # The first analyze run's traces are linked to it.
     runs = {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces}
     assert len(runs) == 1 and None not in runs
@@ -150,7 +152,11 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     _cli(["import", "mlflow", "--experiment", "audit", "--out", str(tmp_path / "back.parquet")],
          mlflow_server, "audit")
     back, _ = read_table(tmp_path / "back.parquet")
-    assert len(back) == 13
+    assert len(back) == 14
+    j3 = back[back["judge"] == "j3"].iloc[0]
+    assert j3["p_a"] == 0.4 and pd.isna(j3["verdict"])  # its feedback said b; the span kept no verdict
+    j3_feedback = by_key["p0", "j3"].info.assessments
+    assert [a.value for a in j3_feedback if a.source.source_type == "LLM_JUDGE"] == ["b"]
     _cli(["analyze", str(tmp_path / "back.parquet"), "--out", str(tmp_path / "b.json"), "--no-mlflow",
           *common], mlflow_server, "audit")
     # The same table in the importer's (pair, judge) order: the bootstrap draws rows by position.

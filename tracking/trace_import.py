@@ -15,8 +15,9 @@ string) and makes one row per (trace, judge assessment):
 Where the prompt, responses and generators come from is a field spec per column: ``request.KEY``
 (the root span's inputs; dots go deeper), ``response.KEY`` (its outputs), ``tag.NAME`` or
 ``metadata.NAME``. The defaults read the layout ``tracking.judgment_traces`` writes; for traces
-written in that layout the per-order verdicts, P(A), raw outputs and the row's other columns are
-read back too, so a table logged and imported again gives the same figures.
+written in that layout the verdict, P(A), per-order figures, raw outputs and the row's other columns
+are read from the span outputs (the assessment only names the judge), so a table logged and
+imported again gives the same figures.
 
 A trace invalidated in MLflow (``valid = False``, e.g. overridden in the UI) is not read; where one
 (pair, judge) has several traces the newest is kept (``superseded_trace``).
@@ -98,7 +99,7 @@ def _value(assessment: Any) -> tuple[dict[str, Any], str | None]:
 def _judgebias_outputs(trace: Any) -> dict[str, Any]:
     """The columns the pairwise-v1 layout keeps in the root span's outputs."""
     out = field(trace, "response") or {}
-    row = {k: out.get(k) for k in ("p_a", "fold_rule", "ppl_a", "ppl_b", "judge_generator")}
+    row = {k: out.get(k) for k in ("verdict", "p_a", "fold_rule", "ppl_a", "ppl_b", "judge_generator")}
     for order, (verdict, p_a, raw) in ORDER_COLUMNS.items():
         got = (out.get("orders") or {}).get(order) or {}
         row.update({verdict: got.get("verdict"), p_a: got.get("p_a"), raw: got.get("raw_output")})
@@ -122,7 +123,8 @@ def trace_rows(trace: Any, fields: Mapping[str, str], judge_assessments: Sequenc
         if not isinstance(base.get(c), str) or not base[c].strip():
             exclusions.add(f"missing_{c}")
             return []
-    if trace.info.tags.get(LAYOUT_TAG) == LAYOUT:
+    ours = trace.info.tags.get(LAYOUT_TAG) == LAYOUT
+    if ours:
         base.update(_judgebias_outputs(trace))
     live = [a for a in (trace.info.assessments or []) if getattr(a, "valid", True) is not False]
     humans = [a for a in live if a.name == human_assessment and _source(a)[0] == "HUMAN"]
@@ -146,6 +148,8 @@ def trace_rows(trace: Any, fields: Mapping[str, str], judge_assessments: Sequenc
         if problem:
             exclusions.add(problem)
             continue
+        if ours:  # the span keeps what was logged (a verdict-less P(A) stays verdict-less)
+            fields_ = {k: v for k, v in fields_.items() if k == "judge_error"}
         row = {**base, **fields_, "judge": source_id if source_id and source_id != "default" else a.name}
         if getattr(a, "rationale", None):
             row["judge_reason"] = a.rationale
