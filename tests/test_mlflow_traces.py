@@ -207,6 +207,12 @@ def test_import_reads_traces_a_team_logged_with_mlflow_itself(mlflow_server, tmp
     assert got.loc["q1", "prompt"] == "What is q1?" and got.loc["q1", "response_b"] == "two"
     assert (got["generator_a"] == "m1").all() and got.loc["q1", "judge_reason"] == "because"
 
+    from cli import app
+
+    missing = CliRunner().invoke(app, ["import", "mlflow", "--experiment", "no-such", "--out", "x.jsonl"],
+                                 env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert missing.exit_code == 2 and "no such experiment" in missing.output
+
 
 def test_import_mlflow_needs_an_experiment():
     from cli import app

@@ -14,14 +14,17 @@ out in docs/mlflow-genai.md):
   (true/false where both orders give a choice), ``judgebias.judge_human_disagree`` (true/false where
   the judge chose and the humans have a majority), ``judgebias.perturbation`` where the table says.
 
-The feedback is attached while the trace is still open, so MLflow's exporter sends it with the trace
-(two requests per trace, from its worker threads) instead of one request per assessment.
+Batched: the traces are written with MLflow's tracing client the way its own exporter sends them,
+minus the live OpenTelemetry span per row: one request per trace for its info, feedback and tags
+(several in flight), one request per 200 traces for the spans. MLflow's asynchronous exporter
+would send two requests per trace, in the order that makes its store merge row by row, and drop
+what overflows its queue with a warning.
 
-Idempotent: each trace carries ``judgebias.key``, a hash of everything it records; keys already in
-the experiment are fetched once before logging and their rows skipped. A row whose content changed
-(a new human label) is logged again under a new key; the reader keeps the newest trace per
-(pair, judge). After logging the experiment is searched again, so a trace MLflow's export queue
-dropped is reported, not assumed.
+Idempotent: each trace carries ``judgebias.key``, a hash of everything it records, and its trace id
+is derived from that key and the experiment; keys already in the experiment are fetched once
+before logging and their rows skipped. A row whose content changed (a new human label) is logged
+again under a new key; the reader keeps the newest trace per (pair, judge). After logging the
+experiment is searched again, so a trace that did not arrive is reported, not assumed.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -44,7 +49,9 @@ ASSESSMENT = "preference"
 SPAN_NAME = "judgment"
 TAG = "judgebias."
 KEY_TAG, LAYOUT_TAG = TAG + "key", TAG + "layout"
-CHUNK = 200  # MLflow's export queue drops what overflows it (1,000 tasks): flushed every CHUNK rows
+CHUNK = 200  # traces per span request
+THREADS = 8  # trace-info requests in flight
+PREVIEW_CHARS = 1000
 MAX_TAG_CHARS = 250
 _SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
 INPUT_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b", "judge")
@@ -168,26 +175,81 @@ def existing_keys(experiment_id: str, client: Any = None) -> set[str]:
             return keys
 
 
-def _log_one(record: Mapping[str, Any]) -> None:
-    import mlflow
-    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, SpanType
+def _trace_id(key: str, experiment_id: str) -> str:
+    """Deterministic: the same judgment in the same experiment is the same trace (a second write
+    updates it, never duplicates it); another experiment gets its own (MLflow would otherwise move
+    the trace over)."""
+    return "tr-" + hashlib.sha256(f"{experiment_id}\x1f{key}".encode()).hexdigest()[:32]
 
-    inputs, outputs = record["inputs"], record["outputs"]
-    with mlflow.start_span(SPAN_NAME, span_type=SpanType.EVALUATOR) as span:
-        span.set_inputs(inputs)
-        span.set_outputs(outputs)
-        mlflow.update_current_trace(tags=record["tags"], client_request_id=record["tags"][KEY_TAG])
-        judge = inputs.get("judge")
-        if judge:  # open trace: MLflow keeps the feedback in memory and exports it with the trace
-            error = None
-            if record["choice"] is None:
-                error = AssessmentError(error_code="NO_VERDICT",
-                                        error_message=str(outputs["exclusion_reason"] or "no verdict"))
-            mlflow.log_feedback(trace_id=span.trace_id, name=ASSESSMENT, value=record["choice"], error=error,
-                                source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge)))
-        for label, annotator in record["humans"]:
-            mlflow.log_feedback(trace_id=span.trace_id, name=ASSESSMENT, value=label,
-                                source=AssessmentSource(AssessmentSourceType.HUMAN, annotator))
+
+def _feedback(record: Mapping[str, Any], trace_id: str) -> list[Any]:
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
+
+    out = []
+    judge = record["inputs"].get("judge")
+    if judge:
+        error = None
+        if record["choice"] is None:
+            reason = record["outputs"]["exclusion_reason"] or "no verdict"
+            error = AssessmentError(error_code="NO_VERDICT", error_message=str(reason))
+        out.append(Feedback(name=ASSESSMENT, value=record["choice"], error=error, trace_id=trace_id,
+                            source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge))))
+    for label, annotator in record["humans"]:
+        out.append(Feedback(name=ASSESSMENT, value=label, trace_id=trace_id,
+                            source=AssessmentSource(AssessmentSourceType.HUMAN, annotator)))
+    return out
+
+
+def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, now_ns: int) -> tuple[Any, Any]:
+    """(TraceInfo with its feedback and tags, root Span), built as MLflow's own exporter would send
+    them, so both can go to the store without a live OpenTelemetry span per row."""
+    from mlflow.entities import SpanType, TraceInfo, TraceLocation, TraceState
+    from mlflow.entities.span import Span
+    from mlflow.tracing.constant import (
+        TRACE_SCHEMA_VERSION,
+        TRACE_SCHEMA_VERSION_KEY,
+        SpanAttributeKey,
+        TraceMetadataKey,
+        TraceTagKey,
+    )
+
+    key = record["tags"][KEY_TAG]
+    trace_id = _trace_id(key, experiment_id)
+    inputs = json.dumps(record["inputs"], default=str)
+    outputs = json.dumps(record["outputs"], default=str)
+    span = Span.from_dict({
+        "trace_id": trace_id, "span_id": trace_id[3:19], "parent_span_id": None, "name": SPAN_NAME,
+        "start_time_unix_nano": now_ns, "end_time_unix_nano": now_ns, "events": [], "links": [],
+        "status": {"code": "STATUS_CODE_OK", "message": ""},
+        "attributes": {SpanAttributeKey.REQUEST_ID: json.dumps(trace_id),
+                       SpanAttributeKey.SPAN_TYPE: json.dumps(SpanType.EVALUATOR),
+                       SpanAttributeKey.INPUTS: inputs, SpanAttributeKey.OUTPUTS: outputs},
+    })
+    metadata = {TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)}
+    if run_id:
+        metadata[TraceMetadataKey.SOURCE_RUN] = run_id  # the run page's Traces tab lists it
+    info = TraceInfo(trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
+                     request_time=now_ns // 1_000_000, execution_duration=0, state=TraceState.OK,
+                     client_request_id=key, request_preview=inputs[:PREVIEW_CHARS],
+                     response_preview=outputs[:PREVIEW_CHARS], trace_metadata=metadata,
+                     tags={**record["tags"], TraceTagKey.TRACE_NAME: SPAN_NAME},
+                     assessments=_feedback(record, trace_id))
+    return info, span
+
+
+def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None) -> None:
+    """Each trace's info (with its feedback and tags) in one request, THREADS at a time, then the
+    spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
+    where spans first would make it merge row by row. A failing request raises."""
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient()
+    now_ns = time.time_ns()
+    with ThreadPoolExecutor(THREADS) as pool:
+        for start in range(0, len(todo), CHUNK):
+            built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
+            list(pool.map(client.start_trace, [info for info, _ in built]))
+            client.log_spans(experiment_id, [span for _, span in built])
 
 
 def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None) -> dict[str, int]:
@@ -202,10 +264,8 @@ def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None)
     records = judgment_records(table, self_map)
     before = existing_keys(experiment_id)
     todo = list({r["tags"][KEY_TAG]: r for r in records if r["tags"][KEY_TAG] not in before}.values())
-    for start in range(0, len(todo), CHUNK):
-        for record in todo[start: start + CHUNK]:
-            _log_one(record)
-        mlflow.flush_trace_async_logging()
+    run = mlflow.active_run()
+    _write(todo, experiment_id, run.info.run_id if run else None)
     after = existing_keys(experiment_id) if todo else before
     missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
     return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
