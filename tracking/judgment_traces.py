@@ -253,13 +253,13 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
 
 
 def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None) -> dict[str, int]:
-    """Log each row of ``table`` as a trace in the active experiment (inside an active run, MLflow
-    links the traces to it). Returns counts: rows, logged, skipped (already there), missing
-    (logged but not found afterwards: dropped by MLflow's export queue)."""
+    """Log each row of ``table`` as a trace in the active experiment; inside an active run the
+    traces are linked to it. Returns counts: rows, logged, skipped (already there), missing
+    (written but not found by the search afterwards)."""
     import mlflow
     from mlflow.tracking.fluent import _get_experiment_id
 
-    # The experiment mlflow.start_span itself resolves (the active run's, else the active one).
+    # The experiment mlflow.start_span would resolve (the active run's, else the active one).
     experiment_id = _get_experiment_id()
     records = judgment_records(table, self_map)
     before = existing_keys(experiment_id)
