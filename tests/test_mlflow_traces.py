@@ -219,3 +219,13 @@ def test_import_mlflow_needs_an_experiment():
 
     result = CliRunner().invoke(app, ["import", "mlflow", "--out", "x.jsonl"])
     assert result.exit_code == 2 and "--experiment" in result.output
+
+
+def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
+    from test_config import minimal
+
+    from judgebias.config import parse_config
+
+    off, on = parse_config(minimal()), parse_config(minimal(tracking={"traces": True}))
+    assert (off.tracking.traces, on.tracking.traces) == (False, True)
+    assert off.config_hash() == on.config_hash()  # switching traces on re-runs no stage
