@@ -141,15 +141,22 @@ def analyze_cmd(
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
             logged = None
             if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
-                from tracking.judgment_traces import log_judgment_traces
+                import mlflow as _mlflow
+
+                from tracking.judgment_traces import log_judgment_traces, traces_note
 
                 logged = log_judgment_traces(table, self_map=self_map)
+                _mlflow.set_tag("mlflow.note.content", traces_note(logged))
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
         if logged is not None:
             typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
                        + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
                        + " (filter them in the experiment's Traces tab: docs/mlflow-genai.md)")
+            from tracking.judgment_traces import filter_strings
+
+            typer.echo(f"  {logged['position flips']} of the table's rows flip with the order; filter: "
+                       + filter_strings()["position flips"])
 
 
 def register(app: typer.Typer) -> None:

@@ -121,6 +121,7 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", *common],
                mlflow_server, "audit")
     assert "MLflow traces: 14 logged, 0 already there" in out
+    assert "6 of the table's rows flip with the order; filter: tag.`judgebias.position_flip` = 'true'" in out
     again = _cli(["analyze", str(src), "--out", str(tmp_path / "a2.json"), "--traces", *common],
                  mlflow_server, "audit")
     assert "MLflow traces: 0 logged, 14 already there" in again
@@ -131,7 +132,9 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     assert len(traces) == 14  # the rerun added none
     # The first analyze run's traces are linked to it.
     runs = {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces}
-    assert len(runs) == 1 and None not in runs
+    assert runs == {out.split("MLflow: run ")[1].split()[0]}
+    note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
+    assert "- 6 traces: position flips" in note and "tag.`judgebias.position_flip` = 'true'" in note
     by_key = {(t.info.tags["judgebias.pair_id"], t.info.tags["judgebias.judge"]): t for t in traces}
     judge = [a for a in by_key["p1", "j1"].info.assessments if a.source.source_type == "LLM_JUDGE"]
     assert [(a.name, a.source.source_id, a.value) for a in judge] == [("preference", "j1", "b")]

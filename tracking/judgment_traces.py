@@ -269,7 +269,28 @@ def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None)
     after = existing_keys(experiment_id) if todo else before
     missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
     return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
-            "missing": missing}
+            "missing": missing, **flag_counts(records)}
+
+
+def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
+    """How many traces each filter of ``filter_strings`` finds."""
+    tags = [r["tags"] for r in records]
+
+    def count(name: str, test) -> int:
+        return sum(bool(test(t.get(TAG + name))) for t in tags)
+
+    return {"position flips": count("position_flip", lambda v: v == "true"),
+            "judge disagrees with the humans": count("judge_human_disagree", lambda v: v == "true"),
+            "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
+
+
+def traces_note(counts: Mapping[str, int]) -> str:
+    """Markdown for a run's description: how many traces each question finds, and its filter."""
+    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; in the "
+             "experiment's Traces tab, paste a filter below into the search box):", ""]
+    for what, filter_string in filter_strings().items():
+        lines += [f"- {counts.get(what, 0)} traces: {what}", "", f"      {filter_string}", ""]
+    return "\n".join(lines)
 
 
 def filter_strings() -> dict[str, str]:
@@ -281,5 +302,5 @@ def filter_strings() -> dict[str, str]:
     }
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "hash_annotator", "judgment_records",
-           "log_judgment_traces"]
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts", "hash_annotator",
+           "judgment_records", "log_judgment_traces", "traces_note"]
