@@ -232,3 +232,33 @@ def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
     off, on = parse_config(minimal()), parse_config(minimal(tracking={"traces": True}))
     assert (off.tracking.traces, on.tracking.traces) == (False, True)
     assert off.config_hash() == on.config_hash()  # switching traces on re-runs no stage
+
+
+@pytest.mark.server
+def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_server, tmp_path, monkeypatch):
+    import mlflow
+    from test_judging import ScriptedBackend
+
+    from judgebias.backends.protocol import OptionScores
+    from tracking.scorer import pairwise_scorer
+
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(mlflow_server)
+    mlflow.set_experiment("scored")
+    # Scores keyed by the response shown first: "long answer" first -> P(first) 0.9, so P(A) 0.9 in
+    # order ab; "short" first (order ba) -> P(first) 0.3, so P(A) = 1 - 0.3 = 0.7; mean 0.8 -> a.
+    backend = ScriptedBackend(scores={"long answer": OptionScores({"A": 0.9, "B": 0.1}, mass=1.0),
+                                      "short": OptionScores({"A": 0.3, "B": 0.7}, mass=1.0)})
+    data = [{"inputs": {"prompt": "q1", "response_a": "long answer", "response_b": "short"}}]
+    mlflow.genai.evaluate(data=data, scorers=[pairwise_scorer(backend, judge="scripted-judge")])
+    out = _cli(["import", "mlflow", "--experiment", "scored", "--out", str(tmp_path / "s.jsonl"),
+                "--judge-assessment", "scripted-judge"], mlflow_server, "scored")
+    assert "judges: 1 (scripted-judge)" in out
+    table, _ = read_table(tmp_path / "s.jsonl")
+    assert list(table["verdict"]) == ["a"] and table.loc[0, "response_b"] == "short"
+    trace = mlflow.search_traces(locations=[mlflow.get_experiment_by_name("scored").experiment_id],
+                                 return_type="list")[0]
+    (fb,) = [a for a in trace.info.assessments if a.name == "scripted-judge"]
+    assert fb.source.source_type == "LLM_JUDGE" and fb.source.source_id == "scripted-judge"
+    assert float(fb.metadata["p_a_ab"]) == pytest.approx(0.9)
+    assert float(fb.metadata["p_a_ba"]) == pytest.approx(0.7)
