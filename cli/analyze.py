@@ -139,14 +139,19 @@ def analyze_cmd(
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze"}) as run:
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
+            import mlflow as _mlflow
+
+            from judgebias.report import headline_rows, headline_table
+
+            # The run page leads with the answer (MLflow folds a long description after its first lines).
+            note = "\n".join(headline_table(headline_rows(result))) + "\n"
+            _mlflow.set_tag("mlflow.note.content", note)
             logged = None
             if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
-                import mlflow as _mlflow
-
                 from tracking.judgment_traces import log_judgment_traces, traces_note
 
                 logged = log_judgment_traces(table, self_map=self_map)
-                _mlflow.set_tag("mlflow.note.content", traces_note(logged))
+                _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
         if logged is not None:

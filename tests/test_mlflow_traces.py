@@ -135,6 +135,9 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     assert runs == {out.split("MLflow: run ")[1].split()[0]}
     note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
     assert "- 6 traces: position flips" in note and "tag.`judgebias.position_flip` = 'true'" in note
+    # The run page leads with the answer: the headline table comes first, the traces after it.
+    assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")
+    assert note.index("| j3 |") < note.index("judgments are logged as traces")
     by_key = {(t.info.tags["judgebias.pair_id"], t.info.tags["judgebias.judge"]): t for t in traces}
     judge = [a for a in by_key["p1", "j1"].info.assessments if a.source.source_type == "LLM_JUDGE"]
     assert [(a.name, a.source.source_id, a.value) for a in judge] == [("preference", "j1", "b")]

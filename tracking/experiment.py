@@ -24,7 +24,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.plots import judge_figures
-from judgebias.report import summary_markdown
+from judgebias.report import headline_rows, headline_table, summary_markdown
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
     estimate_metrics,
@@ -229,6 +229,9 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
                     }
                 )
                 log_metrics_dict(judge_metrics(flat, judge))
+                # Each judge's page leads with its own figures, not only its parent's.
+                mine = [row for row in headline_rows(metrics) if row[0] == judge]
+                mlflow.set_tag("mlflow.note.content", "\n".join(headline_table(mine)) + "\n")
                 _log_pngs(plots, "plots", only=per_judge[judge])
                 if per.get("skipped"):
                     mlflow.log_dict(per["skipped"], "skipped_metrics.json")
