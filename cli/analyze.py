@@ -148,10 +148,16 @@ def analyze_cmd(
             _mlflow.set_tag("mlflow.note.content", note)
             logged = None
             if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
+                from mlflow.exceptions import MlflowException
+
                 from tracking.judgment_traces import log_judgment_traces, traces_note
 
-                logged = log_judgment_traces(table, self_map=self_map)
-                _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
+                try:
+                    logged = log_judgment_traces(table, self_map=self_map)
+                    _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
+                except MlflowException as exc:  # the figures are logged; the run stays a success
+                    typer.echo(f"warning: MLflow refused the traces, none or only some logged: "
+                               f"{terminal_safe(str(exc))[:500]}", err=True)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
         if logged is not None:
