@@ -7,6 +7,10 @@ from pathlib import Path
 
 import typer
 
+# MLflow's store writes each trace in its own transactions (about 10 traces/s on a 2-core machine,
+# docs/benchmarks.md): the default keeps an analyze of a large table from waiting minutes on them.
+TRACES_AUTO_ROWS = 50
+
 
 def analyze_cmd(
     file: Path = typer.Argument(..., metavar="FILE", help="Judgment table: .jsonl, .parquet or .csv."),
@@ -38,6 +42,10 @@ def analyze_cmd(
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON, the table and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+    traces: bool = typer.Option(None, "--traces/--no-traces",
+                                help="With --mlflow, also log every row as an MLflow trace with the "
+                                     f"judge's and the humans' feedback (docs/mlflow-genai.md). Default: "
+                                     f"on for tables of up to {TRACES_AUTO_ROWS} rows."),
     plots_dir: Path = typer.Option(None, "--plots-dir",
                                    help="Folder for the PNG plots (default: <out stem>_plots beside --out)."),
     report: bool = typer.Option(True, "--report/--no-report",
@@ -131,8 +139,35 @@ def analyze_cmd(
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze"}) as run:
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
+            import mlflow as _mlflow
+
+            from judgebias.report import headline_rows, headline_table
+
+            # The run page leads with the answer (MLflow folds a long description after its first lines).
+            note = "\n".join(headline_table(headline_rows(result))) + "\n"
+            _mlflow.set_tag("mlflow.note.content", note)
+            logged = None
+            if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
+                from mlflow.exceptions import MlflowException
+
+                from tracking.judgment_traces import log_judgment_traces, traces_note
+
+                try:
+                    logged = log_judgment_traces(table, self_map=self_map)
+                    _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
+                except MlflowException as exc:  # the figures are logged; the run stays a success
+                    typer.echo(f"warning: MLflow refused the traces, none or only some logged: "
+                               f"{terminal_safe(str(exc))[:500]}", err=True)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
+        if logged is not None:
+            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
+                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
+                       + " (filter them in the experiment's Traces tab: docs/mlflow-genai.md)")
+            from tracking.judgment_traces import filter_strings
+
+            typer.echo(f"  {logged['position flips']} of the table's rows flip with the order; filter: "
+                       + filter_strings()["position flips"])
 
 
 def register(app: typer.Typer) -> None:

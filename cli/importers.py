@@ -14,7 +14,10 @@ FORMAT_HELP = {
     "arena": "local .jsonl/.json/.parquet, or hf:lmsys/chatbot_arena_conversations",
     "mt-bench-human": "local .jsonl/.json/.parquet, or hf:lmsys/mt_bench_human_judgments",
     "table": "any judgment table as .csv/.jsonl/.parquet (columns: docs/importers.md)",
+    "mlflow": "no SRC: the traces of --experiment NAME at MLFLOW_TRACKING_URI and their assessments "
+              "(docs/mlflow-genai.md)",
 }
+FIELD_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b")
 
 
 def _parse_mapping(items: list[str]) -> dict[str, str]:
@@ -38,7 +41,8 @@ def _rule(fold: str) -> str:
 
 def import_cmd(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="One of: " + ", ".join(FORMAT_HELP)),
-    src: str = typer.Argument(..., metavar="SRC", help="File or folder to import, or hf:<repo>."),
+    src: str = typer.Argument(None, metavar="SRC", help="File or folder to import, or hf:<repo> "
+                              "(none for mlflow)."),
     out: Path = typer.Option(..., "--out", "-o", help="Table to write: .jsonl or .parquet."),
     seed: int = typer.Option(0, help="hh-rlhf: RNG seed for which response is A (stored in order_seed)."),
     split: list[str] = typer.Option(None, "--split", help="arena/mt-bench-human: split(s) to read "
@@ -53,25 +57,57 @@ def import_cmd(
                              help="How rows with both presentation orders fold into verdict: auto "
                                   "(mean-probability where both orders have P(A), else agree-else-tie), "
                                   "agree-else-tie or mean-probability. See docs/metrics.md."),
+    experiment: str = typer.Option(None, "--experiment", help="mlflow: the experiment whose traces to read."),
+    judge_assessment: list[str] = typer.Option(
+        None, "--judge-assessment", metavar="NAME",
+        help="mlflow: feedback name(s) holding a judge's pairwise verdict (a/b/tie) or P(A); the judge "
+             "is the feedback's source id. Repeatable. Default: preference."),
+    human_assessment: str = typer.Option("preference", "--human-assessment", metavar="NAME",
+                                         help="mlflow: feedback name of the HUMAN-source labels."),
+    trace_filter: str = typer.Option(None, "--filter", metavar="FILTER",
+                                     help="mlflow: a search_traces filter string, e.g. "
+                                          "\"tag.`judgebias.position_flip` = 'true'\"."),
+    pair_id_field: str = typer.Option(None, "--pair-id-field", metavar="SPEC",
+                                      help="mlflow: where each column is read, as request.KEY (the root "
+                                           "span's inputs), response.KEY (its outputs), tag.NAME or "
+                                           "metadata.NAME; default request.<column>. Same for the "
+                                           "five options below."),
+    prompt_field: str = typer.Option(None, "--prompt-field", metavar="SPEC"),
+    response_a_field: str = typer.Option(None, "--response-a-field", metavar="SPEC"),
+    response_b_field: str = typer.Option(None, "--response-b-field", metavar="SPEC"),
+    generator_a_field: str = typer.Option(None, "--generator-a-field", metavar="SPEC"),
+    generator_b_field: str = typer.Option(None, "--generator-b-field", metavar="SPEC"),
 ) -> None:
     """Import a real dataset into a judgment table; prints rows, judges, labelled pairs, exclusions.
 
     Formats (details in docs/importers.md):
 
     """
-    from judgebias.importers import IMPORTERS, import_dataset, split_counts
+    from judgebias.importers import IMPORTERS, finish_import, import_dataset, split_counts
     from judgebias.io import write_table
     from judgebias.table import TableError, human_label
 
-    if fmt not in IMPORTERS:
+    if fmt not in IMPORTERS and fmt != "mlflow":
         raise typer.BadParameter(f"unknown format {fmt!r}; choose from {', '.join(IMPORTERS)}",
                                  param_hint="FORMAT")
     if turns not in ("all", "first"):
         raise typer.BadParameter("use 'all' or 'first'", param_hint="--turns")
     mapping = _parse_mapping(judge_generator or [])
+    specs = dict(zip(FIELD_COLUMNS, (pair_id_field, prompt_field, response_a_field, response_b_field,
+                                     generator_a_field, generator_b_field), strict=True))
+    if fmt != "mlflow" and src is None:
+        raise typer.BadParameter(f"{fmt} needs a file or folder to import", param_hint="SRC")
+    if fmt == "mlflow" and not experiment:
+        raise typer.BadParameter("mlflow needs the experiment to read", param_hint="--experiment")
     try:
-        table, exclusions = import_dataset(fmt, src, judge_generator=mapping, seed=seed,
-                                           split=split or None, turns=turns, fold_rule=_rule(fold))
+        if fmt == "mlflow":
+            table, exclusions = _read_mlflow(experiment, judge_assessment or ["preference"], human_assessment,
+                                             {k: v for k, v in specs.items() if v}, trace_filter)
+            table, exclusions = finish_import(table, exclusions, f"mlflow experiment {experiment!r}",
+                                              judge_generator=mapping, fold_rule=_rule(fold))
+        else:
+            table, exclusions = import_dataset(fmt, src, judge_generator=mapping, seed=seed,
+                                               split=split or None, turns=turns, fold_rule=_rule(fold))
         write_table(table, out)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -93,6 +129,33 @@ def import_cmd(
                    f"{sum(no_verdict.values())}" + "".join(f"\n  {k}: {v}" for k, v in no_verdict.items()))
     if recoded:
         typer.echo("recoded (kept):" + "".join(f"\n  {k}: {v}" for k, v in recoded.items()))
+
+
+def _read_mlflow(experiment: str, judges: list[str], human: str, fields: dict[str, str],
+                 trace_filter: str | None):
+    """The MLflow reader lives in tracking/ (the domain core never imports mlflow)."""
+    from tracking.settings import TrackingSettings
+    from tracking.trace_import import check_field_spec, read_judgment_traces
+
+    for column, spec in fields.items():
+        try:
+            check_field_spec(spec)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"--{column.replace('_', '-')}-field") from None
+    from tracking.settings import TrackingUnavailable
+
+    settings = TrackingSettings()
+    settings.export_env()
+    try:
+        settings.check_reachable()
+    except TrackingUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    import mlflow
+
+    mlflow.set_tracking_uri(settings.resolved_uri())
+    return read_judgment_traces(experiment, judge_assessments=judges, human_assessment=human,
+                                fields=fields, filter_string=trace_filter)
 
 
 import_cmd.__doc__ += "\n\n".join(f"  {k}: {v}" for k, v in FORMAT_HELP.items())

@@ -134,6 +134,8 @@ class AnnotationConfig(_Strict):
 class TrackingConfig(_Strict):
     experiment: str = Field("judgebias", min_length=1)
     tracking_uri: str | None = None
+    traces: bool = Field(False, description="also log every judgment as an MLflow trace with its "
+                                            "assessments (docs/mlflow-genai.md)")
 
 
 class TaskRunnerConfig(_Strict):

@@ -97,6 +97,12 @@ def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+def headline_table(rows: list[tuple[str, str, str]]) -> list[str]:
+    """The headline figures as markdown table lines (a run description's first lines)."""
+    return ["| judge | metric | estimate [95% CI] |", "|---|---|---|",
+            *(f"| {j} | {label} | {est} |" for j, label, est in rows)]
+
+
 def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:
     out = {}
     style, ft = RunLayout.style(cfg).comparison, RunLayout.finetune(cfg).comparison
@@ -123,19 +129,18 @@ def comparison_line(row: dict) -> str:
 def summary_markdown(cfg: ExperimentConfig, store: RunStore, tracking: dict[str, Any]) -> str:
     metrics = store.read_json(RunLayout().metrics) if store.has(RunLayout().metrics) else {}
     ds = metrics.get("dataset", {})
+    # The answer first: MLflow's run page shows the first lines of a description and folds the rest.
     lines = [
         f"# judgebias experiment `{cfg.name}`",
         "",
+        *headline_table(headline_rows(metrics)),
+        "",
+        f"- {ds.get('pairs', '?')} pairs, judges: {', '.join(ds.get('judges', []))}; "
+        f"generators: {', '.join(ds.get('generators', []))}",
         f"- MLflow run: `{tracking.get('run_id')}` (experiment `{cfg.tracking.experiment}`, "
         f"tracking URI `{tracking.get('tracking_uri')}`)",
         f"- run folder: `{store.root}` (config hash `{cfg.config_hash()}`)",
-        f"- {ds.get('pairs', '?')} pairs, judges: {', '.join(ds.get('judges', []))}; "
-        f"generators: {', '.join(ds.get('generators', []))}",
-        "",
-        "| judge | metric | estimate [95% CI] |",
-        "|---|---|---|",
     ]
-    lines += [f"| {j} | {label} | {est} |" for j, label, est in headline_rows(metrics)]
     for title, comp in _comparisons(store, cfg).items():
         lines += [
             "",

@@ -24,7 +24,7 @@ from typing import Any
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.plots import judge_figures
-from judgebias.report import summary_markdown
+from judgebias.report import headline_rows, headline_table, summary_markdown
 from judgebias.runstore import RunStore
 from tracking.log_analysis import (
     estimate_metrics,
@@ -192,6 +192,11 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_params(params)
         pages = [store.path(p) for p in (RunLayout().report_html, RunLayout().report_md) if store.has(p)]
         log_analysis(metrics, table_path=store.path(RunLayout().table), reports=pages)
+        if cfg.tracking.traces:
+            from tracking.judgment_traces import log_judgment_traces
+
+            counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())
+            mlflow.set_tag("judgebias.traces", str(counts["rows"]))
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }
@@ -224,6 +229,9 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
                     }
                 )
                 log_metrics_dict(judge_metrics(flat, judge))
+                # Each judge's page leads with its own figures, not only its parent's.
+                mine = [row for row in headline_rows(metrics) if row[0] == judge]
+                mlflow.set_tag("mlflow.note.content", "\n".join(headline_table(mine)) + "\n")
                 _log_pngs(plots, "plots", only=per_judge[judge])
                 if per.get("skipped"):
                     mlflow.log_dict(per["skipped"], "skipped_metrics.json")

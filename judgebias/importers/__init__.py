@@ -52,6 +52,15 @@ def import_dataset(fmt: str, src: Path | str, *, judge_generator: Mapping[str, s
         raise TableError(str(src), [f"unknown format {fmt!r}; known: {', '.join(sorted(IMPORTERS))}"]
                          ) from None
     table, exclusions = importer(src if str(src).startswith("hf:") else Path(src), **opts)
+    return finish_import(table, exclusions, str(src), judge_generator=judge_generator, fold_rule=fold_rule)
+
+
+def finish_import(table: pd.DataFrame, exclusions: Exclusions, source: str, *,
+                  judge_generator: Mapping[str, str] | None = None,
+                  fold_rule: str = DEFAULT_FOLD) -> tuple[pd.DataFrame, Exclusions]:
+    """The steps every import ends with, whoever read the data (an importer here, or a reader
+    outside the domain core such as ``judgebias import mlflow``): refold, then ``judge_generator``."""
+    src = source
     if fold_rule != DEFAULT_FOLD:
         try:
             table = refold(table, fold_rule)
@@ -66,4 +75,4 @@ def import_dataset(fmt: str, src: Path | str, *, judge_generator: Mapping[str, s
     return table, exclusions
 
 
-__all__ = ["IMPORTERS", "import_dataset", "split_counts"]
+__all__ = ["IMPORTERS", "finish_import", "import_dataset", "split_counts"]

@@ -1,0 +1,267 @@
+"""Judgments as MLflow traces and back (``tracking.judgment_traces``, ``judgebias import mlflow``),
+against a real MLflow server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pandas as pd
+import pytest
+from conftest import free_port
+from servers import running
+from typer.testing import CliRunner
+
+from judgebias.io import read_table, write_table
+from judgebias.table import validate
+from tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
+
+SECRET = "sk-do-not-log-0123456789"
+
+
+def small_table() -> pd.DataFrame:
+    """6 pairs x 2 judges (j1: P(A) per order; j2: verdict per order, raw output), humans with
+    annotator ids, a human-only pair, a judge row without a verdict, a secret-looking column."""
+    rows = []
+    gens = [("j1", "x"), ("x", "j1"), ("x", "y"), ("j2", "y"), ("y", "x"), ("j1", "j2")]
+    p_ab = [0.9, 0.3, 0.6, 0.2, 0.55, 0.8]
+    p_ba = [0.7, 0.6, 0.4, 0.1, 0.45, 0.6]
+    v_ab = ["a", "b", "a", "b", "tie", "a"]
+    v_ba = ["a", "a", "b", "b", "a", None]
+    humans = [["a", "a"], ["b", "b", "a"], ["b"], ["b", "b"], [], ["a"]]
+    for i, (ga, gb) in enumerate(gens):
+        base = {"pair_id": f"p{i}", "prompt": f"question {i} <b>bold</b>", "response_a": "yes " * (i + 1),
+                "response_b": "no " * (6 - i), "generator_a": ga, "generator_b": gb, "human": humans[i],
+                "annotators": [f"alice{k}@example.com" for k in range(len(humans[i]))], "api_key": SECRET}
+        rows.append({**base, "judge": "j1", "p_a_ab": p_ab[i], "p_a_ba": p_ba[i]})
+        j2 = {**base, "judge": "j2", "verdict_ab": v_ab[i], "verdict_ba": v_ba[i], "raw_ab": f"[[{v_ab[i]}]]"}
+        if v_ba[i] is None:
+            j2.update(verdict_ab=None, raw_ab="garbage", judge_error="unparseable")
+        rows.append(j2)
+    # A judge with one P(A) and no verdict: logged with its choice (0.4 -> b), read back verdict-less.
+    rows.append({**rows[0], "judge": "j3", "p_a_ab": None, "p_a_ba": None, "p_a": 0.4})
+    rows.append({"pair_id": "p6", "prompt": "only humans", "response_a": "1", "response_b": "2",
+                 "human": ["a", "b", "a"], "annotators": ["u1", "u2", "u3"]})
+    return validate(pd.DataFrame(rows))[0]
+
+
+def test_trace_records_tag_what_a_user_filters_on():
+    records = {(r["inputs"]["pair_id"], r["inputs"]["judge"]): r
+               for r in judgment_records(small_table(), self_map={"j2": ["y"]})}
+    tags = {k: r["tags"] for k, r in records.items()}
+    # p0/j1: A by j1 itself -> own 'a'; P(A) 0.9 and 0.7 both > 0.5 -> no flip; mean 0.8 -> a, humans a,a.
+    assert tags["p0", "j1"]["judgebias.own_response"] == "a"
+    assert tags["p0", "j1"]["judgebias.position_flip"] == "false"
+    assert tags["p0", "j1"]["judgebias.judge_human_disagree"] == "false"
+    # p1/j1: 0.3 (b) then 0.6 (a): a flip; mean 0.45 -> b; humans b,b,a -> b: agree.
+    assert tags["p1", "j1"]["judgebias.position_flip"] == "true"
+    assert tags["p1", "j1"]["judgebias.judge_human_disagree"] == "false"
+    # p2/j2: a then b -> flip, folded to a tie; the human says b: disagree. B was written by y, which
+    # is j2 under another name (--self j2=y); for j1 neither response is its own.
+    assert tags["p2", "j2"]["judgebias.position_flip"] == "true"
+    assert tags["p2", "j2"]["judgebias.judge_human_disagree"] == "true"
+    assert tags["p2", "j2"]["judgebias.own_response"] == "b"
+    assert tags["p2", "j1"]["judgebias.own_response"] == "none"
+    # p3: j2 wrote A, y (j2 under another name, --self j2=y) wrote B -> both; p5: B is j2's.
+    assert tags["p3", "j2"]["judgebias.own_response"] == "both"
+    assert tags["p5", "j2"]["judgebias.own_response"] == "b"
+    # p4/j1: 0.55 then 0.45 -> flip; no human label -> no disagreement tag at all.
+    assert "judgebias.judge_human_disagree" not in tags["p4", "j1"]
+    # p5/j2 has no verdict: one order only, no flip tag, the reason kept as the exclusion reason.
+    assert "judgebias.position_flip" not in tags["p5", "j2"]
+    assert records["p5", "j2"]["outputs"]["exclusion_reason"] == "unparseable"
+    assert records["p5", "j2"]["choice"] is None
+    # Human-only pair: no judge; its labels under hashed ids.
+    assert records["p6", None]["humans"] == [("a", hash_annotator("u1")), ("b", hash_annotator("u2")),
+                                             ("a", hash_annotator("u3"))]
+    text = json.dumps([r for r in records.values()], default=str)
+    assert "alice0@example.com" not in text and "u1" not in text.replace(hash_annotator("u1"), "")
+    assert SECRET not in text
+    assert records["p2", "j2"]["outputs"]["orders"]["ab"] == {"verdict": "a", "p_a": None,
+                                                              "raw_output": "[[a]]"}
+    assert len({r["tags"][KEY_TAG] for r in records.values()}) == len(records) == 14
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlflow_server")
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}",
+            "--artifacts-destination", str(tmp / "artifacts")]
+    with running(argv, health_url=f"{uri}/health", log=tmp / "mlflow.log", what="mlflow server", env=env,
+                 grace=30):
+        yield uri
+
+
+def _cli(args: list[str], uri: str, experiment: str):
+    from cli import app
+
+    env = {"MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": experiment}
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def _figures(path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.server
+def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    table = small_table()
+    src = write_table(table, tmp_path / "small.parquet")
+    common = ["--self", "j2=y", "--reps", "200", "--no-report"]
+    out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", *common],
+               mlflow_server, "audit")
+    assert "MLflow traces: 14 logged, 0 already there" in out
+    assert "6 of the table's rows flip with the order; filter: tag.`judgebias.position_flip` = 'true'" in out
+    again = _cli(["analyze", str(src), "--out", str(tmp_path / "a2.json"), "--traces", *common],
+                 mlflow_server, "audit")
+    assert "MLflow traces: 0 logged, 14 already there" in again
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("audit")
+    traces = client.search_traces(locations=[experiment.experiment_id], max_results=100)
+    assert len(traces) == 14  # the rerun added none
+    # The first analyze run's traces are linked to it.
+    runs = {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces}
+    assert runs == {out.split("MLflow: run ")[1].split()[0]}
+    note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
+    assert "- 6 traces: position flips" in note and "tag.`judgebias.position_flip` = 'true'" in note
+    # The run page leads with the answer: the headline table comes first, the traces after it.
+    assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")
+    assert note.index("| j3 |") < note.index("judgments are logged as traces")
+    by_key = {(t.info.tags["judgebias.pair_id"], t.info.tags["judgebias.judge"]): t for t in traces}
+    judge = [a for a in by_key["p1", "j1"].info.assessments if a.source.source_type == "LLM_JUDGE"]
+    assert [(a.name, a.source.source_id, a.value) for a in judge] == [("preference", "j1", "b")]
+    humans = sorted((a.source.source_id, a.value) for a in by_key["p1", "j1"].info.assessments
+                    if a.source.source_type == "HUMAN")
+    assert humans == sorted((hash_annotator(f"alice{k}@example.com"), v) for k, v in enumerate("bba"))
+    no_verdict = [a for a in by_key["p5", "j2"].info.assessments if a.source.source_type == "LLM_JUDGE"]
+    assert no_verdict[0].value is None and no_verdict[0].error.error_message == "unparseable"
+    dump = json.dumps([t.to_dict() for t in traces], default=str)
+    assert "alice0@example.com" not in dump and SECRET not in dump
+    flips = client.search_traces(locations=[experiment.experiment_id],
+                                 filter_string="tag.`judgebias.position_flip` = 'true'")
+    # j1 flips where P(A) crosses 0.5 between orders (p1 0.3/0.6, p2 0.6/0.4, p4 0.55/0.45); j2 where
+    # its two verdicts differ (p1 b/a, p2 a/b, p4 tie/a).
+    assert sorted((t.info.tags["judgebias.pair_id"], t.info.tags["judgebias.judge"]) for t in flips) == [
+        ("p1", "j1"), ("p1", "j2"), ("p2", "j1"), ("p2", "j2"), ("p4", "j1"), ("p4", "j2")]
+
+    _cli(["import", "mlflow", "--experiment", "audit", "--out", str(tmp_path / "back.parquet")],
+         mlflow_server, "audit")
+    back, _ = read_table(tmp_path / "back.parquet")
+    assert len(back) == 14
+    j3 = back[back["judge"] == "j3"].iloc[0]
+    assert j3["p_a"] == 0.4 and pd.isna(j3["verdict"])  # its feedback said b; the span kept no verdict
+    j3_feedback = by_key["p0", "j3"].info.assessments
+    assert [a.value for a in j3_feedback if a.source.source_type == "LLM_JUDGE"] == ["b"]
+    _cli(["analyze", str(tmp_path / "back.parquet"), "--out", str(tmp_path / "b.json"), "--no-mlflow",
+          *common], mlflow_server, "audit")
+    # The same table in the importer's (pair, judge) order: the bootstrap draws rows by position.
+    ordered = table.sort_values(["pair_id", "judge"], na_position="first", kind="stable")
+    write_table(ordered, tmp_path / "ordered.parquet")
+    _cli(["analyze", str(tmp_path / "ordered.parquet"), "--out", str(tmp_path / "o.json"), "--no-mlflow",
+          *common], mlflow_server, "audit")
+    assert _figures(tmp_path / "b.json") == _figures(tmp_path / "o.json")
+
+
+@pytest.mark.server
+def test_import_reads_traces_a_team_logged_with_mlflow_itself(mlflow_server, tmp_path, monkeypatch):
+    """Traces in another layout, made through MLflow's public API: fields named by the user."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(mlflow_server)
+    mlflow.set_experiment("team-app")
+    cases = [("q1", "A", ["model_b", "b"]), ("q2", "Tie", []), ("q3", 0.25, ["a"])]
+    for qid, verdict, labels in cases:
+        with mlflow.start_span("compare") as span:
+            span.set_inputs({"question": f"What is {qid}?", "answers": {"left": "one", "right": "two"}})
+            span.set_outputs({"winner": str(verdict)})
+            mlflow.update_current_trace(tags={"left_model": "m1", "right_model": "m2", "qid": qid})
+        mlflow.flush_trace_async_logging()  # feedback on a closed trace goes to the server: it must be there
+        mlflow.log_feedback(trace_id=span.trace_id, name="pairwise", value=verdict,
+                            source=AssessmentSource("LLM_JUDGE", "gpt-x"), rationale="because")
+        mlflow.log_feedback(trace_id=span.trace_id, name="pairwise", value=True,
+                            source=AssessmentSource("CODE", "checker"))
+        for k, label in enumerate(labels):
+            mlflow.log_feedback(trace_id=span.trace_id, name="human_pref", value=label,
+                                source=AssessmentSource("HUMAN", f"reviewer{k}"))
+    out = _cli(["import", "mlflow", "--experiment", "team-app", "--out", str(tmp_path / "t.jsonl"),
+                "--judge-assessment", "pairwise", "--human-assessment", "human_pref",
+                "--pair-id-field", "tag.qid", "--prompt-field", "request.question",
+                "--response-a-field", "request.answers.left", "--response-b-field", "request.answers.right",
+                "--generator-a-field", "tag.left_model", "--generator-b-field", "tag.right_model"],
+               mlflow_server, "team-app")
+    # The CODE source's boolean is no pairwise verdict: left out and said so, once per trace.
+    assert "assessment_not_pairwise: 3" in out
+    table, _ = read_table(tmp_path / "t.jsonl")
+    got = table.set_index("pair_id")
+    assert list(got.index) == ["q1", "q2", "q3"] and set(got["judge"]) == {"gpt-x"}
+    assert got.loc["q1", "verdict"] == "a" and got.loc["q2", "verdict"] == "tie"
+    assert got.loc["q3", "p_a"] == 0.25 and pd.isna(got.loc["q3", "verdict"])
+    assert list(got.loc["q1", "human"]) == ["b", "b"] and list(got.loc["q2", "human"]) == []
+    assert got.loc["q1", "prompt"] == "What is q1?" and got.loc["q1", "response_b"] == "two"
+    assert (got["generator_a"] == "m1").all() and got.loc["q1", "judge_reason"] == "because"
+
+    from cli import app
+
+    missing = CliRunner().invoke(app, ["import", "mlflow", "--experiment", "no-such", "--out", "x.jsonl"],
+                                 env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert missing.exit_code == 2 and "no such experiment" in missing.output
+
+
+def test_import_mlflow_needs_an_experiment():
+    from cli import app
+
+    result = CliRunner().invoke(app, ["import", "mlflow", "--out", "x.jsonl"])
+    assert result.exit_code == 2 and "--experiment" in result.output
+
+
+def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
+    from test_config import minimal
+
+    from judgebias.config import parse_config
+
+    off, on = parse_config(minimal()), parse_config(minimal(tracking={"traces": True}))
+    assert (off.tracking.traces, on.tracking.traces) == (False, True)
+    assert off.config_hash() == on.config_hash()  # switching traces on re-runs no stage
+
+
+@pytest.mark.server
+def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_server, tmp_path, monkeypatch):
+    import mlflow
+    from test_judging import ScriptedBackend
+
+    from judgebias.backends.protocol import OptionScores
+    from tracking.scorer import pairwise_scorer
+
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(mlflow_server)
+    mlflow.set_experiment("scored")
+    # Scores keyed by the response shown first: "long answer" first -> P(first) 0.9, so P(A) 0.9 in
+    # order ab; "short" first (order ba) -> P(first) 0.3, so P(A) = 1 - 0.3 = 0.7; mean 0.8 -> a.
+    backend = ScriptedBackend(scores={"long answer": OptionScores({"A": 0.9, "B": 0.1}, mass=1.0),
+                                      "short": OptionScores({"A": 0.3, "B": 0.7}, mass=1.0)})
+    data = [{"inputs": {"prompt": "q1", "response_a": "long answer", "response_b": "short"}}]
+    mlflow.genai.evaluate(data=data, scorers=[pairwise_scorer(backend, judge="scripted-judge")])
+    out = _cli(["import", "mlflow", "--experiment", "scored", "--out", str(tmp_path / "s.jsonl"),
+                "--judge-assessment", "scripted-judge"], mlflow_server, "scored")
+    assert "judges: 1 (scripted-judge)" in out
+    table, _ = read_table(tmp_path / "s.jsonl")
+    assert list(table["verdict"]) == ["a"] and table.loc[0, "response_b"] == "short"
+    trace = mlflow.search_traces(locations=[mlflow.get_experiment_by_name("scored").experiment_id],
+                                 return_type="list")[0]
+    (fb,) = [a for a in trace.info.assessments if a.name == "scripted-judge"]
+    assert fb.source.source_type == "LLM_JUDGE" and fb.source.source_id == "scripted-judge"
+    assert float(fb.metadata["p_a_ab"]) == pytest.approx(0.9)
+    assert float(fb.metadata["p_a_ba"]) == pytest.approx(0.7)

@@ -1,0 +1,306 @@
+"""Every judgment of a table as an MLflow trace, browsable and filterable in MLflow's own UI.
+
+One trace per (pair, judge) row, a single root span ``judgment`` (layout ``pairwise-v1``, written
+out in docs/mlflow-genai.md):
+
+* inputs: pair id, prompt, both responses, generators, judge, and which response each
+  presentation order showed first (by name: the texts are not stored twice);
+* outputs: the verdict, P(A), per order the verdict, P(A) and raw output, the exclusion reason,
+  perplexities and the row's other columns (secret-looking names left out);
+* assessments: the judge's verdict as feedback ``preference`` from an LLM_JUDGE source named after
+  the judge (an error instead of a value when the judge gave none), each human label as feedback
+  ``preference`` from a HUMAN source whose id is a hash of the annotator id (never the raw id);
+* tags for the UI's filter box: ``judgebias.own_response`` (a/b/both/none), ``judgebias.position_flip``
+  (true/false where both orders give a choice), ``judgebias.judge_human_disagree`` (true/false where
+  the judge chose and the humans have a majority), ``judgebias.perturbation`` where the table says.
+
+Batched: the traces are written with MLflow's tracing client the way its own exporter sends them,
+minus the live OpenTelemetry span per row: one request per trace for its info, feedback and tags
+(several in flight), one request per 200 traces for the spans. MLflow's asynchronous exporter
+would send two requests per trace, in the order that makes its store merge row by row, and drop
+what overflows its queue with a warning.
+
+Idempotent: each trace carries ``judgebias.key``, a hash of everything it records, and its trace id
+is derived from that key and the experiment; keys already in the experiment are fetched once
+before logging and their rows skipped. A row whose content changed (a new human label) is logged
+again under a new key; the reader keeps the newest trace per (pair, judge). After logging the
+experiment is searched again, so a trace that did not arrive is reported, not assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgebias.labels import majority, normalize_label
+from judgebias.metrics.origin import SelfMap, own_sides
+
+LAYOUT = "pairwise-v1"
+ASSESSMENT = "preference"
+SPAN_NAME = "judgment"
+TAG = "judgebias."
+KEY_TAG, LAYOUT_TAG = TAG + "key", TAG + "layout"
+CHUNK = 200  # traces per span request
+THREADS = 8  # trace-info requests in flight
+PREVIEW_CHARS = 1000
+MAX_TAG_CHARS = 250
+_SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
+INPUT_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b", "judge")
+OUTPUT_COLUMNS = ("verdict", "p_a", "fold_rule", "ppl_a", "ppl_b", "judge_generator")
+ORDER_COLUMNS = {"ab": ("verdict_ab", "p_a_ab", "raw_ab"), "ba": ("verdict_ba", "p_a_ba", "raw_ba")}
+EXCLUSION_COLUMNS = ("judge_error",)
+HUMAN_COLUMNS = ("human", "annotators", "human_annotators")
+_SHOWN = {"ab": {"first": "response_a", "second": "response_b"},
+          "ba": {"first": "response_b", "second": "response_a"}}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able value: NaN/NA -> None, numpy scalars and arrays -> Python."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def hash_annotator(annotator: object) -> str:
+    """The id a HUMAN feedback carries: a hash, so a label can be told apart from another
+    annotator's without the raw id (an e-mail, a Label Studio user) reaching MLflow."""
+    return "annotator-" + hashlib.sha256(str(annotator).encode()).hexdigest()[:16]
+
+
+def _choice(verdict: Any, p: Any) -> str | None:
+    if verdict is not None:
+        return verdict
+    if p is None:
+        return None
+    return "a" if p > 0.5 else "b" if p < 0.5 else "tie"
+
+
+def _own(table: pd.DataFrame, self_map: SelfMap | None) -> np.ndarray:
+    """Per row: 'a', 'b', 'both' or 'none': which response the row's judge wrote (its name, the
+    caller's self map, the table's judge_generator), read through judgebias.metrics.origin."""
+    out = np.full(len(table), "none", dtype=object)
+    if "judge" not in table.columns:
+        return out
+    judges = table["judge"].to_numpy(dtype=object)
+    for judge in pd.unique(judges[pd.notna(judges)]):
+        mask = judges == judge
+        rows = table.loc[mask]
+        own_a, own_b = own_sides(rows, str(judge), self_map)
+        out[mask] = np.where(own_a & own_b, "both", np.where(own_a, "a", np.where(own_b, "b", "none")))
+    return out
+
+
+def _humans(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, hashed annotator) per human label of the row; annotators from the table's
+    ``annotators``/``human_annotators`` list where it lines up, else by position in the pair."""
+    labels = [normalize_label(x) for x in (_plain(row.get("human")) or [])]
+    who = _plain(row.get("annotators")) or _plain(row.get("human_annotators")) or []
+    if len(who) != len(labels):
+        who = [f"{row['pair_id']}#{i}" for i in range(len(labels))]
+    return [(lab, hash_annotator(w)) for lab, w in zip(labels, who, strict=True) if lab is not None]
+
+
+def judgment_record(row: Mapping[str, Any], own: str) -> dict[str, Any]:
+    """What one trace records, as plain data (inputs, outputs, tags, assessments) and its key."""
+    get = {k: _plain(v) for k, v in row.items()}
+    inputs = {c: get.get(c) for c in INPUT_COLUMNS}
+    orders = {o: dict(zip(("verdict", "p_a", "raw_output"), (get.get(c) for c in cols), strict=True))
+              for o, cols in ORDER_COLUMNS.items()}
+    orders = {o: v for o, v in orders.items() if any(x is not None for x in v.values())}
+    inputs["shown"] = {o: _SHOWN[o] for o in (orders or {"ab": None})}
+    known = {*INPUT_COLUMNS, *OUTPUT_COLUMNS, *EXCLUSION_COLUMNS, *HUMAN_COLUMNS,
+             *(c for cols in ORDER_COLUMNS.values() for c in cols)}
+    extra = {k: v for k, v in get.items() if k not in known and not _SECRET_HINT.search(str(k))
+             and (v is None or isinstance(v, (str, int, float, bool)))}
+    outputs = {c: get.get(c) for c in OUTPUT_COLUMNS}
+    outputs["orders"] = orders
+    outputs["exclusion_reason"] = get.get("judge_error")
+    outputs["extra"] = extra
+    humans = _humans(get)
+    choice = _choice(get.get("verdict"), get.get("p_a"))
+    per_order = [_choice(v["verdict"], v["p_a"]) for v in orders.values()]
+    tags = {LAYOUT_TAG: LAYOUT, TAG + "pair_id": str(get["pair_id"])[:MAX_TAG_CHARS],
+            TAG + "judge": str(get.get("judge") or "")[:MAX_TAG_CHARS], TAG + "own_response": own}
+    if len(per_order) == 2 and None not in per_order:
+        tags[TAG + "position_flip"] = str(per_order[0] != per_order[1]).lower()
+    human_majority = majority([lab for lab, _ in humans])
+    if choice is not None and human_majority is not None and get.get("judge"):
+        tags[TAG + "judge_human_disagree"] = str(choice != human_majority).lower()
+    if get.get("perturbation") is not None:
+        tags[TAG + "perturbation"] = str(get["perturbation"])[:MAX_TAG_CHARS]
+    record = {"inputs": inputs, "outputs": outputs, "tags": tags, "humans": humans, "choice": choice}
+    key = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    record["tags"][KEY_TAG] = key
+    return record
+
+
+def judgment_records(table: pd.DataFrame, self_map: SelfMap | None = None) -> list[dict[str, Any]]:
+    own = _own(table, self_map)
+    return [judgment_record(row, own[i]) for i, row in enumerate(table.to_dict("records"))]
+
+
+def existing_keys(experiment_id: str, client: Any = None) -> set[str]:
+    """Keys of the judgebias traces already in the experiment (trace infos only, no spans)."""
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    keys: set[str] = set()
+    token = None
+    while True:
+        page = client.search_traces(locations=[experiment_id], include_spans=False, max_results=500,
+                                    filter_string=f"tag.`{LAYOUT_TAG}` = '{LAYOUT}'", page_token=token)
+        keys.update(t.info.tags[KEY_TAG] for t in page if KEY_TAG in t.info.tags)
+        token = page.token
+        if not token:
+            return keys
+
+
+def _trace_id(key: str, experiment_id: str) -> str:
+    """Deterministic: the same judgment in the same experiment is the same trace (a second write
+    updates it, never duplicates it); another experiment gets its own (MLflow would otherwise move
+    the trace over)."""
+    return "tr-" + hashlib.sha256(f"{experiment_id}\x1f{key}".encode()).hexdigest()[:32]
+
+
+def _feedback(record: Mapping[str, Any], trace_id: str) -> list[Any]:
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
+
+    out = []
+    judge = record["inputs"].get("judge")
+    if judge:
+        error = None
+        if record["choice"] is None:
+            reason = record["outputs"]["exclusion_reason"] or "no verdict"
+            error = AssessmentError(error_code="NO_VERDICT", error_message=str(reason))
+        out.append(Feedback(name=ASSESSMENT, value=record["choice"], error=error, trace_id=trace_id,
+                            source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge))))
+    for label, annotator in record["humans"]:
+        out.append(Feedback(name=ASSESSMENT, value=label, trace_id=trace_id,
+                            source=AssessmentSource(AssessmentSourceType.HUMAN, annotator)))
+    return out
+
+
+def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, now_ns: int) -> tuple[Any, Any]:
+    """(TraceInfo with its feedback and tags, root Span), built as MLflow's own exporter would send
+    them, so both can go to the store without a live OpenTelemetry span per row."""
+    from mlflow.entities import SpanType, TraceInfo, TraceLocation, TraceState
+    from mlflow.entities.span import Span
+    from mlflow.tracing.constant import (
+        TRACE_SCHEMA_VERSION,
+        TRACE_SCHEMA_VERSION_KEY,
+        SpanAttributeKey,
+        TraceMetadataKey,
+        TraceTagKey,
+    )
+
+    key = record["tags"][KEY_TAG]
+    trace_id = _trace_id(key, experiment_id)
+    inputs = json.dumps(record["inputs"], default=str)
+    outputs = json.dumps(record["outputs"], default=str)
+    span = Span.from_dict({
+        "trace_id": trace_id, "span_id": trace_id[3:19], "parent_span_id": None, "name": SPAN_NAME,
+        "start_time_unix_nano": now_ns, "end_time_unix_nano": now_ns, "events": [], "links": [],
+        "status": {"code": "STATUS_CODE_OK", "message": ""},
+        "attributes": {SpanAttributeKey.REQUEST_ID: json.dumps(trace_id),
+                       SpanAttributeKey.SPAN_TYPE: json.dumps(SpanType.EVALUATOR),
+                       SpanAttributeKey.INPUTS: inputs, SpanAttributeKey.OUTPUTS: outputs},
+    })
+    metadata = {TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)}
+    if run_id:
+        metadata[TraceMetadataKey.SOURCE_RUN] = run_id  # the run page's Traces tab lists it
+    info = TraceInfo(trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
+                     request_time=now_ns // 1_000_000, execution_duration=0, state=TraceState.OK,
+                     client_request_id=key, request_preview=inputs[:PREVIEW_CHARS],
+                     response_preview=outputs[:PREVIEW_CHARS], trace_metadata=metadata,
+                     tags={**record["tags"], TraceTagKey.TRACE_NAME: SPAN_NAME},
+                     assessments=_feedback(record, trace_id))
+    return info, span
+
+
+def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None) -> None:
+    """Each trace's info (with its feedback and tags) in one request, THREADS at a time, then the
+    spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
+    where spans first would make it merge row by row. A failing request raises."""
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient()
+    now_ns = time.time_ns()
+    with ThreadPoolExecutor(THREADS) as pool:
+        for start in range(0, len(todo), CHUNK):
+            built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
+            list(pool.map(client.start_trace, [info for info, _ in built]))
+            client.log_spans(experiment_id, [span for _, span in built])
+
+
+def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None) -> dict[str, int]:
+    """Log each row of ``table`` as a trace in the active experiment; inside an active run the
+    traces are linked to it. Returns counts: rows, logged, skipped (already there), missing
+    (written but not found by the search afterwards)."""
+    import mlflow
+    from mlflow.tracking.fluent import _get_experiment_id
+
+    # The experiment mlflow.start_span would resolve (the active run's, else the active one).
+    experiment_id = _get_experiment_id()
+    records = judgment_records(table, self_map)
+    before = existing_keys(experiment_id)
+    todo = list({r["tags"][KEY_TAG]: r for r in records if r["tags"][KEY_TAG] not in before}.values())
+    run = mlflow.active_run()
+    _write(todo, experiment_id, run.info.run_id if run else None)
+    after = existing_keys(experiment_id) if todo else before
+    missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
+    return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
+            "missing": missing, **flag_counts(records)}
+
+
+def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
+    """How many traces each filter of ``filter_strings`` finds."""
+    tags = [r["tags"] for r in records]
+
+    def count(name: str, test) -> int:
+        return sum(bool(test(t.get(TAG + name))) for t in tags)
+
+    return {"position flips": count("position_flip", lambda v: v == "true"),
+            "judge disagrees with the humans": count("judge_human_disagree", lambda v: v == "true"),
+            "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
+
+
+def traces_note(counts: Mapping[str, int]) -> str:
+    """Markdown for a run's description: how many traces each question finds, and its filter."""
+    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; in the "
+             "experiment's Traces tab, paste a filter below into the search box):", ""]
+    for what, filter_string in filter_strings().items():
+        lines += [f"- {counts.get(what, 0)} traces: {what}", "", f"      {filter_string}", ""]
+    return "\n".join(lines)
+
+
+def filter_strings() -> dict[str, str]:
+    """The MLflow search filters for the usual questions (the UI's traces search box takes them)."""
+    return {
+        "position flips": f"tag.`{TAG}position_flip` = 'true'",
+        "judge disagrees with the humans": f"tag.`{TAG}judge_human_disagree` = 'true'",
+        "the judge's own response is A or B": f"tag.`{TAG}own_response` != 'none'",
+    }
+
+
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts", "hash_annotator",
+           "judgment_records", "log_judgment_traces", "traces_note"]
