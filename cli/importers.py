@@ -78,6 +78,13 @@ def import_cmd(
         raise typer.Exit(2) from None
 
     judges = sorted(table["judge"].dropna().unique())
+    if "pair_id" not in table.columns:  # a pointwise table (judgebias.pointwise_table)
+        judges = [j for j in judges if j]
+        rated = int(table["human_scores"].map(len).gt(0).sum())
+        typer.echo(f"wrote {out}")
+        typer.echo(f"pointwise rows: {len(table)}  items: {table['item_id'].nunique()}  judges: {len(judges)}"
+                   + (f" ({', '.join(judges)})" if judges else "") + f"  rows with human scores: {rated}")
+        return
     per_pair = table.drop_duplicates("pair_id")
     labelled = int(per_pair["human"].map(len).gt(0).sum())
     with_majority = int(human_label(per_pair).notna().sum())
