@@ -13,7 +13,8 @@ FORMAT_HELP = {
     "hh-rlhf": "*.jsonl.gz of chosen/rejected dialogues (A/B order drawn with --seed)",
     "arena": "local .jsonl/.json/.parquet, or hf:lmsys/chatbot_arena_conversations",
     "mt-bench-human": "local .jsonl/.json/.parquet, or hf:lmsys/mt_bench_human_judgments",
-    "table": "any judgment table as .csv/.jsonl/.parquet (columns: docs/importers.md)",
+    "mt-bench-single": "FastChat model_judgment/*_single.jsonl (single-answer scores; a pointwise table)",
+    "table": "any judgment table as .csv/.jsonl/.parquet (columns: docs/importers.md), pairwise or pointwise",
 }
 
 

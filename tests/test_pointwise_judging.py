@@ -199,3 +199,64 @@ def test_import_table_reads_a_pointwise_file_and_items_come_from_pairs_too(tmp_p
     )
     items = items_from_frame(pairs)
     assert [(i.response, i.generator) for i in items] == [("r1", "g"), ("r2", "h")]
+
+
+def test_mt_bench_single_judgments_import_as_a_pointwise_table(tmp_path):
+    from judgebias.importers import import_dataset
+    from judgebias.importers.mt_bench_single import NO_RATING
+    from judgebias.prompts.pointwise import SINGLE_MATH_V1, SINGLE_V1
+
+    # FastChat's layout: data/mt_bench/question.jsonl and data/mt_bench/model_judgment/*_single.jsonl.
+    root = tmp_path / "mt_bench"
+    (root / "model_judgment").mkdir(parents=True)
+    (root / "question.jsonl").write_text(json.dumps({"question_id": 81, "category": "writing"}) + "\n")
+    records = [
+        dict(
+            question_id=81,
+            model="m1",
+            judge=["gpt-4", "single-v1"],
+            turn=1,
+            score=8.0,
+            judgment="Rating: [[8]]",
+            user_prompt=SINGLE_V1.format(question="Write a blog post.", answer="Hawaii is\n\nlovely."),
+        ),
+        dict(
+            question_id=111,
+            model="m1",
+            judge=["gpt-4", "single-math-v1"],
+            turn=1,
+            score=-1,
+            judgment="?",
+            user_prompt=SINGLE_MATH_V1.format(question="Area?", ref_answer_1="3", answer="4"),
+        ),
+        dict(
+            question_id=81,
+            model="m1",
+            judge=["gpt-4", "single-v1-multi-turn"],
+            turn=2,
+            score=5.0,
+            judgment="",
+            user_prompt="<|The Start of Assistant A's Conversation with User|>",
+        ),
+    ]
+    src = root / "model_judgment" / "gpt-4_single.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    table, excl = import_dataset("mt-bench-single", src)
+    assert list(table["item_id"]) == ["mt-bench/81/m1/turn1", "mt-bench/111/m1/turn1"]
+    first, math_row = table.iloc[0], table.iloc[1]
+    assert (first["prompt"], first["response"], first["score"]) == (
+        "Write a blog post.",
+        "Hawaii is\n\nlovely.",
+        8.0,
+    )
+    assert (
+        first["category"] == "writing"
+        and first["judge"] == "gpt-4"
+        and first["criterion"] == "overall quality"
+    )
+    assert (
+        math.isnan(math_row["score"])
+        and math_row["judge_error"] == NO_RATING
+        and math_row["reference"] == "3"
+    )
+    assert excl.counts == {NO_RATING: 1, "second turn (a conversation, not one answer)": 1}

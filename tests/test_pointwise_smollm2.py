@@ -1,0 +1,105 @@
+"""End to end on the packaged SmolLM2-135M-Instruct (loaded once for the module): `judgebias judge
+--mode pointwise` on bundled MT-bench questions writes a valid pointwise table, `analyze` prints and
+writes the pointwise figures, and a rerun is served from the cache."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import judgebias
+from judgebias.backends.protocol import GenerationParams, Prompt
+from judgebias.io import read_raw
+from judgebias.pointwise_table import validate_pointwise
+
+ALIAS = "smollm2-135m-instruct"
+QUESTIONS = Path(judgebias.__file__).parent / "data" / "mt_bench_40.jsonl"
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_folder):
+    from judgebias.backends.local import LocalBackend
+
+    return LocalBackend(ALIAS, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def items(smollm2, tmp_path_factory) -> Path:
+    """Three MT-bench questions (one writing, one math, one coding), each with SmolLM2's own answer
+    and a short answer written for this test (generator "test-author")."""
+    qs = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
+    chosen = [q for q in qs if q["id"] in ("mtbench-85", "mtbench-111", "mtbench-121")]
+    own = smollm2.generate(
+        [Prompt.chat(("user", q["instruction"])) for q in chosen], GenerationParams(max_new_tokens=40)
+    )
+    written = ["A short answer.", "The area is 3.", "def f(): pass"]
+    rows = []
+    for q, g, w in zip(chosen, own, written, strict=True):
+        rows.append(dict(item_id=f"{q['id']}-own", prompt=q["instruction"], response=g.text, generator=ALIAS))
+        rows.append(
+            dict(item_id=f"{q['id']}-w", prompt=q["instruction"], response=w, generator="test-author")
+        )
+    path = tmp_path_factory.mktemp("pointwise") / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.slow
+def test_judge_pointwise_then_analyze_on_smollm2(smollm2, items, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import judgebias.backends.builder as builder
+    from cli import app
+
+    # The module's loaded model stands in for the CLI's own load of the same packaged model.
+    monkeypatch.setattr(builder, "build_backend", lambda spec, **_: smollm2)
+    out = tmp_path / "scores.jsonl"
+    args = [
+        "judge",
+        str(items),
+        "--judge",
+        ALIAS,
+        "--mode",
+        "pointwise",
+        "--out",
+        str(out),
+        "--max-new-tokens",
+        "96",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    table, _ = validate_pointwise(read_raw(out), source=str(out))
+    assert len(table) == 6 and set(table["template_version"]) == {"mtbench-single@single-v1:chat"}
+    for row in table.itertuples():
+        if row.judge_error:  # an explanation that never reached "[[": excluded with its reason
+            assert math.isnan(row.score)
+            continue
+        assert 1.0 <= row.score <= 10.0 and row.score_source in ("probabilities", "parsed")
+        if row.score_source == "probabilities":
+            assert sum(row.score_dist) == pytest.approx(1.0) and len(row.score_dist) == 10
+            assert row.score_argmax == 1 + max(range(10), key=lambda k: row.score_dist[k])
+    again = CliRunner().invoke(app, args)
+    assert "computed 0" in again.output, again.output
+
+    metrics = tmp_path / "metrics.json"
+    res = CliRunner().invoke(
+        app, ["analyze", str(out), "--out", str(metrics), "--no-mlflow", "--reps", "200"]
+    )
+    assert res.exit_code == 0, res.output
+    result = json.loads(metrics.read_text())
+    judge = result["judges"][ALIAS]
+    assert result["table_kind"] == "pointwise"
+    # No human ratings here: the human figures are skipped with their reason, never 0.
+    assert "human score" in judge["skipped"]["score_bias_human"]
+    assert "score_agreement_human" not in judge
+    assert f"judge {ALIAS}" in res.output
+    scored = int(table["score"].notna().sum())
+    if scored >= 3:
+        assert judge["score_distribution"]["n"] == scored
