@@ -33,7 +33,7 @@ def items(smollm2, tmp_path_factory) -> Path:
     qs = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
     chosen = [q for q in qs if q["id"] in ("mtbench-85", "mtbench-111", "mtbench-121")]
     own = smollm2.generate(
-        [Prompt.chat(("user", q["instruction"])) for q in chosen], GenerationParams(max_new_tokens=40)
+        [Prompt.chat(("user", q["instruction"])) for q in chosen], GenerationParams(max_new_tokens=32)
     )
     written = ["A short answer.", "The area is 3.", "def f(): pass"]
     rows = []
@@ -67,7 +67,7 @@ def test_judge_pointwise_then_analyze_on_smollm2(smollm2, items, tmp_path, monke
         "--out",
         str(out),
         "--max-new-tokens",
-        "96",
+        "80",
         "--cache-dir",
         str(tmp_path / "cache"),
         "--device",
@@ -103,3 +103,47 @@ def test_judge_pointwise_then_analyze_on_smollm2(smollm2, items, tmp_path, monke
     scored = int(table["score"].notna().sum())
     if scored >= 3:
         assert judge["score_distribution"]["n"] == scored
+
+
+class CannedExplanation:
+    """The real model reads the score distribution; only the explanation is fixed (cheap on a CPU)."""
+
+    def __init__(self, model, text: str):
+        self.model, self.text, self.name, self.is_chat = model, text, model.name, True
+
+    def identity(self) -> dict:
+        return {**self.model.identity(), "canned": self.text}
+
+    def generate(self, prompts, params):
+        from judgebias.backends.protocol import Generation
+
+        return [Generation(text=self.text) for _ in prompts]
+
+    def score_options(self, prompts, options):
+        return self.model.score_options(prompts, options)
+
+    def continuation_logprobs(self, contexts, continuations):
+        return self.model.continuation_logprobs(contexts, continuations)
+
+
+@pytest.mark.slow
+def test_real_score_distribution_after_the_marker(smollm2):
+    from judgebias.judging_pointwise import ScoreItem, judge_responses
+    from judgebias.prompts.pointwise import MTBENCH_SINGLE, RUBRIC_5
+
+    item = ScoreItem(item_id="x", prompt="What is 2 + 2?", response="2 + 2 = 4.", generator="test-author")
+    # A bare "[[" with no rating: the score can only come from the model's distribution after it.
+    (row,) = judge_responses(
+        [item], CannedExplanation(smollm2, "Correct and clear. Rating: [["), MTBENCH_SINGLE
+    ).rows
+    assert row["judge_error"] is None and row["score_source"] == "probabilities"
+    dist = row["score_dist"]
+    assert len(dist) == 10 and sum(dist) == pytest.approx(1.0) and min(dist) >= 0
+    assert dist[9] > 0  # "10" got its share from the second read at "[[1"
+    assert row["score"] == pytest.approx(sum((k + 1) * p for k, p in enumerate(dist)))
+    assert 0 < row["mass"] <= 1
+    (rubric,) = judge_responses(
+        [item], CannedExplanation(smollm2, "Feedback: correct. [RESULT]"), RUBRIC_5
+    ).rows
+    assert rubric["score_source"] == "probabilities" and len(rubric["score_dist"]) == 5
+    assert 1.0 <= rubric["score"] <= 5.0
