@@ -260,3 +260,23 @@ def test_mt_bench_single_judgments_import_as_a_pointwise_table(tmp_path):
         and math_row["reference"] == "3"
     )
     assert excl.counts == {NO_RATING: 1, "second turn (a conversation, not one answer)": 1}
+
+
+def test_bounded_score_tokens_fall_back_to_the_parsed_integer_and_raw_probability_reads_bounds():
+    from judgebias.judging_pointwise import PARSED_BOUNDS, raw_probability
+
+    # Some digits outside an endpoint's top log-probs: only bounds, so the text's integer, counted.
+    bounds = {d: [0.0, 0.01] for d in DIGITS} | {"8": [0.9, 0.99]}
+    backend = ScriptedScorer(
+        texts={"api": "Rating: [[8]]"},
+        first={"api": OptionScores(dict.fromkeys(DIGITS, math.nan), mass=0.95, bounds=bounds)},
+        ten={"api": OptionScores({"0": 0.1, "9": 0.9}, mass=0.2)},
+    )
+    result = judge_responses([_item("api")], backend, MTBENCH_SINGLE)
+    assert result.rows[0]["score"] == 8.0 and result.rows[0]["score_source"] == "parsed"
+    assert result.exclusions.counts == {PARSED_BOUNDS: 1}
+    # raw P("0") = share x mass = 0.1 x 0.2; a listed bounded option: its upper share x mass
+    # (0.5 x 0.3); an unlisted one (lower bound 0) counts 0.
+    assert raw_probability(OptionScores({"0": 0.1, "9": 0.9}, mass=0.2), "0") == pytest.approx(0.02)
+    listed = OptionScores({"0": math.nan, "9": math.nan}, mass=0.3, bounds={"0": [0.4, 0.5], "9": [0.0, 0.1]})
+    assert raw_probability(listed, "0") == pytest.approx(0.15) and raw_probability(listed, "9") == 0.0
