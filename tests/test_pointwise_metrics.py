@@ -199,3 +199,12 @@ def test_analyze_pointwise_writes_every_key_and_skips_with_reasons():
     assert "score_bias_human" not in g and "with a human score" in g["skipped"]["score_bias_human"]
     text = format_pointwise(result)
     assert "score_agreement_human.spearman" in text and "not computed" in text
+
+
+def test_a_judge_on_two_scales_gets_no_pooled_distribution():
+    df = table()
+    other = (
+        df[df["judge"] == "j"].head(3).assign(criterion="rubric", scale_max=5, score=3.0, score_argmax=3.0)
+    )
+    with pytest.raises(InsufficientData, match="more than one scale"):
+        P.score_distribution(pd.concat([df, other], ignore_index=True), "j")

@@ -195,7 +195,7 @@ def score_distribution(df: pd.DataFrame, judge: str) -> Estimate:
     s = rows["score"].to_numpy(dtype=float)
     lo, hi = int(rows["scale_min"].min()), int(rows["scale_max"].max())
     if rows["scale_min"].nunique() > 1 or rows["scale_max"].nunique() > 1:
-        raise ValueError(f"judge {judge!r} scored on more than one scale; split the table by scale")
+        raise InsufficientData(f"judge {judge!r} scored on more than one scale; split the table by scale")
     whole = half_up(rows["score_argmax"].to_numpy(dtype=float) if "score_argmax" in rows else s)
     whole = np.where(np.isfinite(whole), whole, half_up(s))
     details: dict = {
