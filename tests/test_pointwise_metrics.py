@@ -208,3 +208,9 @@ def test_a_judge_on_two_scales_gets_no_pooled_distribution():
     )
     with pytest.raises(InsufficientData, match="more than one scale"):
         P.score_distribution(pd.concat([df, other], ignore_index=True), "j")
+
+
+def test_a_judge_whose_every_judgment_was_excluded_says_so():
+    df = table().assign(score=lambda d: d["score"].where(d["judge"] != "g"))
+    with pytest.raises(InsufficientData, match="no scored row of judge 'g': all 3 judgment"):
+        P.score_bias_human(df, "g")

@@ -97,10 +97,11 @@ def test_judge_pointwise_then_analyze_on_smollm2(smollm2, items, tmp_path, monke
     judge = result["judges"][ALIAS]
     assert result["table_kind"] == "pointwise"
     # No human ratings here: the human figures are skipped with their reason, never 0.
-    assert "human score" in judge["skipped"]["score_bias_human"]
+    scored = int(table["score"].notna().sum())
+    why = "human score" if scored else "no scored row"  # SmolLM2-135M rarely writes "[[" at all
+    assert why in judge["skipped"]["score_bias_human"]
     assert "score_agreement_human" not in judge
     assert f"judge {ALIAS}" in res.output
-    scored = int(table["score"].notna().sum())
     if scored >= 3:
         assert judge["score_distribution"]["n"] == scored
 

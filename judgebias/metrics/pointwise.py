@@ -37,6 +37,9 @@ def judge_rows(df: pd.DataFrame, judge: str) -> tuple[pd.DataFrame, dict[str, in
     if mine.empty:
         raise InsufficientData(f"no row of judge {judge!r}")
     ok = np.isfinite(mine["score"].to_numpy(dtype=float))
+    if not ok.any():
+        raise InsufficientData(f"no scored row of judge {judge!r}: all {len(mine)} judgment(s) excluded "
+                               "(judge_error says why)")
     excl = {"no_score": int((~ok).sum())} if (~ok).any() else {}
     return mine[ok].reset_index(drop=True), excl
 
