@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
+from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
 from judgebias.judging import (
     JudgeResult,
     Progress,
@@ -189,7 +189,10 @@ def judge_responses(
             progress(min(done, total), total)
 
     gens = []
-    for r in _chunks(len(prompts), chunk_size):
+    if not template.explain_first:  # the answer is forced to start with the template's prefix
+        gens = [Generation(text=template.answer_prefix) for _ in prompts]
+        tick(len(prompts))
+    for r in _chunks(len(prompts), chunk_size) if template.explain_first else ():
         gens.extend(runner.generate([prompts[i] for i in r], params))
         tick(len(r))
     reads = [ScoreRead(raw=g.text) for g in gens]
@@ -227,6 +230,8 @@ def judge_responses(
         dist, mass, reason = combine(template, firsts[k], tens[k])
         read = reads[i]
         read.mass = mass
+        if not template.explain_first:
+            read.raw = template.answer_prefix + firsts[k].raw  # the most probable next token
         if dist is not None:
             read.dist, read.source = dist, "probabilities"
         elif read.parsed is not None and template.scale_min <= read.parsed <= template.scale_max:

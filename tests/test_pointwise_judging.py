@@ -280,3 +280,23 @@ def test_bounded_score_tokens_fall_back_to_the_parsed_integer_and_raw_probabilit
     assert raw_probability(OptionScores({"0": 0.1, "9": 0.9}, mass=0.2), "0") == pytest.approx(0.02)
     listed = OptionScores({"0": math.nan, "9": math.nan}, mass=0.3, bounds={"0": [0.4, 0.5], "9": [0.0, 0.1]})
     assert raw_probability(listed, "0") == pytest.approx(0.15) and raw_probability(listed, "9") == 0.0
+
+
+def test_direct_template_reads_the_score_without_generating():
+    from judgebias.prompts.pointwise import MTBENCH_SINGLE_DIRECT
+
+    class NoGeneration(ScriptedScorer):
+        def generate(self, prompts, params):
+            raise AssertionError("a direct template generates nothing")
+
+    # P(9) 0.5, P(1) 0.5 at "Rating: [["; at "[[1", raw P("0") = 1.0 x 1.0: all of "1" is "10".
+    # Expected 0.5*9 + 0.5*10 = 9.5.
+    backend = NoGeneration(
+        texts={},
+        first={"r": OptionScores(_dist(p1=0.5, p9=0.5), mass=0.6, raw="1")},
+        ten={"r": OptionScores({"0": 1.0, "9": 0.0}, mass=1.0)},
+    )
+    (row,) = judge_responses([_item("r")], backend, MTBENCH_SINGLE_DIRECT).rows
+    assert row["score"] == pytest.approx(9.5) and row["score_argmax"] in (9.0, 10.0)
+    assert row["raw_output"] == "Rating: [[1" and math.isnan(row["score_parsed"])
+    assert row["template_version"] == "mtbench-single-direct@single-v1-direct:chat"

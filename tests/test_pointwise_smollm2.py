@@ -148,3 +148,51 @@ def test_real_score_distribution_after_the_marker(smollm2):
     ).rows
     assert rubric["score_source"] == "probabilities" and len(rubric["score_dist"]) == 5
     assert 1.0 <= rubric["score"] <= 5.0
+
+
+@pytest.mark.slow
+def test_direct_scores_of_smollm2_then_analyze_figures(smollm2, items, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import judgebias.backends.builder as builder
+    from cli import app
+
+    monkeypatch.setattr(builder, "build_backend", lambda spec, **_: smollm2)
+    out = tmp_path / "direct.jsonl"
+    args = [
+        "judge",
+        str(items),
+        "--judge",
+        ALIAS,
+        "--mode",
+        "pointwise",
+        "--template",
+        "mtbench-single-direct",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    table, _ = validate_pointwise(read_raw(out), source=str(out))
+    # "Rating: [[" is forced, so every row has a distribution read from the model: no row is parsed.
+    assert (table["score_source"] == "probabilities").all(), table["judge_error"].tolist()
+    for row in table.itertuples():
+        assert sum(row.score_dist) == pytest.approx(1.0) and 1.0 <= row.score <= 10.0
+        assert row.score == pytest.approx(sum((k + 1) * p for k, p in enumerate(row.score_dist)))
+    metrics = tmp_path / "metrics.json"
+    res = CliRunner().invoke(
+        app, ["analyze", str(out), "--out", str(metrics), "--no-mlflow", "--reps", "200"]
+    )
+    assert res.exit_code == 0, res.output
+    judge = json.loads(metrics.read_text())["judges"][ALIAS]
+    assert judge["score_distribution"]["n"] == 6 and judge["score_distribution"]["levels"] == 10
+    dp = judge["score_self_preference"]["dp"]
+    assert (dp["n_own"], dp["n_other"]) == (3, 3)
+    own = table.loc[table["generator"] == ALIAS, "score"].mean()
+    other = table.loc[table["generator"] != ALIAS, "score"].mean()
+    assert dp["value"] == pytest.approx(own - other)
+    assert "score_self_preference.dp" in res.output

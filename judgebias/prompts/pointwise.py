@@ -37,6 +37,10 @@ class PointwiseTemplate:
     criterion: str
     builder: Builder
     source: str = ""
+    # False: no explanation is generated; the answer is forced to start with ``answer_prefix`` and
+    # the score read right after it (for judges too small to keep the format over an explanation).
+    explain_first: bool = True
+    answer_prefix: str = ""
 
     def tag(self, chat: bool) -> str:
         return f"{self.name}@{self.version}:{'chat' if chat else 'fewshot'}"
@@ -187,8 +191,25 @@ RUBRIC_5_REF = PointwiseTemplate(
     source="this project (format after Kim et al. 2024, Prometheus 2)",
 )
 
+MTBENCH_SINGLE_DIRECT = PointwiseTemplate(
+    name="mtbench-single-direct",
+    version="single-v1-direct",
+    description="MT-bench single-v1 with the answer forced to start 'Rating: [[': no explanation is "
+    "generated, the score distribution is read at once (one forward pass per read; for judges too "
+    "small to keep the format over an explanation). Needs log-probabilities.",
+    scale_min=1,
+    scale_max=10,
+    marker="[[",
+    needs_reference=False,
+    criterion="overall quality",
+    builder=_single,
+    source="lm-sys/FastChat judge_prompts.jsonl, single-v1 (Apache-2.0), answer prefix by this project",
+    explain_first=False,
+    answer_prefix="Rating: [[",
+)
+
 POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {
-    t.name: t for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, RUBRIC_5, RUBRIC_5_REF)
+    t.name: t for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF)
 }
 
 
