@@ -47,6 +47,8 @@ def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | N
     h = human_mean(rows) if "human_scores" in rows else np.full(len(rows), np.nan)
     ok = np.isfinite(h) & _known(rows)
     excl = {**excl, **({"no_human_score": int((~np.isfinite(h)).sum())} if (~np.isfinite(h)).any() else {})}
+    if not ok.any():
+        raise InsufficientData(f"no row of judge {judge!r} with a human score and a known generator")
     gap = rows["score"].to_numpy(dtype=float) - h
     d = welch(gap[ok & own], gap[ok & ~own])
     return Estimate(
