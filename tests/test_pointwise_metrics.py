@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -214,3 +215,51 @@ def test_a_judge_whose_every_judgment_was_excluded_says_so():
     df = table().assign(score=lambda d: d["score"].where(d["judge"] != "g"))
     with pytest.raises(InsufficientData, match="no scored row of judge 'g': all 3 judgment"):
         P.score_bias_human(df, "g")
+
+
+def test_family_preference_on_scores_leaves_own_responses_out():
+    # Judge j; generator f is its family (--family j=f). (s - h): family 2, 1 (mean 1.5); others (o)
+    # 0, -1 (mean -0.5); j's own response is left out and counted. EO = 2.0; Welch SE
+    # sqrt(0.5/2 + 0.5/2) = 0.70711 on df 2 (t 4.30265): 2.0 -+ 3.04243.
+    rows = [("f", 7, 5), ("f", 6, 5), ("o", 5, 5), ("o", 4, 5), ("j", 9, 5)]
+    df = validate_pointwise(
+        pd.DataFrame(
+            [
+                dict(
+                    item_id=f"i{k}",
+                    prompt="q",
+                    response=f"r{k}",
+                    generator=g,
+                    judge="j",
+                    score=s,
+                    scale_min=1,
+                    scale_max=10,
+                    human_scores=[h],
+                )
+                for k, (g, s, h) in enumerate(rows)
+            ]
+        )
+    )[0]
+    fam = O.score_family_preference_eo(df, "j", None, {"j": ["f"]})
+    assert fam.value == pytest.approx(2.0) and fam.exclusions["own_response"] == 1
+    assert (fam.ci_low, fam.ci_high) == pytest.approx((2.0 - 3.04243, 2.0 + 3.04243), abs=1e-4)
+
+
+def test_analyze_command_on_a_pointwise_file_with_a_pairwise_table(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli import app
+    from judgebias.io import write_table
+
+    scores, pairs, out = tmp_path / "scores.jsonl", tmp_path / "pairs.jsonl", tmp_path / "m.json"
+    write_table(table(), scores)
+    write_table(_pairs(), pairs)
+    res = CliRunner().invoke(
+        app,
+        ["analyze", str(scores), "--out", str(out), "--pairwise", str(pairs), "--no-mlflow", "--reps", "200"],
+    )
+    assert res.exit_code == 0, res.output
+    j = json.loads(out.read_text())["judges"]["j"]
+    assert j["pointwise_pairwise_consistency"]["value"] == pytest.approx(1 / 3)
+    assert j["score_bias_human"]["value"] == pytest.approx(-1 / 6)
+    assert "pointwise_pairwise_consistency" in res.output
