@@ -120,7 +120,8 @@ def register(app: typer.Typer) -> None:
             help="auto (chat, unless a local model has no chat template), chat, or few-shot (a base "
                  "model's few-shot text; with --backend openai it goes to the /completions route).")
                                ] = "auto",
-        max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
+        max_new_tokens: Annotated[int, typer.Option(
+            help="Explanation length limit (mtbench-pair and the explain-first pointwise templates).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
                  "none, continue or message.")] = "none",
