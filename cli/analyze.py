@@ -58,6 +58,9 @@ def analyze_cmd(
              "any false caution about a judge is at most 5%) or bh (Benjamini-Hochberg; at most 5% "
              "of the cautions false on average). Intervals stay per-figure 95%."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
+    pairwise: Path = typer.Option(None, "--pairwise", metavar="TABLE",
+                                  help="Pointwise FILE only: a pairwise judgment table over the same "
+                                       "responses, for pointwise_pairwise_consistency."),
 ) -> None:
     """Bias figures of every judge in a judgment table, with 95% intervals.
 
@@ -93,6 +96,14 @@ def analyze_cmd(
         multiplicity = check_method(multiplicity)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if file_is_pointwise(file):  # the one dispatch point: a pointwise table has its own figures
+        from cli.pointwise import analyze_pointwise_file
+
+        analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
+                               pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed)
+        return
     try:
         table, exclusions = read_table(file, skip_invalid=skip_invalid)
         if fold is not None:

@@ -13,9 +13,10 @@ FORMAT_HELP = {
     "hh-rlhf": "*.jsonl.gz of chosen/rejected dialogues (A/B order drawn with --seed)",
     "arena": "local .jsonl/.json/.parquet, or hf:lmsys/chatbot_arena_conversations",
     "mt-bench-human": "local .jsonl/.json/.parquet, or hf:lmsys/mt_bench_human_judgments",
-    "table": "any judgment table as .csv/.jsonl/.parquet (columns: docs/importers.md)",
     "mlflow": "no SRC: the traces of --experiment NAME at MLFLOW_TRACKING_URI and their assessments "
               "(docs/mlflow-genai.md)",
+    "mt-bench-single": "FastChat model_judgment/*_single.jsonl (single-answer scores; a pointwise table)",
+    "table": "any judgment table as .csv/.jsonl/.parquet (columns: docs/importers.md), pairwise or pointwise",
 }
 FIELD_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b")
 
@@ -114,6 +115,13 @@ def import_cmd(
         raise typer.Exit(2) from None
 
     judges = sorted(table["judge"].dropna().unique())
+    if "pair_id" not in table.columns:  # a pointwise table (judgebias.pointwise_table)
+        judges = [j for j in judges if j]
+        rated = int(table["human_scores"].map(len).gt(0).sum())
+        typer.echo(f"wrote {out}")
+        typer.echo(f"pointwise rows: {len(table)}  items: {table['item_id'].nunique()}  judges: {len(judges)}"
+                   + (f" ({', '.join(judges)})" if judges else "") + f"  rows with human scores: {rated}")
+        return
     per_pair = table.drop_duplicates("pair_id")
     labelled = int(per_pair["human"].map(len).gt(0).sum())
     with_majority = int(human_label(per_pair).notna().sum())

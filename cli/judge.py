@@ -91,8 +91,13 @@ def register(app: typer.Typer) -> None:
             "--judge", help="Model: alias (smollm2-135m-instruct, gemma-3-270m), local folder, .gguf file, "
             "hub id; or the API model name.")],
         out: Annotated[Path, typer.Option("--out", help="Output table (.jsonl or .parquet).")],
-        template: Annotated[str, typer.Option(help="dbg-ab | dbg-truthful (answer A or B) or mtbench-pair "
-                                              "(explain, then [[A]]/[[B]]/[[C]]).")] = "dbg-ab",
+        template: Annotated[str | None, typer.Option(
+            help="Pairwise: dbg-ab (default) | dbg-truthful (answer A or B) or mtbench-pair (explain, then "
+                 "[[A]]/[[B]]/[[C]]). Pointwise: mtbench-single (default; 1-10, [[rating]]), "
+                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k).")] = None,
+        mode: Annotated[str, typer.Option(
+            help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
+                 "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
         backend: Annotated[str, typer.Option(help="local (transformers) or openai (OpenAI-compatible API).")
                            ] = "local",
         base_url: Annotated[str | None, typer.Option(help="API base URL for --backend openai.")] = None,
@@ -115,7 +120,8 @@ def register(app: typer.Typer) -> None:
             help="auto (chat, unless a local model has no chat template), chat, or few-shot (a base "
                  "model's few-shot text; with --backend openai it goes to the /completions route).")
                                ] = "auto",
-        max_new_tokens: Annotated[int, typer.Option(help="Explanation length limit (mtbench-pair).")] = 512,
+        max_new_tokens: Annotated[int, typer.Option(
+            help="Explanation length limit (mtbench-pair and the explain-first pointwise templates).")] = 512,
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
                  "none, continue or message.")] = "none",
@@ -140,6 +146,16 @@ def register(app: typer.Typer) -> None:
         from judgebias.cache import ResponseCache
         from judgebias.io import read_table, write_table
 
+        if mode not in ("pairwise", "pointwise"):
+            raise typer.BadParameter(f"unknown mode {mode!r}; use pairwise or pointwise", param_hint="--mode")
+        template = template or ("mtbench-single" if mode == "pointwise" else "dbg-ab")
+        if mode == "pointwise":
+            from judgebias.prompts.pointwise import pointwise_template
+
+            try:
+                pointwise_template(template)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--template") from None
         try:
             chat = chat_for(prompt_kind)
         except ValueError as exc:
@@ -148,10 +164,35 @@ def register(app: typer.Typer) -> None:
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
                           dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
                           chat=chat)
-        df, _ = read_table(table)
+        if mode == "pointwise":
+            from judgebias.io import read_raw
+            from judgebias.pointwise_table import is_pointwise
+
+            df = read_raw(table)
+            if not is_pointwise(df):
+                df, _ = read_table(table)
+        else:
+            df, _ = read_table(table)
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
+        if mode == "pointwise":
+            from cli.pointwise import judge_pointwise_table
+
+            with interrupts.stop_between_batches():
+                judged, exclusions = judge_pointwise_table(
+                    df, runner, template, judge_name=name or inner.name, chat=spec.chat,
+                    max_new_tokens=max_new_tokens, chunk_size=batch_size,
+                    progress=_progress("scoring responses"))
+                interrupts.check()
+            path = write_table(judged, out)
+            by_source = judged["score_source"].value_counts().to_dict()
+            typer.echo(f"wrote {path}: {len(judged)} rows, scores by source {by_source}; "
+                       f"judge {inner.name!r}, template {template}; cache hits {runner.hits}, "
+                       f"computed {runner.calls}")
+            if exclusions.total:
+                typer.echo(f"excluded or parsed judgments: {exclusions}")
+            return
         with interrupts.stop_between_batches():
             judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
                                              chat=spec.chat, perplexity=perplexity, ppl_context=ppl_context,

@@ -47,7 +47,7 @@ def _edit_json(path: Path, edit) -> None:
 
 def test_registry_has_every_format():
     assert set(IMPORTERS) == {"pandalm", "alpaca-eval", "llmbar", "hh-rlhf", "arena", "mt-bench-human",
-                              "table"}
+                              "mt-bench-single", "table"}
 
 
 # --- PandaLM ---------------------------------------------------------------------------------------

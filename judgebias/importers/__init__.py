@@ -20,6 +20,7 @@ from judgebias.importers.arena import import_arena
 from judgebias.importers.hh_rlhf import import_hh_rlhf
 from judgebias.importers.llmbar import import_llmbar
 from judgebias.importers.mt_bench_human import import_mt_bench_human
+from judgebias.importers.mt_bench_single import import_mt_bench_single
 from judgebias.importers.pandalm import import_pandalm
 from judgebias.importers.table_file import import_table
 from judgebias.table import Exclusions, TableError
@@ -33,6 +34,7 @@ IMPORTERS: dict[str, Importer] = {
     "hh-rlhf": import_hh_rlhf,
     "arena": import_arena,
     "mt-bench-human": import_mt_bench_human,
+    "mt-bench-single": import_mt_bench_single,
     "table": import_table,
 }
 

@@ -1,5 +1,6 @@
 """A judgment table in any file (``judgebias import table FILE``): CSV, JSONL or Parquet with the
-columns of ``judgebias.table`` (required: pair_id, prompt, response_a, response_b).
+columns of ``judgebias.table`` (required: pair_id, prompt, response_a, response_b), or a pointwise
+table (``judgebias.pointwise_table``: a ``response`` column and no pair columns), told by its columns.
 
 Label values are case-normalised and known spellings mapped ("Tie (bothbad)", "model_a", "1"; see
 ``judgebias.labels``); every re-spelled value is counted under ``recoded:<column>_spelled_<value>``
@@ -17,6 +18,7 @@ import pandas as pd
 from judgebias.importers._common import RECODED
 from judgebias.io import read_raw
 from judgebias.labels import label_parts, normalize_label
+from judgebias.pointwise_table import is_pointwise, validate_pointwise
 from judgebias.table import Exclusions, TableError, validate
 
 LABEL_COLUMNS = ("verdict", "verdict_ab", "verdict_ba", "human")
@@ -51,6 +53,8 @@ def import_table(src: Path, **_: object) -> tuple[pd.DataFrame, Exclusions]:
     if raw.empty:
         raise TableError(str(src), ["the file holds no rows: it is empty (expected a header and rows "
                                     "with pair_id, prompt, response_a, response_b; see docs/importers.md)"])
+    if is_pointwise(raw):
+        return validate_pointwise(raw, source=str(src))
     exclusions = Exclusions()
     for column in LABEL_COLUMNS:
         if column in raw.columns:

@@ -1,0 +1,222 @@
+"""Pointwise (absolute-score) judge prompts: one response, one score on a fixed integer scale.
+
+- ``mtbench-single`` / ``mtbench-single-ref``: MT-bench single-answer grading, 1-10, the judge
+  explains and ends with "Rating: [[5]]". The text is copied unchanged from lm-sys/FastChat
+  ``fastchat/llm_judge/data/judge_prompts.jsonl`` (``single-v1`` and ``single-math-v1``; Copyright
+  LMSYS, Apache License 2.0, see judgebias/data/LICENSE.mt_bench).
+- ``rubric-5`` / ``rubric-5-ref``: an absolute rubric in the style of Prometheus (Kim et al. 2024):
+  feedback first, then "[RESULT] N" with N in 1..5, against a score rubric and, in the ``-ref``
+  variant, a reference answer that would score 5. The wording is this project's own.
+
+A template's ``marker`` is the text after which the score is read; the score distribution is read
+at the token after it (``judgebias.judging_pointwise``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from judgebias.backends.protocol import Prompt
+
+Builder = Callable[[str, str, "str | None", str], Prompt]  # (query, response, reference, criterion)
+
+
+@dataclass(frozen=True)
+class PointwiseTemplate:
+    """A pointwise judging prompt: integer scores ``scale_min``..``scale_max`` written after
+    ``marker``; ``needs_reference`` templates fail on an item without a reference answer."""
+
+    name: str
+    version: str
+    description: str
+    scale_min: int
+    scale_max: int
+    marker: str
+    needs_reference: bool
+    criterion: str
+    builder: Builder
+    source: str = ""
+    # False: no explanation is generated; the answer is forced to start with ``answer_prefix`` and
+    # the score read right after it (for judges too small to keep the format over an explanation).
+    explain_first: bool = True
+    answer_prefix: str = ""
+
+    def tag(self, chat: bool) -> str:
+        return f"{self.name}@{self.version}:{'chat' if chat else 'fewshot'}"
+
+    def build(
+        self,
+        query: str,
+        response: str,
+        reference: str | None = None,
+        *,
+        criterion: str | None = None,
+        chat: bool = True,
+    ) -> Prompt:
+        if not chat:
+            raise ValueError(
+                f"template {self.name!r} has no pre-trained (few-shot, no chat template) variant"
+            )
+        if self.needs_reference and not reference:
+            raise ValueError(f"template {self.name!r} needs a reference answer (column 'reference')")
+        return self.builder(query, response, reference, criterion or self.criterion)
+
+
+MTBENCH_SYSTEM = "You are a helpful assistant."
+
+SINGLE_V1 = (
+    "[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response provided by an "
+    "AI assistant to the user question displayed below. Your evaluation should consider factors such as the "
+    "helpfulness, relevance, accuracy, depth, creativity, and level of detail of the response. Begin your "
+    "evaluation by providing a short explanation. Be as objective as possible. After providing your "
+    "explanation, you must rate the response on a scale of 1 to 10 by strictly following this format: "
+    '"[[rating]]", for example: "Rating: [[5]]".\n\n[Question]\n{question}\n\n[The Start of Assistant\'s '
+    "Answer]\n{answer}\n[The End of Assistant's Answer]"
+)
+
+SINGLE_MATH_V1 = (
+    "[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response provided by an "
+    "AI assistant to the user question displayed below. Your evaluation should consider correctness and "
+    "helpfulness. You will be given a reference answer and the assistant's answer. Begin your evaluation by "
+    "comparing the assistant's answer with the reference answer. Identify and correct any mistakes. Be as "
+    "objective as possible. After providing your explanation, you must rate the response on a scale of 1 to "
+    '10 by strictly following this format: "[[rating]]", for example: "Rating: [[5]]".\n\n[Question]\n'
+    "{question}\n\n[The Start of Reference Answer]\n{ref_answer_1}\n[The End of Reference Answer]\n\n"
+    "[The Start of Assistant's Answer]\n{answer}\n[The End of Assistant's Answer]"
+)
+
+
+def _single(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    return Prompt.chat(
+        ("system", MTBENCH_SYSTEM), ("user", SINGLE_V1.format(question=query, answer=response))
+    )
+
+
+def _single_ref(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    user = SINGLE_MATH_V1.format(question=query, ref_answer_1=reference, answer=response)
+    return Prompt.chat(("system", MTBENCH_SYSTEM), ("user", user))
+
+
+RUBRIC_SYSTEM = "You grade one response against a score rubric and give an integer score from 1 to 5."
+
+HELPFULNESS_RUBRIC = (
+    "Does the response do what the user asked, correctly and usefully?\n"
+    "Score 1: The response ignores the request or is wrong or harmful throughout.\n"
+    "Score 2: The response touches the request but is mostly wrong, off-topic or unusable.\n"
+    "Score 3: The response answers part of the request; it has clear errors or gaps.\n"
+    "Score 4: The response answers the request correctly with minor gaps or unclear parts.\n"
+    "Score 5: The response answers the request fully, correctly and clearly."
+)
+
+_RUBRIC_TASK = (
+    "###Task:\nRead the instruction, the response to grade{ref_note} and the score rubric. Write short "
+    "feedback that judges the response strictly by the rubric, not in general. Then give an integer score "
+    'from 1 to 5. End with exactly this format: "Feedback: (your feedback) [RESULT] (an integer from 1 to '
+    '5)". Write nothing after the score.\n\n###Instruction:\n{question}\n\n###Response to grade:\n'
+    "{answer}\n\n{reference_block}###Score rubric:\n{rubric}\n\n###Feedback:"
+)
+
+
+def _rubric(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    user = _RUBRIC_TASK.format(
+        ref_note="", question=query, answer=response, reference_block="", rubric=criterion
+    )
+    return Prompt.chat(("system", RUBRIC_SYSTEM), ("user", user))
+
+
+def _rubric_ref(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    block = f"###Reference answer (it would score 5):\n{reference}\n\n"
+    user = _RUBRIC_TASK.format(
+        ref_note=", a reference answer",
+        question=query,
+        answer=response,
+        reference_block=block,
+        rubric=criterion,
+    )
+    return Prompt.chat(("system", RUBRIC_SYSTEM), ("user", user))
+
+
+MTBENCH_SINGLE = PointwiseTemplate(
+    name="mtbench-single",
+    version="single-v1",
+    description="MT-bench single-answer grading (FastChat single-v1): explain, then 'Rating: [[k]]', k in "
+    "1..10. The score distribution is read at the token after the last '[['.",
+    scale_min=1,
+    scale_max=10,
+    marker="[[",
+    needs_reference=False,
+    criterion="overall quality",
+    builder=_single,
+    source="lm-sys/FastChat judge_prompts.jsonl, single-v1 (Apache-2.0)",
+)
+
+MTBENCH_SINGLE_REF = PointwiseTemplate(
+    name="mtbench-single-ref",
+    version="single-math-v1",
+    description="MT-bench single-answer grading against a reference answer (FastChat single-math-v1), 1..10.",
+    scale_min=1,
+    scale_max=10,
+    marker="[[",
+    needs_reference=True,
+    criterion="correctness",
+    builder=_single_ref,
+    source="lm-sys/FastChat judge_prompts.jsonl, single-math-v1 (Apache-2.0)",
+)
+
+RUBRIC_5 = PointwiseTemplate(
+    name="rubric-5",
+    version="1",
+    description="Absolute rubric grading in the style of Prometheus: feedback, then '[RESULT] k', k in 1..5; "
+    "the criterion column (default: a helpfulness rubric) is the rubric shown.",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=False,
+    criterion=HELPFULNESS_RUBRIC,
+    builder=_rubric,
+    source="this project (format after Kim et al. 2024, Prometheus 2)",
+)
+
+RUBRIC_5_REF = PointwiseTemplate(
+    name="rubric-5-ref",
+    version="1",
+    description="rubric-5 with a reference answer that would score 5 (column 'reference').",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=True,
+    criterion=HELPFULNESS_RUBRIC,
+    builder=_rubric_ref,
+    source="this project (format after Kim et al. 2024, Prometheus 2)",
+)
+
+MTBENCH_SINGLE_DIRECT = PointwiseTemplate(
+    name="mtbench-single-direct",
+    version="single-v1-direct",
+    description="MT-bench single-v1 with the answer forced to start 'Rating: [[': no explanation is "
+    "generated, the score distribution is read at once (one forward pass per read; for judges too "
+    "small to keep the format over an explanation). Needs log-probabilities.",
+    scale_min=1,
+    scale_max=10,
+    marker="[[",
+    needs_reference=False,
+    criterion="overall quality",
+    builder=_single,
+    source="lm-sys/FastChat judge_prompts.jsonl, single-v1 (Apache-2.0), answer prefix by this project",
+    explain_first=False,
+    answer_prefix="Rating: [[",
+)
+
+POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {
+    t.name: t for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF)
+}
+
+
+def pointwise_template(name: str) -> PointwiseTemplate:
+    try:
+        return POINTWISE_TEMPLATES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown pointwise template {name!r}; known: {', '.join(POINTWISE_TEMPLATES)}"
+        ) from None
