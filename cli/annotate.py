@@ -82,6 +82,7 @@ def push_cmd(
     responses, in a seeded random order.
     """
     from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+    from annotation.labelstudio import project_title as title_ok
     from annotation.loop import DesignSettings
     from annotation.store import Ledger
     from judgebias.io import read_table
@@ -91,6 +92,7 @@ def push_cmd(
                               judges=judge or None, gold=gold or None, self_map=_self_map(self_))
     ledger_path = _ledger_for(table, ledger)
     try:
+        project_title = title_ok(project_title)  # before the batch is drawn and recorded
         df, _ = read_table(table)
         client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
         # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
