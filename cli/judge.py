@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
                           chat=chat)
         df, _ = read_table(table)
         inner = build_backend(spec)
-        # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
+        # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
         with interrupts.stop_between_batches():
             judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
