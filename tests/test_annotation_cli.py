@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -34,6 +35,11 @@ def test_push_dry_run_shows_the_design_without_a_server(table_path, monkeypatch)
     # The default Poisson design: the floor is half the uniform rate, 0.5 * 4/6 = 0.333.
     assert "batch 1: poisson design over population 'all' (6 pairs" in res.output
     assert "inclusion probability 0.333-" in res.output
+    # Why the batch is not 4 pairs (issue 34, item 12): each pair is drawn on its own, so the size
+    # is random around sum(pi), which the design makes equal to the budget.
+    drew = re.search(r"drew (\d+);", res.output).group(1)
+    assert (f"the poisson design draws each pair on its own with its probability, so the batch size is "
+            f"random: expected 4.0 (--budget 4), drawn {drew}") in " ".join(res.output.split())
     res = runner.invoke(app, [*args, "--design", "stratified"])
     # Three strata: 1 other pair, 4 own pairs where J agrees with gold, 1 where it disagrees (no flips).
     # Each gets min(2, N_h) first: 1 + 2 + 1 = 4 spends the budget, so pi = 1, 2/4 and 1.
