@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +50,23 @@ INSTRUCTIONS = (
 
 class LabelStudioError(RuntimeError):
     """The server could not be reached or refused a request; the message names the URL."""
+
+
+TITLE_MIN, TITLE_MAX = 3, 50  # Label Studio's PROJECT_TITLE_MIN_LEN / PROJECT_TITLE_MAX_LEN
+
+
+def project_title(title: str) -> str:
+    """The project title as it is sent and matched (surrounding spaces dropped, as Label Studio's API
+    drops them), or a ValueError for one Label Studio would refuse, so a push can say so before it
+    records a batch."""
+    cleaned = title.strip()
+    if not TITLE_MIN <= len(cleaned) <= TITLE_MAX:
+        raise ValueError(
+            f"project title {cleaned[:TITLE_MAX + 10]!r} is too "
+            f"{'short' if len(cleaned) < TITLE_MIN else 'long'}"
+            f" ({len(cleaned)} characters): Label Studio takes {TITLE_MIN} to {TITLE_MAX} (--project-title)"
+        )
+    return cleaned
 
 
 def labeling_config() -> str:
@@ -190,24 +208,37 @@ class LabelStudioClient:
         self._call("checking the API key", self._ls.users.whoami)
 
     # -- projects -----------------------------------------------------------------------------------
-    def ensure_project(self, title: str, *, max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> int:
-        """The id of the project with this exact title, created with the pairwise config if absent."""
-        if len(title.strip()) < 3:
-            raise ValueError(f"project title {title!r} must have at least 3 characters")
+    def _same_titled(self, title: str) -> list:
+        """Projects titled exactly ``title``, oldest (lowest id) first."""
         listed = self._call("listing projects", lambda: list(self._ls.projects.list(title=title)))
-        # Oldest first: if two same-titled projects ever exist, every push and pull picks the same one.
-        for project in sorted(listed, key=lambda p: int(p.id)):
-            if project.title == title:
-                # A same-titled project made by hand would have its labels silently read as skips.
-                controls = set((project.parsed_label_config or {}).keys())
-                if CHOICE_FIELD not in controls:
-                    raise LabelStudioError(
-                        f"Label Studio at {self.url}: project {project.id} {title!r} exists but has no "
-                        f"{CHOICE_FIELD!r} choice (controls: {sorted(controls)}); it was not made by "
-                        "judgebias: pick another --project-title"
-                    )
-                return int(project.id)
-        project = self._call(
+        return sorted((p for p in listed if p.title == title), key=lambda p: int(p.id))
+
+    def _judgebias_project(self, project, title: str) -> int:
+        # A same-titled project made by hand would have its labels silently read as skips.
+        controls = set((project.parsed_label_config or {}).keys())
+        if CHOICE_FIELD not in controls:
+            raise LabelStudioError(
+                f"Label Studio at {self.url}: project {project.id} {title!r} exists but has no "
+                f"{CHOICE_FIELD!r} choice (controls: {sorted(controls)}); it was not made by "
+                "judgebias: pick another --project-title"
+            )
+        return int(project.id)
+
+    def ensure_project(self, title: str, *, max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> int:
+        """The id of the oldest project with this exact title, created with the pairwise config if absent.
+
+        Safe against pushes of other ledgers (other folders, other machines) creating the same title at
+        the same moment, which no local lock can see: after creating, the projects are listed again and
+        the oldest wins. Label Studio numbers projects in creation order, so every pusher that lists
+        after its own creation sees the same oldest one. The newer same-titled projects that are still
+        empty (a concurrent pusher's, or one a create retried after a timeout left behind) are deleted:
+        nobody imports into them, and annotators would otherwise see the title twice.
+        """
+        title = project_title(title)
+        existing = self._same_titled(title)
+        if existing:
+            return self._judgebias_project(existing[0], title)
+        created = self._call(
             "creating the project",
             self._ls.projects.create,
             title=title,
@@ -220,12 +251,50 @@ class LabelStudioClient:
             expert_instruction=INSTRUCTIONS,
             show_instruction=True,
         )
-        return int(project.id)
+        oldest, *newer = self._same_titled(title) or [created]
+        kept = self._judgebias_project(oldest, title)
+        for project in newer:
+            if project.task_number == 0 and CHOICE_FIELD in (project.parsed_label_config or {}):
+                self._drop_duplicate(int(project.id), kept, title)
+        return kept
+
+    def _drop_duplicate(self, duplicate: int, kept: int, title: str) -> None:
+        try:
+            self._call(f"deleting project {duplicate}", self._ls.projects.delete, id=duplicate)
+        except LabelStudioError as exc:
+            # 404: the concurrent pusher deleted it first. Otherwise the push goes on into the kept
+            # project, and the empty duplicate only clutters the project list.
+            if "HTTP 404" not in str(exc):
+                warnings.warn(f"{exc}; project {duplicate} {title!r} is an empty duplicate of project "
+                              f"{kept}: delete it in Label Studio", stacklevel=2)
 
     def _server_tasks(self, project_id: int) -> list:
-        return self._call(
+        """The project's tasks, oldest first: where a pair has two, every pusher takes the oldest."""
+        listed = self._call(
             "listing tasks", lambda: list(self._ls.tasks.list(project=project_id, fields="all"))
         )
+        return sorted(listed, key=lambda t: int(t.id))
+
+    def _oldest_tasks(self, project_id: int, keys: set[str]) -> dict[str, Any]:
+        """Per pair key of ``keys``, its oldest task in the project. A newer task of the same key was
+        imported by another ledger's push at the same moment (both listed the project before either
+        imported): it is deleted while nobody has labelled it, so annotators see each pair once. Both
+        pushers list after importing, so both keep the same task whichever deletes the other."""
+        kept: dict[str, Any] = {}
+        for task in self._server_tasks(project_id):
+            key = (task.data or {}).get("pair_key")
+            if key not in keys:
+                continue
+            if key not in kept:
+                kept[key] = task
+            elif not (getattr(task, "total_annotations", 0) or getattr(task, "cancelled_annotations", 0)):
+                try:
+                    self._call(f"deleting task {task.id}", self._ls.tasks.delete, id=int(task.id))
+                except LabelStudioError as exc:
+                    if "HTTP 404" not in str(exc):  # 404: the other pusher deleted it first
+                        warnings.warn(f"{exc}; task {task.id} duplicates task {kept[key].id}: delete it in "
+                                      "Label Studio", stacklevel=2)
+        return kept
 
     # -- push ---------------------------------------------------------------------------------------
     def push(
@@ -277,13 +346,14 @@ class LabelStudioClient:
             self._call("importing tasks", self._ls.projects.import_tasks, id=project_id, request=payload)
             # Task ids are matched by the pair key in each task's data, not by the order of the import
             # response, which the API does not promise.
-            on_server = {(t.data or {}).get("pair_key"): int(t.id) for t in self._server_tasks(project_id)}
+            on_server = self._oldest_tasks(project_id, {r.pair_key for r, _ in rows})
             missing = [r.pair_key for r, _ in rows if r.pair_key not in on_server]
+            # The order recorded is the one the kept task shows, which another ledger may have imported.
             recorded = [
-                PushedTask(r.pair_key, str(r.pair_id), project_id, on_server[r.pair_key], s, self.url,
-                           content_key=ck)
-                for (r, ck), s in zip(rows, swaps, strict=True)
-                if r.pair_key in on_server
+                PushedTask(r.pair_key, str(r.pair_id), project_id, int(task.id),
+                           (task.data or {}).get("left") != r.response_a, self.url, content_key=ck)
+                for r, ck in rows
+                if (task := on_server.get(r.pair_key)) is not None
             ]
             ledger.record_tasks(recorded)
             task_ids = [t.task_id for t in recorded]

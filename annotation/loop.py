@@ -74,7 +74,10 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
     summary = {
         "batch": number, "design": settings.design, "population": settings.population,
         "population_size": len(frame.pairs), "left_to_draw": len(frame.pairs) - len(before),
-        "drawn": len(chosen),
+        "drawn": len(chosen), "budget": budget,
+        # Poisson draws each pair on its own: the count is random around sum(pi), the expected size.
+        "expected": float(drawn["pi"].sum()),
+        "redrawn": int((drawn["selected"] & drawn.index.isin(list(before))).sum()),
         "pi_min": float(drawn["pi"].min()), "pi_max": float(drawn["pi"].max()),
         "per_stratum": chosen.groupby("stratum").size().to_dict(),
     }

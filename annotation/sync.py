@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from annotation.labelstudio import KEY_ENV, URL_ENV, LabelStudioClient, PullResult, PushResult, ServerSettings
+from annotation.labelstudio import (
+    KEY_ENV,
+    URL_ENV,
+    LabelStudioClient,
+    PullResult,
+    PushResult,
+    ServerSettings,
+    project_title,
+)
 from annotation.sampling import DEFAULT_DESIGN, DEFAULT_POPULATION
 from annotation.store import Ledger, default_ledger_path
 
@@ -156,6 +164,8 @@ def target_reached(figures: dict[str, dict[str, Any]], figure: str, half_width: 
 
 def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> SyncResult:
     """Pull (and push ``budget`` more pairs), recompute, and log the figures as a linked MLflow run."""
+    if settings.budget > 0:
+        project_title(settings.project_title)  # a title the server refuses: said before anything changes
     ledger = Ledger(settings.ledger_path)
     client = client or LabelStudioClient(settings.server())
     pulled = client.pull(ledger)

@@ -16,6 +16,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's own help layout (every subcommand inherits it): it re-flows each paragraph to the terminal,
+    # where typer's rich layout kept the docstrings' line breaks (a wrapped line left one stray word
+    # on a line of its own) and printed <bool> beside every flag.
+    rich_markup_mode=None,
 )
 
 

@@ -14,9 +14,10 @@ import typer
 
 annotate_app = typer.Typer(
     name="annotate",
-    help="Send the most informative pairs to human annotators (Label Studio) and fold their labels back "
-    "into the experiment. Needs LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY (scripts/labelstudio_start.sh "
-    "writes both to <data dir>/labelstudio.env).",
+    help="Draw a probability sample of the pairs (each pair's chance of being drawn is known and "
+    "recorded), have human annotators label it in Label Studio, and estimate every human-anchored figure "
+    "for all pairs from those labels. Needs LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
+    "(scripts/labelstudio_start.sh writes both to <data dir>/labelstudio.env).",
     no_args_is_help=True,
 )
 
@@ -82,6 +83,7 @@ def push_cmd(
     responses, in a seeded random order.
     """
     from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+    from annotation.labelstudio import project_title as title_ok
     from annotation.loop import DesignSettings
     from annotation.store import Ledger
     from judgebias.io import read_table
@@ -91,6 +93,7 @@ def push_cmd(
                               judges=judge or None, gold=gold or None, self_map=_self_map(self_))
     ledger_path = _ledger_for(table, ledger)
     try:
+        project_title = title_ok(project_title)  # before the batch is drawn and recorded
         df, _ = read_table(table)
         client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
         # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
@@ -99,6 +102,16 @@ def push_cmd(
         _fail(str(exc))
     with store.lock() if store is not None else nullcontext():
         _push_locked(df, store, client, budget, settings, project_title, seed, dry_run)
+
+
+def _poisson_count_line(sm: dict) -> str:
+    """Why a Poisson batch holds more or fewer pairs than --budget: the size is random."""
+    total = sm["drawn"] + sm["redrawn"]
+    line = (f"  the poisson design draws each pair on its own with its probability, so the batch size is "
+            f"random: expected {sm['expected']:.1f} (--budget {sm['budget']}), drawn {total}")
+    if sm["redrawn"]:
+        line += f", of which {sm['redrawn']} drawn in an earlier batch (no new label needed)"
+    return line
 
 
 def _push_locked(df, store, client, budget, settings, project_title, seed, dry_run) -> None:
@@ -118,6 +131,8 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
         typer.echo(f"batch {sm['batch']}: {sm['design']} design over population {sm['population']!r} "
                    f"({sm['population_size']} pairs, {sm['left_to_draw']} not drawn before); drew "
                    f"{sm['drawn']}; inclusion probability {sm['pi_min']:.3f}-{sm['pi_max']:.3f}")
+        if sm["design"] == "poisson":
+            typer.echo(_poisson_count_line(sm))
         for stratum, k in sorted(sm["per_stratum"].items()):
             typer.echo(f"  {stratum:<28} {k}")
         if sm["design"] == "stratified":
@@ -134,6 +149,7 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
         f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
         f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
     )
+    typer.echo(f"open it: {client.url}/projects/{result.project_id}/data")
     if result.shared:
         typer.echo(f"{result.shared} pair(s) have the same texts as a pair already pushed: they share its "
                    "task (labelled once, counted for each pair)")

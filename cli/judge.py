@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         else:
             df, _ = read_table(table)
         inner = build_backend(spec)
-        # One cache transaction per batch: a killed or interrupted run keeps every finished batch.
+        # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
         if mode == "pointwise":
             from cli.pointwise import judge_pointwise_table

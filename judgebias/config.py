@@ -121,7 +121,8 @@ class AnnotationConfig(_Strict):
     url_env: str = Field("LABEL_STUDIO_URL", pattern=r"^[A-Z_][A-Z0-9_]*$")
     api_key_env: str = Field("LABEL_STUDIO_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
     budget: int = Field(50, ge=0, description="pairs sent to annotators per sync")
-    project_title: str = Field("judgebias pairwise preferences", min_length=3)
+    # Label Studio takes titles of 3 to 50 characters.
+    project_title: str = Field("judgebias pairwise preferences", min_length=3, max_length=50)
     # The probability design of each batch (docs/annotation.md): every pair's inclusion probability
     # is recorded, so the human-label figures are population estimates, not contested-pair averages.
     design: Literal["stratified", "uniform", "poisson"] = "poisson"

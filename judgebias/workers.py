@@ -24,6 +24,7 @@ from typing import Any
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cached
 from judgebias.backends.protocol import Generation, GenerationParams
+from judgebias.cache import on_results_kwargs
 from judgebias.chunks import Chunk, ChunkStore
 from judgebias.resident import Resident
 from judgebias.table import Exclusions
@@ -50,17 +51,18 @@ class _Serialized:
     def identity(self) -> dict:
         return self._inner.identity()
 
-    def score_options(self, prompts, options):
+    # on_results passes through, so the call cache still commits a long batch every few seconds.
+    def score_options(self, prompts, options, on_results=None):
         with self._lock:
-            return self._inner.score_options(prompts, options)
+            return self._inner.score_options(prompts, options, **on_results_kwargs(on_results))
 
-    def generate(self, prompts, params):
+    def generate(self, prompts, params, on_results=None):
         with self._lock:
-            return self._inner.generate(prompts, params)
+            return self._inner.generate(prompts, params, **on_results_kwargs(on_results))
 
-    def continuation_logprobs(self, contexts, continuations):
+    def continuation_logprobs(self, contexts, continuations, on_results=None):
         with self._lock:
-            return self._inner.continuation_logprobs(contexts, continuations)
+            return self._inner.continuation_logprobs(contexts, continuations, **on_results_kwargs(on_results))
 
 
 def _build_backend(spec: ModelSpec):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
 from typer.testing import CliRunner
 
 from annotation.keys import pair_key
-from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings, project_title
 from annotation.selection import select_pairs
 from annotation.store import Label, Ledger, PushedTask
 from cli import app
@@ -31,6 +35,11 @@ def test_push_dry_run_shows_the_design_without_a_server(table_path, monkeypatch)
     # The default Poisson design: the floor is half the uniform rate, 0.5 * 4/6 = 0.333.
     assert "batch 1: poisson design over population 'all' (6 pairs" in res.output
     assert "inclusion probability 0.333-" in res.output
+    # Why the batch is not 4 pairs (issue 34, item 12): each pair is drawn on its own, so the size
+    # is random around sum(pi), which the design makes equal to the budget.
+    drew = re.search(r"drew (\d+);", res.output).group(1)
+    assert (f"the poisson design draws each pair on its own with its probability, so the batch size is "
+            f"random: expected 4.0 (--budget 4), drawn {drew}") in " ".join(res.output.split())
     res = runner.invoke(app, [*args, "--design", "stratified"])
     # Three strata: 1 other pair, 4 own pairs where J agrees with gold, 1 where it disagrees (no flips).
     # Each gets min(2, N_h) first: 1 + 2 + 1 = 4 spends the budget, so pi = 1, 2/4 and 1.
@@ -204,3 +213,21 @@ def test_pull_maps_back_counts_odd_annotations_and_ignores_foreign_tasks(tmp_pat
     # Task 11 was shown swapped: "left" is the original B, "right" the original A.
     assert labels.loc[1, "label"] == "b" and labels.loc[2, "label"] == "a"
     assert labels.loc[4, "skipped"] and labels.loc[4, "label"] is None
+
+
+def test_project_title_checked_before_the_batch_is_recorded(tmp_path):
+    with pytest.raises(ValueError, match="Label Studio takes 3 to 50"):
+        project_title("x")
+    with pytest.raises(ValueError, match=r"too long \(51 characters\)"):
+        project_title("t" * 51)
+    assert project_title("  judgebias pairs ") == "judgebias pairs"  # as the server stores it
+
+    path = write_table(scenario_table(), tmp_path / "judgments.jsonl")
+    env = {**os.environ, "LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "k"}
+    done = subprocess.run([sys.executable, "-m", "cli", "annotate", "push", str(path), "--budget", "2",
+                           "--project-title", "x"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "project title 'x' is too short (1 characters): Label Studio takes 3 to 50 (--project-title)"]
+    assert not (tmp_path / "judgments.labels.sqlite").exists()  # nothing drawn, nothing recorded

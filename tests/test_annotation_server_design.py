@@ -143,6 +143,8 @@ def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, t
     sdk = world["sdk"]
     projects = [p for p in sdk.projects.list(title=title) if p.title == title]
     assert len(projects) == 1
+    url = f"open it: {ls_server.url}/projects/{projects[0].id}/data"  # where the annotators work
+    assert all(url in out for out in outputs), outputs
     ledger = Ledger(tmp_path / "race.labels.sqlite")
     on_server = {int(t.id) for t in sdk.tasks.list(project=projects[0].id)}
     assert set(ledger.tasks()["task_id"]) == on_server and len(on_server) == 8

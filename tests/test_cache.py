@@ -320,3 +320,93 @@ def test_unusable_cache_location_is_named(tmp_path):
     expected = r"cannot open the model-call cache at .*file/calls.sqlite.*JUDGEBIAS_CACHE_DIR"
     with pytest.raises(OSError, match=expected):
         CachedBackend(CountingBackend(), ResponseCache(blocker)).score_options(prompts(1), ["A", "B"])
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ReportingBackend(CountingBackend):
+    """Reports each item as it finishes (as the local backend reports each forward pass) while its
+    clock moves one second per item; after ``look_after`` items it reads the cache file through
+    another connection: what a SIGKILL at that moment would leave."""
+
+    def __init__(self, clock: _Clock, look_after: int, cache_path, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock, self.look_after, self.cache_path = clock, look_after, cache_path
+        self.seen_mid_batch: int | None = None
+
+    def score_options(self, prompts, options, on_results=None):
+        out = []
+        for i, p in enumerate(prompts):
+            out.extend(super().score_options([p], options))
+            self.clock.now += 1.0
+            if on_results:
+                on_results({i: out[-1]})
+            if i + 1 == self.look_after:
+                other = ResponseCache(self.cache_path)
+                self.seen_mid_batch = len(other)
+                other.close()
+        return out
+
+
+def test_a_long_batch_is_committed_every_few_seconds_not_only_at_its_end(cache):
+    """Issue 34, item 6: one --batch-size of prompts was the commit unit (64 prompts, ~35 s of CPU)."""
+    clock = _Clock()
+    inner = ReportingBackend(clock, look_after=7, cache_path=cache.path, fail_on="q 4 ")
+    cb = CachedBackend(inner, cache, chunk_size=64, commit_seconds=3.0, clock=clock)
+    ps = prompts(10)
+    out = cb.score_options(ps, ["A", "B"])  # one batch of 10 items, 1 s each
+    # Commits at t = 3 s (items 0-2) and t = 6 s (items 3-5, item 4 failed and is never stored):
+    # 5 items are on disk while item 7 is computed; the end of the batch stores the remaining 4.
+    assert inner.seen_mid_batch == 5
+    assert len(cache) == 9 and cb.stats.stored == 9
+    rerun = CachedBackend(again := CountingBackend(fail_on="q 4 "), ResponseCache(cache.path), chunk_size=64)
+    assert rerun.score_options(ps, ["A", "B"]) == out and again.batches == [1]  # only the failed one
+    with pytest.raises(ValueError, match="commit_seconds"):
+        CachedBackend(CountingBackend(), cache, commit_seconds=0)
+
+
+def test_an_interrupted_batch_keeps_what_was_reported_before_the_interrupt(cache):
+    class DiesAtItem6(ReportingBackend):
+        def score_options(self, prompts, options, on_results=None):
+            def report(done):
+                on_results(done)
+                if 5 in done:
+                    raise KeyboardInterrupt("stop requested")
+            return super().score_options(prompts, options, on_results=report)
+
+    clock = _Clock()
+    cb = CachedBackend(DiesAtItem6(clock, 0, cache.path), cache, commit_seconds=60.0, clock=clock)
+    with pytest.raises(KeyboardInterrupt):
+        cb.score_options(prompts(10), ["A", "B"])
+    assert len(cache) == 6  # no time commit was due: the 6 finished items are stored on the way out
+
+
+def test_local_backend_reports_each_forward_pass_to_the_cache(cache):
+    """The real local backend behind the cache: a batch of 6 prompts in forward passes of 2 is
+    committed after each pass once the commit interval has passed (here: at every report)."""
+    from judgebias import models
+    from judgebias.backends.local import LocalBackend
+    from judgebias.random_weights import random_model
+
+    tok = models.load_tokenizer("smollm2-135m-instruct")
+    lm = random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)
+    clock = _Clock()
+
+    def tick() -> float:
+        clock.now += 10.0
+        return clock.now
+
+    commits = []
+    put_many = cache.put_many
+    cache.put_many = lambda rows: (commits.append(len(rows)), put_many(rows))
+    cb = CachedBackend(LocalBackend(lm, max_batch=2, reuse_prefix=False), cache, chunk_size=64,
+                       commit_seconds=5.0, clock=tick)
+    ps = [Prompt(text=f"Question {i}: which is better, {'x ' * i}? Answer:") for i in range(6)]
+    cb.score_options(ps, ["A", "B"])
+    assert commits[:3] == [2, 2, 2] and sum(commits) == 6 and len(cache) == 6

@@ -24,8 +24,9 @@ class ModelSpec:
 
     ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` or
     the API's model name for ``"openai"`` (its key is read from ``api_key_env`` where the backend is
-    built, never stored in the spec). ``batch_size`` is the number of items per model call, and so
-    per call-cache transaction: what a killed run keeps is at most one batch short.
+    built, never stored in the spec). ``batch_size`` is the number of items per model call and per
+    call-cache transaction; within a call the cache also commits every few seconds what the backend
+    reported, so a kill loses seconds.
     """
 
     name: str
@@ -150,7 +151,8 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
 
 
 def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
-    """``inner`` behind the content-keyed call cache, one transaction per ``spec.batch_size`` calls.
+    """``inner`` behind the content-keyed call cache, one transaction per ``spec.batch_size`` calls
+    and every ``COMMIT_SECONDS`` within one.
     ``cache``: a ``ResponseCache`` (default: ``spec.cache_dir``, else $JUDGEBIAS_CACHE_DIR)."""
     from judgebias.cache import CachedBackend, ResponseCache
 

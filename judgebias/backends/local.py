@@ -231,8 +231,11 @@ class LocalBackend:
         return None
 
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str],
-                      progress: Callable[[int], None] | None = None) -> list[OptionScores]:
-        """P(option) at the next token of each prompt, summed over the option's token variants."""
+                      progress: Callable[[int], None] | None = None,
+                      on_results: Callable[[dict[int, OptionScores]], None] | None = None
+                      ) -> list[OptionScores]:
+        """P(option) at the next token of each prompt, summed over the option's token variants.
+        ``on_results`` gets each forward pass's results by prompt index (the call cache commits them)."""
         import torch
 
         variants = self.variants(options)
@@ -251,6 +254,9 @@ class LocalBackend:
             unique.setdefault(tuple(encoded[i]), i)
         reps = list(unique.values())
         computed: dict[int, OptionScores] = {}
+        copies: dict[int, list[int]] = {}
+        for i in todo:
+            copies.setdefault(unique[tuple(encoded[i])], []).append(i)
         index_tensors = {o: torch.tensor(ids, device=self.device) for o, ids in variants.items()}
         with torch.inference_mode():
             prefix = self._shared_prefix([encoded[i] for i in reps])
@@ -271,11 +277,14 @@ class LocalBackend:
                                                      raw=self.tokenizer.decode([top[k]]))
                 if progress:
                     progress(len(batch))
+                if on_results:
+                    on_results({i: computed[reps[j]] for j in batch for i in copies[reps[j]]})
         for i in todo:
             results[i] = computed[unique[tuple(encoded[i])]]
         return results  # type: ignore[return-value]
 
-    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
+    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str],
+                              on_results: Callable[[dict[int, TokenLogprobs]], None] | None = None
                               ) -> list[TokenLogprobs]:
         """Log-probability of each continuation token given the rendered context and the tokens before it."""
         import torch
@@ -305,11 +314,14 @@ class LocalBackend:
                     target = torch.tensor(cont[i], device=self.device)
                     picked = logp.gather(1, target[:, None])[:, 0].double().cpu().tolist()
                     results[i] = TokenLogprobs(tuple(picked))
+                if on_results:
+                    on_results({i: results[i] for i in idx})
         return results  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- generation
     def generate(self, prompts: Sequence[Prompt], params: GenerationParams,
-                 progress: Callable[[int], None] | None = None) -> list[Generation]:
+                 progress: Callable[[int], None] | None = None,
+                 on_results: Callable[[dict[int, Generation]], None] | None = None) -> list[Generation]:
         """Batched generation (left padding); greedy when temperature is 0.
 
         With sampling, a batch shares one seeded random stream, so a text depends on which prompts
@@ -337,6 +349,8 @@ class LocalBackend:
                                         completion_tokens=n_new[k], seconds=seconds)
             if progress:
                 progress(len(idx))
+            if on_results:
+                on_results({i: results[i] for i in idx})
         return results  # type: ignore[return-value]
 
     def _eos_ids(self) -> list[int]:

@@ -266,22 +266,33 @@ class OpenAICompatBackend:
                 "seconds": sum(u.seconds for u in log), "tries": sum(u.tries for u in log),
                 "cost_usd": sum(u.cost_usd for u in log) if log else 0.0}
 
-    def _map(self, fn: Callable[[int], Any], n: int) -> list:
-        """``fn(i)`` for i < n on at most ``max_concurrency`` threads; a first exception cancels the rest."""
+    def _map(self, fn: Callable[[int], Any], n: int,
+             on_results: Callable[[dict[int, Any]], None] | None = None) -> list:
+        """``fn(i)`` for i < n on at most ``max_concurrency`` threads; a first exception cancels the rest.
+        ``on_results`` gets each result as it arrives (the call cache commits them every few seconds)."""
         if n == 0:
             return []
         if self.max_concurrency == 1 or n == 1:
-            return [fn(i) for i in range(n)]
+            out = []
+            for i in range(n):
+                out.append(fn(i))
+                if on_results:
+                    on_results({i: out[-1]})
+            return out
         with cf.ThreadPoolExecutor(max_workers=min(self.max_concurrency, n),
                                    thread_name_prefix="judgebias-openai") as pool:
-            futures = [pool.submit(fn, i) for i in range(n)]
-            done, pending = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-            for f in done:
-                if f.exception() is not None:
-                    for p in pending:
-                        p.cancel()
-                    raise f.exception()
-            return [f.result() for f in futures]
+            futures = {pool.submit(fn, i): i for i in range(n)}
+            results: list = [None] * n
+            try:
+                for f in cf.as_completed(futures):
+                    results[futures[f]] = f.result()
+                    if on_results:
+                        on_results({futures[f]: results[futures[f]]})
+            except BaseException:
+                for p in futures:
+                    p.cancel()
+                raise
+            return results
 
     @staticmethod
     def _http_error(exc: Exception) -> str:
@@ -291,7 +302,9 @@ class OpenAICompatBackend:
 
     # ------------------------------------------------------------------ Backend protocol
 
-    def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:
+    def score_options(self, prompts: Sequence[Prompt], options: Sequence[str],
+                      on_results: Callable[[dict[int, OptionScores]], None] | None = None
+                      ) -> list[OptionScores]:
         import openai
 
         options = list(options)
@@ -315,9 +328,10 @@ class OpenAICompatBackend:
             self._log("score_options", response, seconds, tries)
             return op.parse_option_scores(response, options, answer_after=self.answer_after)
 
-        return self._map(one, len(prompts))
+        return self._map(one, len(prompts), on_results)
 
-    def generate(self, prompts: Sequence[Prompt], params: GenerationParams) -> list[Generation]:
+    def generate(self, prompts: Sequence[Prompt], params: GenerationParams,
+                 on_results: Callable[[dict[int, Generation]], None] | None = None) -> list[Generation]:
         import openai
 
         def one(i: int) -> Generation:
@@ -331,9 +345,10 @@ class OpenAICompatBackend:
             self._log("generate", response, seconds, tries)
             return op.parse_generation(response, seconds)
 
-        return self._map(one, len(prompts))
+        return self._map(one, len(prompts), on_results)
 
-    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
+    def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str],
+                              on_results: Callable[[dict[int, TokenLogprobs]], None] | None = None
                               ) -> list[TokenLogprobs]:
         """Prompt log-probs via the completions endpoint with ``echo``; per-item errors where the
         endpoint has no such feature (never made-up values)."""
@@ -361,4 +376,4 @@ class OpenAICompatBackend:
                 self._echo_unsupported = f"{op.NO_PROMPT_LOGPROBS} ({self.base_url})"
             return result
 
-        return self._map(one, len(contexts))
+        return self._map(one, len(contexts), on_results)
