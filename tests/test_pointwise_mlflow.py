@@ -99,6 +99,7 @@ def test_cli_analyze_pointwise_logs_to_mlflow(tmp_path, mlflow_uri, monkeypatch)
     run = client.get_run(run_id)
     logged = run.data.metrics
     assert logged == pytest.approx(flatten_pointwise(result))
+    assert f"{OTHER}.score_distribution.skew" not in logged and f"{OTHER}.score_distribution.mean" in logged
     rho = result["judges"]["j"]["score_agreement_human"]["spearman"]
     assert logged["j.score_agreement_human.spearman"] == pytest.approx(rho["value"])
     assert logged["j.score_agreement_human.spearman.ci_high"] == pytest.approx(rho["ci_high"])
