@@ -102,7 +102,8 @@ def analyze_cmd(
         from cli.pointwise import analyze_pointwise_file
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
-                               pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed)
+                               pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
         return
     try:
         table, exclusions = read_table(file, skip_invalid=skip_invalid)

@@ -52,9 +52,14 @@ def analyze_pointwise_file(
     skip_invalid: bool,
     reps: int,
     seed: int,
+    plots_dir: Path | None = None,
+    mlflow: bool = False,
+    run_name: str | None = None,
 ) -> None:
-    """Validate, compute, print and write the pointwise figures (no plots, report card or MLflow
-    for pointwise tables yet: said on the terminal)."""
+    """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
+    per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
+    params, metrics, the JSON, the table and the plots (``tracking.log_pointwise``). No report card
+    or traces for pointwise tables yet: said on the terminal."""
     from judgebias.display import terminal_safe
     from judgebias.io import read_raw, read_table
     from judgebias.pointwise_analysis import analyze_pointwise, format_pointwise
@@ -78,4 +83,23 @@ def analyze_pointwise_file(
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_pointwise(result), keep="\n"))
     typer.echo(f"\nwrote {out}")
-    typer.echo("(pointwise table: no plots, report card or MLflow run yet)")
+    from judgebias.plots import save_figures
+    from judgebias.plots_pointwise import pointwise_figures
+    from judgebias.report_card import analyze_outputs
+
+    figures = pointwise_figures(table, result["settings"]["judges"])
+    plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
+    paths = save_figures(figures, plots_dir)
+    typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+    typer.echo("(pointwise table: no report card or MLflow traces yet)")
+    if mlflow:
+        from tracking.log_pointwise import log_pointwise_analysis
+        from tracking.mlflow_run import mlflow_run
+        from tracking.settings import TrackingSettings
+
+        settings = TrackingSettings()
+        with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
+                        tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
+            counts = log_pointwise_analysis(result, table_path=file, figures=figures)
+        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+                   f"({counts['metrics']} metrics, {counts['figures']} plots)")

@@ -1,0 +1,108 @@
+"""Logging an ``analyze`` result of a pointwise table to MLflow, in the pairwise path's shape
+(``tracking.log_analysis``): ``<judge>.<figure>`` for the value with ``.ci_low``, ``.ci_high``,
+``.n``, ``.p_value``; NaN/None left out; params; the JSON, the table and the plots as artifacts.
+
+Where a JSON key alone would not say what its value is, the MLflow name adds it (``VALUE_NAMES``):
+``<judge>.score_distribution.skew``, ``<judge>.score_verbosity.slope_gap``, ...; the agreement and
+self-preference records are already named by their part (``<judge>.score_agreement_human.spearman``,
+``<judge>.score_self_preference.eo``). Table sizes as ``dataset.rows`` and ``dataset.items``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tracking.log_analysis import (
+    _finite,
+    estimate_metrics,
+    log_figures,
+    log_metrics_dict,
+    log_params_dict,
+    sanitize,
+)
+
+# key -> the MLflow name of its value (None: the key says it).
+VALUE_NAMES: dict[str, str | None] = {
+    "score_bias_human": "score_bias_human.mean_judge_minus_human",
+    "score_dbg": "score_dbg.mean_judge_minus_gold",
+    "score_family_preference": "score_family_preference.eo",
+    "score_verbosity": "score_verbosity.slope_gap",
+    "score_distribution": "score_distribution.skew",
+    "pointwise_pairwise_consistency": "pointwise_pairwise_consistency.lower_scored_wins",
+}
+# Records keyed by their parts: ``<judge>.<key>.<part>``, each a full estimate.
+NESTED = ("score_agreement_human", "score_self_preference")
+# Plain numbers in a figure's record worth a metric of their own: ``<judge>.<key>.<field>``.
+DETAIL_NUMBERS = {
+    "score_verbosity": ("judge_slope", "human_slope"),
+    "score_distribution": ("used_min", "used_max", "levels_used", "levels", "mean"),
+}
+# Estimates inside a figure's record: ``<judge>.<key>.<field>`` with its interval.
+DETAIL_ESTIMATES = {"score_distribution": ("round_share",)}
+
+
+def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
+    """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
+    out: dict[str, float] = {}
+    for judge, figs in (result.get("judges") or {}).items():
+        for key, rec in figs.items():
+            if key == "skipped" or not isinstance(rec, Mapping):
+                continue
+            if key in NESTED:
+                for part, est in rec.items():
+                    if isinstance(est, Mapping):
+                        out.update(estimate_metrics(f"{judge}.{key}.{part}", est))
+                continue
+            out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(key) or key}", rec))
+            for field in DETAIL_NUMBERS.get(key, ()):
+                if _finite(rec.get(field)):
+                    out[f"{judge}.{key}.{field}"] = float(rec[field])
+            for field in DETAIL_ESTIMATES.get(key, ()):
+                if isinstance(rec.get(field), Mapping):
+                    out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
+    for key in ("rows", "items"):
+        v = (result.get("settings") or {}).get(key)
+        if _finite(v):
+            out[f"dataset.{key}"] = float(v)
+    return {sanitize(k): v for k, v in out.items()}
+
+
+def pointwise_params(result: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+    settings = result.get("settings") or {}
+    gold = settings.get("gold")
+    params: dict[str, Any] = {
+        "table_kind": "pointwise",
+        "judges": ",".join(settings.get("judges") or []),
+        "gold": ",".join(gold) if isinstance(gold, list) else str(gold or "all other judges"),
+        "self_generators": ";".join(
+            f"{j}={','.join(g)}" for j, g in (settings.get("self_generators") or {}).items()
+        ) or "-",
+        "bootstrap_reps": settings.get("bootstrap_reps"),
+        "seed": settings.get("seed"),
+    }
+    if source:
+        params["table"] = source
+    return params
+
+
+def log_pointwise_analysis(
+    result: Mapping[str, Any],
+    *,
+    table_path: str | Path | None = None,
+    figures: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Log one pointwise ``analyze`` result into the ACTIVE run: params, every metric, the JSON as
+    ``metrics.json``, the table file under ``table/`` and the plots under ``plots/``."""
+    import mlflow
+
+    if mlflow.active_run() is None:
+        raise RuntimeError("log_pointwise_analysis needs an active MLflow run (tracking.mlflow_run)")
+    params = log_params_dict(pointwise_params(result, str(table_path) if table_path else None))
+    n = log_metrics_dict(flatten_pointwise(result))
+    mlflow.log_dict(dict(result), "metrics.json")
+    if table_path is not None:
+        mlflow.log_artifact(str(table_path), "table")
+    figs = log_figures(figures) if figures else []
+    return {"metrics": n, "params": len(params), "figures": len(figs)}
