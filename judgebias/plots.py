@@ -2,7 +2,8 @@
 
 Figures are built with ``matplotlib.figure.Figure`` directly (Agg rendering, no pyplot global
 state, nothing shown); ``save_figures`` writes PNGs when asked. Every figure is FIGSIZE inches at
-DPI, i.e. 800 x 500 pixels, unless a size is given.
+DPI, i.e. 1200 x 750 pixels, unless a size is given: sharp enough to publish (150 dpi), ticks at 8 pt
+or more.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from matplotlib.ticker import NullLocator
 from judgebias.display import file_stem, terminal_safe
 
 FIGSIZE = (8.0, 5.0)
-DPI = 100
+DPI = 150  # a figure a user can publish or share as is; 100 dpi blurred the ticks when scaled
 
 _LABEL_MAX = 40  # characters of a name shown in a title, tick or legend
 
@@ -148,7 +149,7 @@ def binned_rates(ax, series: Mapping[str, Sequence[Mapping[str, Any]]], unit: st
     for key in keys:
         ns = [str(bins[key]["n"]) if key in bins else "0" for bins in by_key.values()]
         ticks.append(f"{bin_label(every[key], unit)}\nn={'/'.join(ns)}")
-    ax.set_xticks(range(len(keys)), ticks, fontsize=7)
+    ax.set_xticks(range(len(keys)), ticks, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylim(-0.04, 1.04)
 
@@ -265,14 +266,14 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
 
 def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
     """Grouped bars: DBG per judge per ablation condition, with 95% intervals (``out["judges"]``:
-    judge -> condition -> estimate)."""
+    judge -> condition -> estimate). Every group stays inside the frame (an all-n/a group draws no
+    bar, so autoscaling cut it off), each bar's value is marked by a line in its colour (a bar of
+    height 0 is otherwise invisible) and an uncomputable one says "n/a" where its bar would be."""
     judges = list(out["judges"])
     conditions = list(next(iter(out["judges"].values())).keys()) if judges else []
     fig, ax = _figure((6.4, 4.0))
     width = 0.8 / max(1, len(conditions))
-    vals_all: list[float] = []
-    los_all: list[float] = []
-    his_all: list[float] = []
+    ends: list[float] = []
     for k, cond in enumerate(conditions):
         vals, lo, hi = [], [], []
         for j in judges:
@@ -281,22 +282,71 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
             vals.append(np.nan if v is None else v)
             lo.append(0 if v is None or e.get("ci_low") is None else v - e["ci_low"])
             hi.append(0 if v is None or e.get("ci_high") is None else e["ci_high"] - v)
-        x = np.arange(len(judges)) + k * width
-        vals_all += vals
-        los_all += lo
-        his_all += hi
-        ax.bar(x, vals, width, yerr=[lo, hi], capsize=3, label=cond)
+        x = np.arange(len(judges)) + (k - (len(conditions) - 1) / 2) * width
+        ends += [v + d for v, d in zip(vals, hi, strict=True)]
+        ends += [v - d for v, d in zip(vals, lo, strict=True)]
+        bars = ax.bar(x, vals, width, yerr=[lo, hi], capsize=3, label=cond, edgecolor="black", linewidth=0.6)
+        color = bars.patches[0].get_facecolor() if bars.patches else None
+        ax.plot(x, vals, linestyle="none", marker="_", markersize=width * 330 / max(1, len(judges)),
+                markeredgewidth=3, color=color, zorder=4)
         for xi, v in zip(x, vals, strict=True):
             if np.isnan(v):  # not computable (e.g. no gold judge left): say so instead of a blank
-                ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3")
+                ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3", rotation=90)
     ax.axhline(0, color="black", lw=1.0, zorder=3)
-    ends = [v + d for v, d in zip(vals_all, his_all, strict=True)]
-    ends += [v - d for v, d in zip(vals_all, los_all, strict=True)]
     ax.set_ylim(*_span(ends))
-    ax.set_xticks(np.arange(len(judges)) + width * (len(conditions) - 1) / 2, [label(j) for j in judges])
+    ax.set_xlim(-0.5, len(judges) - 0.5)
+    ax.set_xticks(np.arange(len(judges)), [label(j) for j in judges])
     ax.set_ylabel("DBG score (judge - gold win rate)")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title="condition", title_fontsize=8)
+    return fig
+
+
+# A shift of P(perturbed side) under this is "detectable but small" in the report card's statements
+# (judgebias.trust.MATERIAL_SHIFT): drawn as a reading aid, never a test.
+READING_AID_SHIFT = 0.05
+
+
+def perturbation_shifts(probe: Mapping[str, Any]) -> Figure:
+    """CALM perturbation probe: the shift of P(perturbed side) per perturbation (rows) with its 95%
+    interval, every judge overlaid in its own colour on the same axis (``probe``: the probe's
+    ``probe.json``). Names go on the vertical axis, where seven of them never overlap; the zero line
+    and the +-0.05 reading aid are drawn."""
+    tags = list(probe.get("perturbations") or {})
+    judges = list(probe.get("judges") or {})
+    if not tags or not judges:
+        raise ValueError("no perturbation figures to plot")
+    fig, ax = _figure((8.0, max(3.2, 0.4 * len(tags) * max(1, len(judges)) ** 0.5 + 1.4)))
+    step = 0.7 / max(1, len(judges))
+    ends: list[float] = [-READING_AID_SHIFT, READING_AID_SHIFT]
+    for k, (judge, marker) in enumerate(zip(judges, "osD^v<>ph*", strict=False)):
+        y, v, lo, hi, ns = [], [], [], [], []
+        for i, tag in enumerate(tags):
+            e = ((probe["judges"][judge].get(tag) or {}).get("shift")) or {}
+            if e.get("value") is None:
+                continue
+            y.append(i + (k - (len(judges) - 1) / 2) * step)
+            v.append(e["value"])
+            lo.append(e["value"] if e.get("ci_low") is None else e["ci_low"])
+            hi.append(e["value"] if e.get("ci_high") is None else e["ci_high"])
+            ns.append(e.get("n"))
+        if not y:
+            continue
+        v_, lo_, hi_ = (np.asarray(a, dtype=float) for a in (v, lo, hi))
+        ax.errorbar(v_, y, xerr=[v_ - lo_, hi_ - v_], fmt=marker, capsize=3, label=label(judge))
+        ends += [*lo, *hi]
+    ax.axvline(0, color="black", linewidth=1.0)
+    for side in (-1, 1):
+        ax.axvline(side * READING_AID_SHIFT, color="0.4", linewidth=0.9, linestyle="--",
+                   label=f"±{READING_AID_SHIFT} (reading aid)" if side > 0 else None)
+    lo_x, hi_x = _span(ends)
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_ylim(len(tags) - 0.5, -0.5)  # the first perturbation on top
+    ax.set_yticks(range(len(tags)), [label(t.split("@")[0]).replace("_", " ") for t in tags])
+    ax.set_xlabel("shift of P(perturbed side wins), after - before "
+                  "(95% intervals; > 0: the perturbation helps)")
+    ax.set_title("How much each perturbation moves the judges (CALM)")
+    ax.legend(fontsize=8, loc="best")
     return fig
 
 

@@ -102,7 +102,7 @@ def test_ablations_compare_dbg_before_and_after(experiment_run):
 
 def test_plots_are_real_pngs(experiment_run):
     cfg, store = experiment_run["cfg"], experiment_run["store"]
-    assert png_size(store.path("plots/dbg.png")) == (800, 500)  # judgebias.plots: 8 x 5 in at 100 dpi
+    assert png_size(store.path("plots/dbg.png")) == (1200, 750)  # judgebias.plots: 8 x 5 in at 150 dpi
     width, height = png_size(store.path("plots/win_rates.png"))  # sized by its number of rows/columns
     assert width >= 300 and height >= 200
     if cfg.analyses.attention:
