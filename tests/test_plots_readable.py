@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgba
 from PIL import Image
 from test_plots import _outside, _render
 
-from judgebias import plots
+from judgebias import plots, plots_probes
 from judgebias.probes.perturbations import PERTURBATIONS
 
 
@@ -36,7 +36,7 @@ def _overlaps(texts, renderer) -> list[tuple[str, str]]:
 
 def test_perturbation_names_never_overlap_and_judges_share_one_figure(tmp_path):
     probe = _probe()
-    fig = plots.perturbation_shifts(probe)
+    fig = plots_probes.perturbation_shifts(probe)
     renderer = _render(fig, tmp_path, "perturbations")
     ax = fig.axes[0]
     assert _outside(fig, renderer) == []
@@ -98,7 +98,7 @@ def test_ablation_group_without_any_value_stays_in_the_frame_and_zero_bars_show(
 
 
 def test_figures_are_saved_at_150_dpi_with_legible_ticks(tmp_path):
-    fig = plots.perturbation_shifts(_probe())
+    fig = plots_probes.perturbation_shifts(_probe())
     path = plots.save_figure(fig, tmp_path / "p.png")
     dpi = Image.open(path).info["dpi"]
     assert dpi[0] >= 149  # PNG stores pixels per metre: 150 dpi reads back as 149.99

@@ -62,7 +62,7 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
                         *, progress: Progress = _noop) -> dict:
     """Robustness rate and shift per judge and perturbation (``metrics.robustness``), one plot of
     the shifts with every judge overlaid; ``after[judge]`` are the perturbed pairs' judgments."""
-    from judgebias import plots
+    from judgebias import plots, plots_probes
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
     from judgebias.probes.perturbations import perturbation
     from judgebias.stats import InsufficientData
@@ -90,7 +90,7 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
         if any((f.get("shift") or {}).get("value") is not None
                for figures in out["judges"].values() for f in figures.values()):
             # One figure, the judges overlaid: they share the perturbations and the shift's scale.
-            plots.save_figure(plots.perturbation_shifts(out), store.path(layout.plot("perturbations")))
+            plots.save_figure(plots_probes.perturbation_shifts(out), store.path(layout.plot("perturbations")))
         store.write_json(layout.probe_result, out)
         refresh_report(cfg, store)
     progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
