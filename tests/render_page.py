@@ -27,6 +27,8 @@ PROBE = """JSON.stringify({
   trust: Array.from(document.querySelectorAll('ul.trust li')).map(li => li.className + ': ' + li.textContent),
   images: document.images.length,
   decoded: Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length,
+  links: Array.from(document.links).map(a => a.getAttribute('href')),
+  table_classes: Array.from(document.querySelectorAll('table')).map(t => t.className),
   scroll_width: document.documentElement.scrollWidth,
   window_width: window.innerWidth,
   height: document.documentElement.scrollHeight
