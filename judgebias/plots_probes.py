@@ -55,5 +55,6 @@ def perturbation_shifts(probe: Mapping[str, Any]) -> Figure:
     ax.set_xlabel("shift of P(perturbed side wins), after - before "
                   "(95% intervals; > 0: the perturbation helps)")
     ax.set_title("How much each perturbation moves the judges (CALM)")
-    ax.legend(fontsize=8, loc="best")
+    # Below the axes: wide intervals leave no corner free of data for a legend inside.
+    fig.legend(loc="outside lower center", ncol=min(len(judges) + 1, 4), fontsize=8)
     return fig

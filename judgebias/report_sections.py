@@ -26,8 +26,14 @@ def side_by_side(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, 
     """(judges, [(figure label, one "value [low, high] n=N" cell per judge)]) for every registered
     figure that some judge has, in the registry's order; "" where a judge lacks it."""
     judges = list((result.get("judges") or {}).keys())
-    rows = []
+    rows, parent = [], ""
     for key, fig in registry.FIGURES.items():
+        name = fig.label.strip(" .")
+        if fig.label.startswith(" "):  # a sub-row ("  ... minus humans") reads with its parent's name
+            name = f"{parent}: {name}"
+        else:
+            parent = name
+        name += f" ({fig.how})" if fig.how else ""
         cells = []
         for judge in judges:
             est = (result["judges"][judge] or {}).get(key) or {}
@@ -37,7 +43,7 @@ def side_by_side(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, 
             ci = fmt_ci(est, fig.signed)
             cells.append(f"{fmt(est['value'], fig.signed)}{' ' + ci if ci else ''} n={est.get('n', '?')}")
         if any(cells):
-            rows.append((fig.label.strip(" ."), cells))
+            rows.append((name, cells))
     return judges, rows
 
 

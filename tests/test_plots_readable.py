@@ -44,7 +44,7 @@ def test_perturbation_names_never_overlap_and_judges_share_one_figure(tmp_path):
     assert [t.get_text() for t in names] == ["authority", "bandwagon", "distraction", "sentiment cheerful",
                                             "sentiment hostile", "verbosity", "self enhancement"]
     assert _overlaps(names, renderer) == []
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "smollm2" in legend and "gemma" in legend  # both judges overlaid on the one axis
     # Zero and the +-0.05 reading aid of the report card's statements are drawn.
     verticals = sorted(round(float(line.get_xdata()[0]), 3) for line in ax.get_lines()

@@ -120,9 +120,13 @@ def test_the_page_compares_the_judges_side_by_side(run_folder):
     by_name = {r[0]: r[1:] for r in rows}
     result = json.loads((run_folder / "metrics.json").read_text())
     eo = result["judges"]["j2"]["self_preference_eo"]
-    assert by_name["self-preference (EO, Wataoka Def 4.1)"][1] == (
+    assert by_name["self-preference (EO, Wataoka Def 4.1) (TPR - TNR; 0 = fair)"][1] == (
         f"{eo['value']:+.3f} [{eo['ci_low']:+.3f}, {eo['ci_high']:+.3f}] n={eo['n']}")
-    assert all(re.fullmatch(r"[+-]?\d\.\d{3} \[.+, .+\] n=\d+", c) for c in by_name["position bias"])
+    assert all(re.fullmatch(r"[+-]?\d\.\d{3} \[.+, .+\] n=\d+", c)
+               for c in by_name["position bias (P(first wins); .5 = none)"])
+    # A sub-row says what it belongs to; the regression's row names its value.
+    assert "picks lower perplexity: minus humans (> 0 more than humans)" in by_name
+    assert "choice regression (style-controlled) (McFadden R2)" in by_name
 
 
 def test_the_page_links_mlflow_the_imported_and_the_ablation_pages(run_folder):
