@@ -21,7 +21,7 @@ _CAPTIONS = {
     "perturbations": "Perturbation probe (CALM): how far each perturbation moves P(perturbed side wins), "
                      "every judge overlaid, with 95% intervals; dashed lines: the 0.05 reading aid.",
     "dbg_before_after": "DBG per judge in each ablation condition with 95% intervals; n/a: not computable "
-                        "(no gold panel left once the rewriter's judge is excluded).",
+                        "(the table says why).",
     "semantic_shift": "Responses before and after the style rewrite in one projection of their sentence "
                       "embeddings: how far the rewrite moved the meaning.",
 }

@@ -74,7 +74,8 @@ def side_by_side_markdown(judges: list[str], rows: list[tuple[str, list[str]]]) 
 # --- the style regression's coefficients -----------------------------------------------------------
 
 _TERMS = {**STYLE_TERMS, "log_ppl_diff": "higher perplexity (log ppl A - B)",
-          "intercept": "intercept (A shown first)"}
+          "intercept": "intercept (pull towards A at an even human split)",
+          "human_a": "the humans' choice (quality control)"}
 
 
 def regression_rows(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
