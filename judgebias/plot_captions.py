@@ -18,6 +18,8 @@ _CAPTIONS = {
                  "panel and the humans); n per cell.",
     "verbosity_humans": "Humans: how often they prefer A by the relative length difference of A and B "
                         "(Saito et al., Fig. 4), with 95% intervals.",
+    "verbosity_judges": "Every judge's agreement with the humans by how much longer the humans' choice is "
+                        "than the other response (Saito et al., Fig. 5), overlaid, with 95% intervals.",
     "perturbations": "Perturbation probe (CALM): how far each perturbation moves P(perturbed side wins), "
                      "every judge overlaid, with 95% intervals; dashed lines: the 0.05 reading aid.",
     "dbg_before_after": "DBG per judge in each ablation condition with 95% intervals; n/a: not computable "

@@ -166,10 +166,23 @@ def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
     (or any rate binned by a relative word-count difference, e.g. Fig. 4 for humans)."""
     fig, ax = _figure()
     series = {ylabel: bins}
-    binned_rates(ax, series, "%")
+    binned_rates(ax, series)  # the unit is in the axis label: "-100%..-80%" x 11 bins ran together
     ax.set_xlabel(xlabel + " (bins; 95% intervals" + _small_note(series) + ")")
     ax.set_ylabel(ylabel)
     ax.set_title(title or "Verbosity: human alignment by length difference")
+    return fig
+
+
+def verbosity_judges(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> Figure:
+    """Saito Fig. 5 with every judge on one axis: the x (length of the humans' choice against the
+    other) is a property of the pair, the same for all judges, so the curves compare directly."""
+    fig, ax = _figure()
+    binned_rates(ax, series)  # the unit is in the axis label: "-100%..-80%" x 11 bins ran together
+    ax.set_xlabel("word count difference, the humans' choice vs the other (%)\n(bins; n per judge in legend "
+                  "order; 95% intervals" + _small_note(series) + ")")
+    ax.set_ylabel("human alignment")
+    ax.legend(fontsize=8)
+    ax.set_title("Verbosity: each judge's agreement with humans by length difference")
     return fig
 
 
@@ -251,6 +264,10 @@ def figures_for(result: Mapping[str, Any]) -> dict[str, Figure]:
             figs[f"perplexity_own_other_{judge}"] = perplexity_curves(
                 {"own response (as A)": oo["own_bins"], "other models' pairs": oo["other_bins"]},
                 f"{shown}: own vs other texts by perplexity")
+    ver = {label(j): m["verbosity_bias"]["alignment_bins"] for j, m in judges.items()
+           if (m.get("verbosity_bias") or {}).get("alignment_bins")}
+    if len(ver) > 1:  # the judges overlaid: they share the axis (see verbosity_judges)
+        figs["verbosity_judges"] = verbosity_judges(ver)
     hv = (result.get("humans") or {}).get("verbosity")
     if hv and hv.get("a_win_bins"):
         figs["verbosity_humans"] = verbosity_curve(

@@ -106,3 +106,16 @@ def test_figures_are_saved_at_150_dpi_with_legible_ticks(tmp_path):
     for ax in fig.axes:
         for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
             assert t.get_fontsize() >= 8
+
+
+def test_verbosity_curves_of_the_judges_share_one_figure(tmp_path):
+    from test_analyze import synthetic
+
+    from judgebias.analysis import analyze
+
+    figs = plots.figures_for(analyze(synthetic(60), reps=100))
+    fig = figs["verbosity_judges"]
+    renderer = _render(fig, tmp_path, "verbosity_judges")
+    assert _outside(fig, renderer) == []
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["j1", "j2", "j3"]
+    assert _overlaps(fig.axes[0].get_xticklabels(), renderer) == []
