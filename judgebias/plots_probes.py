@@ -56,5 +56,6 @@ def perturbation_shifts(probe: Mapping[str, Any]) -> Figure:
                   "(95% intervals; > 0: the perturbation helps)")
     ax.set_title("How much each perturbation moves the judges (CALM)")
     # Below the axes: wide intervals leave no corner free of data for a legend inside.
-    fig.legend(loc="outside lower center", ncol=min(len(judges) + 1, 4), fontsize=8)
+    longest = max([len(label(j)) for j in judges] + [20])
+    fig.legend(loc="outside lower center", ncol=max(1, min(len(judges) + 1, 4, 100 // longest)), fontsize=8)
     return fig

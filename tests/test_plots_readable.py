@@ -119,3 +119,9 @@ def test_verbosity_curves_of_the_judges_share_one_figure(tmp_path):
     assert _outside(fig, renderer) == []
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["j1", "j2", "j3"]
     assert _overlaps(fig.axes[0].get_xticklabels(), renderer) == []
+
+
+def test_perturbation_legend_of_long_judge_names_stays_on_the_canvas(tmp_path):
+    fig = plots_probes.perturbation_shifts(_probe(tuple(f"{'x' * 36}-{k}" for k in range(4))))
+    renderer = _render(fig, tmp_path, "perturbations_long")
+    assert _outside(fig, renderer) == []
