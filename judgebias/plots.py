@@ -288,6 +288,7 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
     height 0 is otherwise invisible) and an uncomputable one says "n/a" where its bar would be."""
     judges = list(out["judges"])
     conditions = list(next(iter(out["judges"].values())).keys()) if judges else []
+    conditions.sort(key=lambda c: c != "before")  # "before" first: a comparison read back from JSON is sorted
     fig, ax = _figure((6.4, 4.0))
     width = 0.8 / max(1, len(conditions))
     ends: list[float] = []

@@ -71,9 +71,11 @@ def test_ablation_group_without_any_value_stays_in_the_frame_and_zero_bars_show(
                                   "attractive": {"value": 0.125, "ci_low": -0.2, "ci_high": 0.45},
                                   "humorous": {"value": 0.0, "ci_low": -0.25, "ci_high": 0.25}},
                       "gemma": {c: {"value": None} for c in ("before", "attractive", "humorous")}}}
+    out["judges"] = {j: dict(sorted(row.items())) for j, row in out["judges"].items()}  # as read from JSON
     fig = plots.dbg_before_after(out, "DBG before and after style rewrite")
     renderer = _render(fig, tmp_path, "style_ablation")
     ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before", "attractive", "humorous"]
     assert _outside(fig, renderer) == []
     frame = ax.get_window_extent(renderer)
     na = [t for t in ax.texts if t.get_text() == "n/a"]
