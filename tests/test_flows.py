@@ -106,12 +106,12 @@ def test_plots_are_real_pngs(experiment_run):
     width, height = png_size(store.path("plots/win_rates.png"))  # sized by its number of rows/columns
     assert width >= 300 and height >= 200
     if cfg.analyses.attention:
-        assert png_size(store.path("plots/attention_ta.png")) == (640, 400)
+        assert png_size(store.path("plots/attention_ta.png")) == (960, 600)  # 6.4 x 4 in at 150 dpi
     style = f"style-{cfg.ablation_hash('style_rewrite')}/plots/"
-    assert png_size(store.path(style + "semantic_shift.png")) == (640, 480)
-    assert png_size(store.path(style + "dbg_before_after.png")) == (640, 400)
+    assert png_size(store.path(style + "semantic_shift.png")) == (960, 720)
+    assert png_size(store.path(style + "dbg_before_after.png")) == (960, 600)
     ft = f"finetune-{cfg.ablation_hash('finetune')}/plots/dbg_before_after.png"
-    assert png_size(store.path(ft)) == (640, 400)
+    assert png_size(store.path(ft)) == (960, 600)
 
 
 def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
