@@ -307,3 +307,16 @@ def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run)
         assert stages[f"{prefix}generate_responses[{g}]"]["calls"] == 0
         assert stages[f"{prefix}judge_pairs[{g}]"]["calls"] == 0
     assert store.read_json(f"{prefix}comparison.json") == comparison
+
+
+def test_the_run_page_links_its_mlflow_run_and_ablations_once_logged(experiment_run):
+    # The page is written before MLflow logs the run; the flow's summary rebuilds it once
+    # mlflow.json exists, so the run folder's page links the run it was logged to.
+    store = experiment_run["store"]
+    link = store.read_json("mlflow.json")
+    page = store.path("report.html").read_text(encoding="utf-8")
+    assert f"href='{link['run_url']}'" in page
+    assert "class='side-by-side'" in page and "Honest caveat" in page  # tiny judges: the caveat
+    cfg = experiment_run["cfg"]
+    if cfg.ablations.style_rewrite.enabled:
+        assert "class='ablation'" in page and f"style-{cfg.ablation_hash('style_rewrite')}/" in page
