@@ -90,6 +90,9 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
                              keep="\n"))
     if imported:
         _imported_reports(cfg, store)
+    from judgebias.stages.results import refresh_report
+
+    refresh_report(cfg, store)  # the page again, now with links to the MLflow run and imported pages
 
 
 def _imported_reports(cfg, store) -> None:

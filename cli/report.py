@@ -86,13 +86,19 @@ def report_cmd(
     if not isinstance(result, dict) or "judges" not in result:
         typer.echo(f"error: {metrics}: no 'judges' section; expected the JSON of judgebias analyze", err=True)
         raise typer.Exit(2)
+    from judgebias.run_page import run_extras
+
+    page_path = out or default
+    # A run folder's page links its MLflow run, imported data and ablations, relative to the page.
+    extras = run_extras(target, page_path.parent) if Path(target).is_dir() else None
     page, md = write_report(
-        out or default,
+        page_path,
         {**result, "probes": probes} if probes else result,
         title=f"Judge report card: {title}",
         plot_dir=plots,
         provenance=[f"metrics: {metrics}"],
         multiplicity=multiplicity,
+        extras=extras,
     )
     typer.echo(f"wrote {page}\nwrote {md}")
     if open_:

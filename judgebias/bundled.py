@@ -67,7 +67,7 @@ BUNDLED: tuple[BundledTable, ...] = (
         source="princeton-nlp/LLMBar Dataset/Natural",
         licence="MIT",
         who="GPT-4 and ChatGPT, each with LLMBar's Vanilla and Swap prompting and in both presentation "
-        "orders, on 100 pairs against the gold label",
+        "orders, on 100 pairs against LLMBar's expert label (the table's human label)",
     ),
 )
 

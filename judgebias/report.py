@@ -38,6 +38,12 @@ MUTUAL_GOLD_NOTE = (
 )
 
 
+def page_notes(cfg: ExperimentConfig, metrics: dict) -> list[str]:
+    """The caveats the run's page opens with: what the config says about its judges."""
+    return [note for note, applies in ((WEAK_JUDGES_NOTE, _small_models(cfg)),
+                                       (MUTUAL_GOLD_NOTE, mutual_gold(metrics))) if applies]
+
+
 def mlflow_command() -> str:
     """The ``mlflow`` executable of this environment, as a command that works when pasted: the
     quick start installs into ``.venv`` without activating it, so a bare ``mlflow`` is not on PATH."""

@@ -15,12 +15,15 @@ import base64
 import html
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgebias import report_sections as sections_mod
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
+from judgebias.plot_captions import caption
+from judgebias.run_page import RunExtras
 from judgebias.runstore import atomic_write_text
 from judgebias.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
 from judgebias.trust_family import Family
@@ -97,6 +100,8 @@ class JudgeSection:
     skipped: Mapping[str, str]
     family: str = ""  # what "adjusted for N tests" means, one sentence
     tests: str = ""  # the family's members with raw and adjusted p-values
+    regression_intro: str = ""  # the style regression: what its coefficients are (report_sections)
+    regression: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,9 @@ class Page:
     title: str
     provenance: list[str]
     sections: list[JudgeSection]
+    # The judges side by side (report_sections.side_by_side) and what a run folder adds (run_page).
+    compare: tuple[list[str], list[tuple[str, list[str]]]] = ([], [])
+    extras: RunExtras | None = None
 
 
 def _tests_line(fam: Family) -> str:
@@ -117,17 +125,20 @@ def _tests_line(fam: Family) -> str:
 
 
 def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
-               multiplicity: str | None = None) -> Page:
+               multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
     """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
-    families of tests (Holm when none is recorded)."""
+    families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
+    adds (``judgebias.run_page.run_extras``)."""
     mutual, probes = mutual_gold(result), result.get("probes") or {}
     sections = []
     for judge, m in (result.get("judges") or {}).items():
         said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
         sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
                                      _lc_rows(result, judge), m.get("skipped") or {},
-                                     family_sentence(fam), _tests_line(fam)))
-    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections)
+                                     family_sentence(fam), _tests_line(fam),
+                                     sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
+                sections_mod.side_by_side(result), extras)
 
 
 def _dataset_line(ds: Mapping[str, Any]) -> str:
@@ -154,14 +165,16 @@ def render_markdown(
     provenance: Sequence[str] = (),
     plots: Mapping[str, str] | None = None,
     multiplicity: str | None = None,
+    extras: RunExtras | None = None,
 ) -> str:
     """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
-    return _markdown(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity),
-                     plots or {})
+    return _markdown(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
+                                extras=extras), plots or {})
 
 
 def _markdown(page: Page, plots: Mapping[str, str]) -> str:
     lines = [f"# {markdown_safe(page.title)}", "", *[f"- {markdown_safe(p)}" for p in page.provenance], ""]
+    lines += sections_mod.head_markdown(page.extras) + sections_mod.side_by_side_markdown(*page.compare)
     for sec in page.sections:
         lines += [f"## {markdown_safe(sec.judge)}", "", "**What this judge can be trusted for**", ""]
         lines += [f"- {_MARK[k]} {markdown_safe(t)}" for k, t in sec.trust] or ["- (no figure to judge by)"]
@@ -171,6 +184,7 @@ def _markdown(page: Page, plots: Mapping[str, str]) -> str:
             f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
             for r in sec.rows
         ]
+        lines += sections_mod.regression_markdown(sec.regression_intro, sec.regression)
         if sec.lc:
             lines += [
                 "",
@@ -184,8 +198,11 @@ def _markdown(page: Page, plots: Mapping[str, str]) -> str:
         if sec.skipped:
             lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in sec.skipped.items())]
         lines.append("")
+    lines += sections_mod.tail_markdown(page.extras)
+    judges = [sec.judge for sec in page.sections]
     for name, path in plots.items():
-        lines += [f"![{markdown_safe(name)}](<{path}>)", ""]
+        text = markdown_safe(caption(name, judges))
+        lines += [f"![{text}](<{path}>)", "", f"*{text}*", ""]
     return "\n".join(lines)
 
 
@@ -197,6 +214,8 @@ th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35
 border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
 li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
 .prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
+.caveat{border-left:5px solid #d08000;background:#fff8ec;padding:.5em .8em}
+figcaption{color:#444;font-size:.9em}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
 
 
@@ -207,10 +226,11 @@ def render_html(
     provenance: Sequence[str] = (),
     plots: Mapping[str, bytes] | None = None,
     multiplicity: str | None = None,
+    extras: RunExtras | None = None,
 ) -> str:
     """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
-    return _html(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity),
-                 plots or {})
+    return _html(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
+                            extras=extras), plots or {})
 
 
 def _html(page: Page, plots: Mapping[str, bytes]) -> str:
@@ -222,6 +242,7 @@ def _html(page: Page, plots: Mapping[str, bytes]) -> str:
         "<ul class='prov'>",
     ]
     parts += [f"<li>{e(p)}</li>" for p in page.provenance] + ["</ul>"]
+    parts += sections_mod.head_html(page.extras) + sections_mod.side_by_side_html(*page.compare)
     for sec in page.sections:
         parts += [
             f"<h2 id='judge-{e(sec.judge)}'>{e(sec.judge)}</h2>",
@@ -240,6 +261,7 @@ def _html(page: Page, plots: Mapping[str, bytes]) -> str:
             f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
             for r in sec.rows
         ] + ["</table>"]
+        parts += sections_mod.regression_html(sec.regression_intro, sec.regression)
         if sec.lc:
             parts += [
                 "<table class='lc'><tr><th>model</th><th>baseline</th><th>raw win rate</th>"
@@ -257,13 +279,15 @@ def _html(page: Page, plots: Mapping[str, bytes]) -> str:
                 + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in sec.skipped.items())
                 + "</p>"
             )
+    parts += sections_mod.tail_html(page.extras)
     if plots:
         parts.append("<h2>Plots</h2>")
+        judges = [sec.judge for sec in page.sections]
         for name, png in plots.items():
-            data = base64.b64encode(png).decode("ascii")
+            data, text = base64.b64encode(png).decode("ascii"), e(caption(name, judges))
             parts.append(
-                f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
-                f"<figcaption>{e(name)}</figcaption></figure>"
+                f"<figure><img alt='{text}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{text}</figcaption></figure>"
             )
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -283,14 +307,15 @@ def write_report(
     provenance: Sequence[str] = (),
     plot_dir: str | Path | None = None,
     multiplicity: str | None = None,
+    extras: RunExtras | None = None,
 ) -> tuple[Path, Path]:
     """Write ``html_path`` and the markdown beside it (``.md``) from ``result`` and the PNGs in
     ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths.
-    ``multiplicity``: as in ``build_page``."""
+    ``multiplicity`` and ``extras``: as in ``build_page``."""
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity)
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
     atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}))
     atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs}))
     return html_path, md_path

@@ -90,7 +90,9 @@ def publish_summary(cfg, store, tracking: dict):
     from prefect.artifacts import create_markdown_artifact
 
     from judgebias.report import summary_markdown
+    from judgebias.stages.results import refresh_report
 
+    refresh_report(cfg, store)  # the run's page links its MLflow run (mlflow.json is written now)
     markdown = summary_markdown(cfg, store, tracking)
     create_markdown_artifact(
         markdown=markdown,

@@ -102,16 +102,16 @@ def test_ablations_compare_dbg_before_and_after(experiment_run):
 
 def test_plots_are_real_pngs(experiment_run):
     cfg, store = experiment_run["cfg"], experiment_run["store"]
-    assert png_size(store.path("plots/dbg.png")) == (800, 500)  # judgebias.plots: 8 x 5 in at 100 dpi
+    assert png_size(store.path("plots/dbg.png")) == (1200, 750)  # judgebias.plots: 8 x 5 in at 150 dpi
     width, height = png_size(store.path("plots/win_rates.png"))  # sized by its number of rows/columns
     assert width >= 300 and height >= 200
     if cfg.analyses.attention:
-        assert png_size(store.path("plots/attention_ta.png")) == (640, 400)
+        assert png_size(store.path("plots/attention_ta.png")) == (960, 600)  # 6.4 x 4 in at 150 dpi
     style = f"style-{cfg.ablation_hash('style_rewrite')}/plots/"
-    assert png_size(store.path(style + "semantic_shift.png")) == (640, 480)
-    assert png_size(store.path(style + "dbg_before_after.png")) == (640, 400)
+    assert png_size(store.path(style + "semantic_shift.png")) == (960, 720)
+    assert png_size(store.path(style + "dbg_before_after.png")) == (960, 600)
     ft = f"finetune-{cfg.ablation_hash('finetune')}/plots/dbg_before_after.png"
-    assert png_size(store.path(ft)) == (640, 400)
+    assert png_size(store.path(ft)) == (960, 600)
 
 
 def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
@@ -307,3 +307,16 @@ def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run)
         assert stages[f"{prefix}generate_responses[{g}]"]["calls"] == 0
         assert stages[f"{prefix}judge_pairs[{g}]"]["calls"] == 0
     assert store.read_json(f"{prefix}comparison.json") == comparison
+
+
+def test_the_run_page_links_its_mlflow_run_and_ablations_once_logged(experiment_run):
+    # The page is written before MLflow logs the run; the flow's summary rebuilds it once
+    # mlflow.json exists, so the run folder's page links the run it was logged to.
+    store = experiment_run["store"]
+    link = store.read_json("mlflow.json")
+    page = store.path("report.html").read_text(encoding="utf-8")
+    assert f"href='{link['run_url']}'" in page
+    assert "class='side-by-side'" in page and "Honest caveat" in page  # tiny judges: the caveat
+    cfg = experiment_run["cfg"]
+    if cfg.ablations.style_rewrite.enabled:
+        assert "class='ablation'" in page and f"style-{cfg.ablation_hash('style_rewrite')}/" in page

@@ -59,7 +59,7 @@ def test_perturbed_pairs_are_judged_and_measured(probe_run):
             fig = out["judges"][judge][tag]
             assert 0 <= fig["robustness_rate"]["value"] <= 1 and fig["robustness_rate"]["n"] <= 2
             assert fig["shift"]["scale"] == "probability"
-    assert store.path(RunLayout.perturbation(cfg).plot("perturbations_ta")).is_file()
+    assert store.path(RunLayout.perturbation(cfg).plot("perturbations")).is_file()  # judges overlaid
 
 
 def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):

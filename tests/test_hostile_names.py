@@ -44,7 +44,8 @@ def test_analyze_treats_hostile_judge_names_as_text(tmp_path):
     # Every plot inside its folder, one file per judge: a/b and a_b do not overwrite each other.
     files = sorted(p for p in tmp_path.rglob("*.png"))
     assert files and all(p.parent == plots for p in files)
-    verbosity = [p for p in files if p.name.startswith("verbosity_") and p.name != "verbosity_humans.png"]
+    verbosity = [p for p in files if p.name.startswith("verbosity_")
+                 and p.name not in ("verbosity_humans.png", "verbosity_judges.png")]  # not per judge
     assert len(verbosity) == len(HOSTILE)
     assert all(len(p.name) < 120 for p in files)
     # The markdown report shows the HTML-looking name as text.

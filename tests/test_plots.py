@@ -6,6 +6,8 @@ The PNGs are written to ``tmp_path`` (kept by pytest for the last runs) so they 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -132,8 +134,12 @@ def test_verbosity_open_bin_is_labelled_for_what_it_holds_and_n_never_covers_a_b
     ax = fig.axes[0]
     assert _outside(fig, renderer) == []
     labels = [t.get_text().splitlines() for t in ax.get_xticklabels()]
-    assert labels[-1] == [">= 100%", "n=10"]
-    assert len(labels) == 11 and labels[1] == ["-80%..-60%", "n=0"]  # empty bins keep their place
+    # The unit sits in the axis label (issue 34, item 8): "-100%..-80%" under each of 11 bins ran
+    # into its neighbours at the saved size.
+    assert labels[-1] == [">= 100", "n=10"] and "(%)" in ax.get_xlabel()
+    assert len(labels) == 11 and labels[1] == ["-80..-60", "n=0"]  # empty bins keep their place
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert not any(a.overlaps(b) for a, b in itertools.pairwise(boxes))
     line = next(x for x in ax.get_lines() if x.get_linestyle() == "-" and len(x.get_xdata()) == 11)
     assert np.isnan(np.asarray(line.get_ydata(), dtype=float)[1:4]).all()  # and break the line
     assert len(ax.texts) == 0  # n sits under its bin, not over the error bars

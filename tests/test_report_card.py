@@ -191,7 +191,8 @@ def test_the_page_renders_in_a_headless_browser(analyzed, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["loaded"] and seen["h1"] == "Judge report card"
-    assert seen["tables"] == 3 and seen["rows"] > 30  # one figures table per judge
+    # the judges side by side, then per judge its figures and its style regression's coefficients
+    assert seen["tables"] == 1 + 3 + 3 and seen["rows"] > 30
     n_plots = len(list((tmp_path / "plots").glob("*.png")))
     assert seen["images"] == seen["decoded"] == n_plots > 0  # every plot decodes
     assert seen["scroll_width"] <= seen["window_width"]  # nothing wider than the window

@@ -14,7 +14,8 @@ ChatGPT/Swap, where the first round agrees on 62).
 * ``verdict_ab`` = winner with output_1 shown first, ``verdict_ba`` = winner with output_1 shown
   second (original terms); ``verdict`` folded from them by ``judgebias.folding`` (by default the
   common verdict, a tie when they differ).
-* ``human`` = [gold label]; ``pair_id`` = ``llmbar/<subset>/<position in dataset.json>``.
+* ``human`` = [LLMBar's expert label] (not a "gold" in judgebias's sense: gold is a panel of
+  judges); ``pair_id`` = ``llmbar/<subset>/<position in dataset.json>``.
 * result records are matched to dataset.json by position and must repeat its input, outputs and
   label; any difference is an error naming the file and row.
 """

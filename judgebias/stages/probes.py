@@ -60,9 +60,9 @@ def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFra
 def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str, pd.DataFrame],
                         after: dict[str, pd.DataFrame], perturbed: pd.DataFrame,
                         *, progress: Progress = _noop) -> dict:
-    """Robustness rate and shift per judge and perturbation (``metrics.robustness``), a bar plot of
-    the shifts per judge; ``after[judge]`` are the perturbed pairs' judgments."""
-    from judgebias import plots
+    """Robustness rate and shift per judge and perturbation (``metrics.robustness``), one plot of
+    the shifts with every judge overlaid; ``after[judge]`` are the perturbed pairs' judgments."""
+    from judgebias import plots, plots_probes
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
     from judgebias.probes.perturbations import perturbation
     from judgebias.stats import InsufficientData
@@ -87,12 +87,10 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
                         entry[key] = {"value": None, "skipped": str(exc)}
                 figures[tag] = entry
             out["judges"][judge] = figures
-            shifts = {tag: f["shift"] for tag, f in figures.items() if f["shift"].get("value") is not None}
-            if shifts:
-                plots.save_figure(plots.estimate_bars(
-                    shifts, title=f"{judge}: shift toward the perturbed side (CALM perturbations)",
-                    ylabel="P(perturbed side) after - before"),
-                    store.path(layout.plot(f"perturbations_{judge}")))
+        if any((f.get("shift") or {}).get("value") is not None
+               for figures in out["judges"].values() for f in figures.values()):
+            # One figure, the judges overlaid: they share the perturbations and the shift's scale.
+            plots.save_figure(plots_probes.perturbation_shifts(out), store.path(layout.plot("perturbations")))
         store.write_json(layout.probe_result, out)
         refresh_report(cfg, store)
     progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")

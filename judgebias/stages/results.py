@@ -139,11 +139,17 @@ def compute_metrics(
 
 
 def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLayout) -> None:
+    from judgebias.report import page_notes
     from judgebias.report_card import write_report
+    from judgebias.run_page import run_extras, write_page_notes
 
+    extras = None
+    if layout == RunLayout():  # the run's own page: its links, ablations, probes and caveats
+        write_page_notes(store, page_notes(cfg, result))
+        extras = run_extras(store.root)
     what = f" ({layout.label})" if layout.label else ""
     write_report(store.path(layout.report_html), result, title=f"Judge report card: {cfg.name}{what}",
-                 plot_dir=store.path(layout.plots),
+                 plot_dir=store.path(layout.plots), extras=extras,
                  provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
                              f"run folder {store.root}", "judges: " + ", ".join(j.name for j in cfg.judges),
                              "generators: " + ", ".join(g.name for g in cfg.generators)])
