@@ -196,8 +196,11 @@ def paired_diff_proportions(both: int, first_only: int, second_only: int, neithe
             "statistic": float(b - c), "p_value": sign_test(b, c)}
 
 
-def mean_t(values: np.ndarray, null: float = 0.0) -> dict[str, float]:
-    """Mean with its t 95% interval and a one-sample t-test against ``null``."""
+def mean_t(values: np.ndarray, null: float = 0.0,
+           bounds: tuple[float, float] | None = None) -> dict[str, float]:
+    """Mean with its t 95% interval and a one-sample t-test against ``null``. ``bounds``: what the
+    mean can be (a probability, a difference of probabilities); the interval is clipped to it, which
+    never drops the truth, so coverage can only rise, and no interval reads as an impossible value."""
     from scipy import stats
 
     values = np.asarray(values, dtype=float)
@@ -215,7 +218,10 @@ def mean_t(values: np.ndarray, null: float = 0.0) -> dict[str, float]:
         return {"value": mean, "ci_low": mean, "ci_high": mean,
                 "statistic": math.nan, "p_value": 1.0 if mean == null else 0.0}
     t = (mean - null) / se
-    return {"value": mean, "ci_low": mean - q * se, "ci_high": mean + q * se, "statistic": t,
+    lo, hi = mean - q * se, mean + q * se
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return {"value": mean, "ci_low": lo, "ci_high": hi, "statistic": t,
             "p_value": float(2 * stats.t.sf(abs(t), n - 1))}
 
 
@@ -224,11 +230,8 @@ def mean_t_figure(values: np.ndarray, *, null: float | None = 0.0,
     """``mean_t`` as a figure inside another figure's details: value, interval (clipped to
     ``bounds``, what the quantity can be; a t interval of a share can pass 1), n and the p-value of
     ``null`` (none when ``null`` is None: a share has no null worth testing)."""
-    d = mean_t(values, null=0.0 if null is None else null)
-    lo, hi = d["ci_low"], d["ci_high"]
-    if bounds is not None and not math.isnan(lo):
-        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
-    out = {"value": d["value"], "ci_low": lo, "ci_high": hi, "n": int(np.size(values))}
+    d = mean_t(values, null=0.0 if null is None else null, bounds=bounds)
+    out = {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(np.size(values))}
     if null is not None:
         out["p_value"] = d["p_value"]
     if method:

@@ -126,3 +126,18 @@ def test_dbg_says_when_its_pairs_are_too_few_for_a_full_95_percent():
     small, enough = dbg_score(table(SMALL_PAIRS - 1), "j"), dbg_score(table(SMALL_PAIRS), "j")
     assert any(w.startswith(f"only {SMALL_PAIRS - 1} pairs") for w in small.warnings)
     assert not any("coverage benchmark" in w for w in enough.warnings)
+
+
+def test_t_interval_of_a_bounded_mean_stays_in_its_range():
+    # Six pairs, P(first shown wins) 0, 0, 0, 0, 0, 0.5: mean 1/12 = 0.0833, sd = sqrt(6 * (0.5/6)^2 ...)
+    # by hand: deviations -1/12 (x5) and 5/12 -> var = (5/144 + 25/144) / 5 = 1/24, sd 0.2041,
+    # se 0.0833, t_5 = 2.5706 -> [0.0833 - 0.2142, 0.0833 + 0.2142] = [-0.1309, 0.2975]; a probability
+    # cannot be below 0, so the interval reads [0, 0.2975] (the truth is never in what was cut off).
+    from judgebias.stats import mean_t
+
+    values = np.array([0, 0, 0, 0, 0, 0.5])
+    raw = mean_t(values, null=0.5)
+    assert raw["ci_low"] == pytest.approx(-0.1309, abs=1e-4)
+    clipped = mean_t(values, null=0.5, bounds=(0.0, 1.0))
+    assert clipped["ci_low"] == 0.0 and clipped["ci_high"] == pytest.approx(0.2975, abs=1e-4)
+    assert clipped["p_value"] == raw["p_value"] and clipped["value"] == pytest.approx(1 / 12)

@@ -16,7 +16,7 @@ from judgebias.metrics.position import position_bias, position_consistency, posi
 from judgebias.metrics.verbosity import verbosity_bias
 
 A, B, TIE = 0, 1, 2
-WILSON, T_INT = "Agresti-Coull", "t"
+WILSON, T_PROB = "Agresti-Coull", "t clipped to [0, 1]"
 KAPPA = "Wilson on kappa's effective n, mapped"
 
 # --- position, with probabilities: pairs where A is better, B is better, or neither; a judge
@@ -205,14 +205,14 @@ FAMILIES: tuple[Family, ...] = (
     Family("position_probs", "judge P(A) in both orders, strong primacy",
            "P(A) from Beta laws with mass near 0 and 1; 20% of pairs of equal quality",
            tuple(Figure(k, m, _position_prob_truths()[k]) for k, m in (
-               ("position_consistency", WILSON), ("position_flip_rate", WILSON), ("position_bias", T_INT),
+               ("position_consistency", WILSON), ("position_flip_rate", WILSON), ("position_bias", T_PROB),
                ("preference_fairness", "t clipped to [-1, 1]"), ("mean_p_a_shift", "t clipped to [-1, 1]"))),
            _simulate_position_probs, lambda df: _estimate_position(df, True)),
     Family("position_verdicts", "verdict-only judge in both orders, with ties",
            "18% of pairs with a tie in one order, 5% in both; primacy flips 5x recency",
            tuple(Figure(k, m, _position_verdict_truths()[k]) for k, m in (
                ("position_consistency", WILSON), ("position_flip_rate", WILSON),
-               ("position_bias", T_INT), ("preference_fairness", "t clipped to [-1, 1]"))),
+               ("position_bias", T_PROB), ("preference_fairness", "t clipped to [-1, 1]"))),
            _simulate_position_verdicts, lambda df: _estimate_position(df, False)),
     Family("agreement", "judge vs one human label over a/b/tie",
            "tie-heavy humans (29% ties), judge ties 17%",

@@ -194,7 +194,7 @@ FAMILIES: tuple[Family, ...] = (
                ("self_preference_eo", "Newcomb"), ("self_preference_eo.tpr", "Agresti-Coull"),
                ("self_preference_eo.tnr", "Agresti-Coull"),
                ("self_preference_dp", "Agresti-Coull mapped to 2p - 1"),
-               ("self_preference_score", "t"), ("family_preference_eo", "Newcomb"))),
+               ("self_preference_score", "t clipped to [-1, 1]"), ("family_preference_eo", "Newcomb"))),
            _simulate_self, _estimate_self),
     Family("dbg", "judge P(own) against a two-judge verdict gold panel",
            "5% judge ties at exactly 0.5; gold ties from split or tied verdicts",

@@ -70,10 +70,10 @@ def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
     keep, excl = count_reasons([("missing_order", np.isnan(first))], len(rows))
     if not keep.any():
         raise InsufficientData("no pair judged in both presentation orders")
-    d = mean_t(first[keep], null=0.5)
+    d = mean_t(first[keep], null=0.5, bounds=(0.0, 1.0))
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean P(first shown wins); t interval, t-test of 0.5")
+                    method="mean P(first shown wins); t interval clipped to [0, 1], t-test of 0.5")
 
 
 # The nine (A-first choice, B-first choice) outcomes, in original terms. In the B-first order the

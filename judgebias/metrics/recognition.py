@@ -52,7 +52,7 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
                                f"({undecided} at exactly 0.5)")
     correct = int((decided > 0.5).sum())
     acc, lo, hi = proportion_interval(correct, n)
-    conf = mean_t(own.to_numpy(), null=0.5)
+    conf = mean_t(own.to_numpy(), null=0.5, bounds=(0.0, 1.0))
     return Estimate(
         value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
         # The test behind the self-recognition statement (judgebias.trust_family): exact binomial

@@ -94,11 +94,11 @@ def perturbation_shift(df: pd.DataFrame, judge: str, perturbation: str) -> Estim
     if not ok.any():
         raise InsufficientData(f"no pair with a probability or verdict before and after; excluded: {excl}")
     shift = np.where(side_a, pa - pb, pb - pa)[ok]
-    d = mean_t(shift)
+    d = mean_t(shift, bounds=(-1.0, 1.0))
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(ok.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
                     method=("mean P(perturbed side) after - before" if has_p else
                             "mean vote for the perturbed side after - before (no probabilities)")
-                    + "; t interval, one-sample t-test",
+                    + "; t interval clipped to [-1, 1], one-sample t-test",
                     details={"scale": "probability" if has_p else "vote",
                              "population": f"pairs judged by {judge} before and after {perturbation}"})

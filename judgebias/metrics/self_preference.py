@@ -146,10 +146,10 @@ def self_preference_score(df, judge: str, self_map: origin.SelfMap | None = None
     if not keep.any():
         raise InsufficientData("no pair with exactly one own response and a probability p_a")
     p_own = np.where(own_a[keep], p[keep], 1.0 - p[keep])
-    d = mean_t(2 * p_own - 1)
+    d = mean_t(2 * p_own - 1, bounds=(-1.0, 1.0))
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean(score_own - score_other); t interval, one-sample t-test",
+                    method="mean(score_own - score_other); t interval clipped to [-1, 1], one-sample t-test",
                     details={"mean_p_own": float(p_own.mean())})
 
 
