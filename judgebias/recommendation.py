@@ -67,7 +67,8 @@ def recommendation(board: lb.Leaderboard, result: Mapping[str, Any], *,
             judge, related={"self": sorted(mine & candidates), "family": sorted(family & candidates)},
             audit=(audit or {}).get(judge), length_term=_length_term(result, judge),
             tau=_tau(result, lb.RAW, judge), timing=(timing or {}).get(judge)))
-    if lb.PANEL in board.fits[lb.PANEL]:
+    # A panel of one judge is that judge: a rater of its own only with two or more judges.
+    if lb.PANEL in board.fits[lb.PANEL] and len(board.fits[lb.RAW]) >= 2:
         profiles.append(rec.profile(rec.PANEL, tau=_tau(result, lb.PANEL, lb.PANEL),
                                     timing=(timing or {}).get(rec.PANEL)))
     out = rec.choose(profiles)
@@ -89,8 +90,8 @@ def _planner(board: lb.Leaderboard, chosen: Mapping[str, Any], target: float | N
         if human is not None and {first, second} <= set(human.models):
             g = rec.gap(first, second, human.strengths, human.boot_strengths, human.models)
             n_now, source = board.human_pairs, (f"the human ranking's bootstrap at its {board.human_pairs} "
-                                                "labelled pairs (human labels alone; PPI++ with this judge "
-                                                "needs no more)")
+                                                "labelled pairs (human labels alone; PPI++ with an agreeing "
+                                                "judge needs no more, asymptotically)")
         else:
             g = rec.gap(first, second, fit.strengths, fit.boot_strengths, fit.models)
             n_now, source = fit.n, (f"no human ranking of both: the {variant} ranking's own {fit.n} "

@@ -107,3 +107,27 @@ def test_labels_for_the_gap_by_hand():
         rec.labels_for_gap({"value": 0.0, "half_width": 0.2}, 100, 1000)
     with pytest.raises(ValueError, match="no variance"):
         rec.labels_for_gap({"value": 0.3, "half_width": 0.0}, 100, 1000)
+
+
+def test_judging_time_is_measured_only_from_uncached_calls(tmp_path):
+    from judgebias.runstore import RunStore
+    from judgebias.stages.leaderboard import judging_time
+
+    store = RunStore(tmp_path)
+    # 40 pairs in both orders in 12 s: 1000 * 12 / 40 = 300 s per 1,000 judgments.
+    store.record_stage("judge_pairs[a]", 12.0, rows=40, calls=80, hits=0)
+    store.record_stage("judge_pairs[b]", 0.5, rows=40, calls=2, hits=78)  # mostly from the call cache
+    out = judging_time(store, ["a", "b", "c"])
+    assert set(out) == {"a"} and out["a"]["seconds_per_1000"] == pytest.approx(300.0)
+    assert "40 pairs" in out["a"]["source"]
+
+
+def test_timing_option_parsing():
+    from cli.leaderboard import parse_timing
+
+    assert parse_timing(["j=40:1.5", "panel=80"]) == {
+        "j": {"seconds_per_1000": 40.0, "usd_per_1000": 1.5, "source": "given with --timing"},
+        "panel": {"seconds_per_1000": 80.0, "usd_per_1000": None, "source": "given with --timing"}}
+    for bad in ("j", "=4", "j=x", "j=-1", "j=inf", "j=4:nan"):
+        with pytest.raises(ValueError, match="RATER=SECONDS"):
+            parse_timing([bad])
