@@ -279,6 +279,8 @@ def test_cli_on_pandalm(tmp_path):
     (logged,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert logged.data.tags["judgebias.command"] == "leaderboard"
     assert "leaderboard.raw.pandalm-7b.llama-7b.strength" in logged.data.metrics
+    assert logged.data.params["leaderboard.recommended"] == r["recommended"]
+    assert logged.data.metrics["leaderboard.planner.labels_needed"] == r["planner"]["labels_needed"]
     names = {a.path for a in client.list_artifacts(logged.info.run_id)}
     assert "leaderboard.json" in names and "plots" in names
 
