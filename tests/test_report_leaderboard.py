@@ -81,3 +81,15 @@ def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
     assert res.exit_code == 0, res.output
     page = (tmp_path / layout.report_html).read_text(encoding="utf-8")
     assert "<h2 id='leaderboard'>" in page and "Recommended rater: j1" in page
+
+
+def test_console_report_lines_say_the_recommendation(board, tmp_path):
+    from judgebias.layout import RunLayout
+    from judgebias.report import leaderboard_lines
+    from judgebias.runstore import RunStore
+
+    store = RunStore(tmp_path)
+    assert leaderboard_lines(store) == []
+    store.write_json(RunLayout().leaderboard, board)
+    lines = leaderboard_lines(store)
+    assert lines[1].startswith("leaderboard of the generators") and "Recommended rater: j1" in lines[2]
