@@ -31,7 +31,8 @@ def judging_time(store: RunStore, judges: list[str], variant: RunLayout = RunLay
         if rows and calls and not hits and info.get("seconds"):
             out[judge] = {"seconds_per_1000": 1000 * float(info["seconds"]) / rows, "usd_per_1000": None,
                           "source": f"measured in this run: {rows} pairs in both orders in "
-                                    f"{float(info['seconds']):.1f} s (judge_pairs stage)"}
+                                    f"{float(info['seconds']):.1f} s (the judging stage's wall time, "
+                                    "loading the model included)"}
     return out
 
 
