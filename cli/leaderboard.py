@@ -30,6 +30,18 @@ def leaderboard_cmd(
                                    help="Write the forest plot and the rank-change chart (PNG) here."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Exclude invalid rows (counted by reason) instead of failing."),
+    target_half_width: float = typer.Option(
+        None, "--target-half-width", metavar="H",
+        help="The planner's target: 95% half-width (log-odds) on the recommended ranking's top-two gap "
+             "(default: the gap itself, so its interval would just exclude 0)."),
+    timing: list[str] = typer.Option(
+        None, "--timing", metavar="RATER=SECONDS[:USD]",
+        help="Measured seconds (and dollars) per 1,000 judgments of a judge or 'panel' (e.g. from "
+             "`judgebias bench`); the recommendation's last tie-break. Repeatable."),
+    mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
+                                help="Log params, metrics, the JSON and the plots to MLflow "
+                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+    run_name: str = typer.Option(None, help="MLflow run name (default: leaderboard <file name>)."),
 ) -> None:
     """Bradley-Terry leaderboard of the generators, per judge, raw and bias-corrected.
 
@@ -46,6 +58,16 @@ def leaderboard_cmd(
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
+    if mlflow:  # a tracking server that does not answer is said before the work, not minutes after
+        from tracking.settings import TrackingSettings
+
+        TrackingSettings().check_reachable()
+    try:
+        timings = parse_timing(timing or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--timing") from None
+    if target_half_width is not None and not target_half_width > 0:
+        raise typer.BadParameter(f"must be > 0, got {target_half_width}", param_hint="--target-half-width")
     maps = {}
     for hint, spec in (("--self", self_), ("--family", family)):
         try:
@@ -61,7 +83,8 @@ def leaderboard_cmd(
             raise typer.BadParameter(f"--family names generator(s) the table does not have: {unknown}",
                                      param_hint="--family")
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
-                             judges=judge or None, reps=reps, seed=seed, label_sample=label_sample)
+                             judges=judge or None, reps=reps, seed=seed, label_sample=label_sample,
+                             timing=timings, target_half_width=target_half_width)
     except TableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -72,11 +95,44 @@ def leaderboard_cmd(
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
         typer.echo("\n" + terminal_safe(f"wrote {out}"))
-    if plots_dir is not None:
+    figures = None
+    if plots_dir is not None or mlflow:
         from judgebias.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
 
-        paths = save_leaderboard_figures(leaderboard_figures(result), plots_dir)
-        typer.echo(terminal_safe(f"wrote {len(paths)} plot(s) to {plots_dir}"))
+        figures = leaderboard_figures(result)
+        if plots_dir is not None:
+            paths = save_leaderboard_figures(figures, plots_dir)
+            typer.echo(terminal_safe(f"wrote {len(paths)} plot(s) to {plots_dir}"))
+    if mlflow:
+        from tracking.log_leaderboard import log_leaderboard
+        from tracking.mlflow_run import mlflow_run
+        from tracking.settings import TrackingSettings
+
+        settings = TrackingSettings()
+        with mlflow_run(run_name or f"leaderboard {file.name}", settings=settings,
+                        tags={"judgebias.command": "leaderboard"}) as run:
+            counts = log_leaderboard(result, figures=figures)
+        typer.echo(terminal_safe(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+                                 f"({counts['metrics']} metrics, {counts['figures']} plots)"))
+
+
+def parse_timing(specs: list[str]) -> dict[str, dict]:
+    """``RATER=SECONDS[:USD]`` entries as rater -> {"seconds_per_1000", "usd_per_1000", "source"}."""
+    out: dict[str, dict] = {}
+    for spec in specs:
+        rater, sep, value = spec.partition("=")
+        seconds, _, usd = value.partition(":")
+        try:
+            numbers = [float(seconds), *([float(usd)] if usd else [])]
+        except ValueError:
+            numbers = []
+        bad = not numbers or any(not (x >= 0) or x == float("inf") for x in numbers)
+        if not sep or not rater.strip() or bad:
+            raise ValueError(f"expected RATER=SECONDS[:USD] with numbers >= 0, got {spec!r}")
+        out[rater.strip()] = {"seconds_per_1000": numbers[0],
+                              "usd_per_1000": numbers[1] if len(numbers) > 1 else None,
+                              "source": "given with --timing"}
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,20 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
     return metrics, plots, workdir / target / "report.html", f"MLflow run {target}", {}
 
 
+def _leaderboard(target: str) -> tuple[dict | None, Path | None]:
+    """A run folder's leaderboard and its plots folder (the page ends with them), else (None, None)."""
+    from judgebias.layout import RunLayout
+
+    path = Path(target)
+    board = path / RunLayout().leaderboard
+    if not path.is_dir() or not board.is_file():
+        return None, None
+    try:
+        return json.loads(board.read_text(encoding="utf-8")), path / RunLayout().leaderboard_plots
+    except (OSError, json.JSONDecodeError):
+        return None, None
+
+
 def report_cmd(
     target: str = typer.Argument(
         ..., metavar="RUN_OR_FILE", help="metrics JSON from analyze, a run folder, or an MLflow run id."
@@ -91,6 +105,7 @@ def report_cmd(
     page_path = out or default
     # A run folder's page links its MLflow run, imported data and ablations, relative to the page.
     extras = run_extras(target, page_path.parent) if Path(target).is_dir() else None
+    board, board_plots = _leaderboard(target)
     page, md = write_report(
         page_path,
         {**result, "probes": probes} if probes else result,
@@ -99,6 +114,8 @@ def report_cmd(
         provenance=[f"metrics: {metrics}"],
         multiplicity=multiplicity,
         extras=extras,
+        leaderboard=board,
+        leaderboard_plots=board_plots,
     )
     typer.echo(f"wrote {page}\nwrote {md}")
     if open_:

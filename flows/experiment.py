@@ -53,7 +53,8 @@ def each(task, names, *args, **kwargs) -> dict[str, Any]:
 
 
 def main_stages(cfg, store) -> dict[str, Any]:
-    """Generate, pair, judge, explain and measure: the experiment without ablations."""
+    """Generate, pair, judge, explain, measure and rank the generators: the experiment without
+    ablations."""
     instructions = t.load_instructions(cfg, store)
     responses = each(t.generate_responses, [g.name for g in cfg.generators], cfg, store, instructions)
     pairs = t.build_pairs(cfg, store, responses)
@@ -67,6 +68,8 @@ def main_stages(cfg, store) -> dict[str, Any]:
     table = t.assemble_table(cfg, store, judgments, perplexity)
     t.aggregate_gold(cfg, store, table)
     metrics = t.compute_metrics(cfg, store, table)
+    # Several generators: their bias-corrected leaderboard (None with fewer than two).
+    board = t.compute_leaderboard(cfg, store, table, metrics)
     return {
         "instructions": instructions,
         "responses": responses,
@@ -74,6 +77,7 @@ def main_stages(cfg, store) -> dict[str, Any]:
         "judgments": judgments,
         "table": table,
         "metrics": metrics,
+        "leaderboard": board,
     }
 
 

@@ -118,6 +118,17 @@ class RunLayout:
         return self._at("metrics.json")
 
     @property
+    def leaderboard(self) -> str:
+        """The generators' bias-corrected leaderboard and its recommendation (judgebias.leaderboard)."""
+        return self._at("leaderboard.json")
+
+    @property
+    def leaderboard_plots(self) -> str:
+        """The leaderboard's forest plot and rank-change charts: apart from ``plots`` so the report
+        card shows them in its leaderboard section, not among the judges' plots."""
+        return self._at("leaderboard_plots")
+
+    @property
     def report_html(self) -> str:
         """The run's report card, one self-contained page (judgebias.report_card)."""
         return self._at("report.html")

@@ -17,6 +17,7 @@ from judgebias.metrics import leaderboard as lb
 from judgebias.metrics.bradley_terry import ranking_records
 from judgebias.metrics.origin import SelfMap
 from judgebias.metrics.rank_agreement import agreement, missing_models, rank_change
+from judgebias.recommendation import audit_figures, format_recommendation, recommendation
 from judgebias.stats import jsonable
 
 DESCRIPTIONS = {
@@ -39,9 +40,14 @@ NOT_COMPUTED: dict[str, str] = {}
 
 def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
-                label_sample: int | None = None) -> dict[str, Any]:
+                label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
+                timing: Mapping[str, Mapping[str, Any]] | None = None,
+                target_half_width: float | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
-    human ranking and what each correction moved, as one JSON-ready dict."""
+    human ranking, what each correction moved, and which rater to use (``judgebias.recommendation``:
+    ``audit`` is judge -> its ``analyze`` figures, computed from ``df`` when not given; ``timing``
+    rater -> measured seconds / cost per 1,000 judgments; ``target_half_width`` the planner's target
+    on the top-two gap, default the gap itself)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
                                seed=seed, label_sample=label_sample)
     rankings: dict[str, dict[str, list]] = {}
@@ -87,7 +93,7 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
                     moved.setdefault(variant, {})[name] = rank_change(before, fit)
                 except ValueError as exc:
                     moved.setdefault(variant, {})[name] = {"not_computed": str(exc)}
-    return jsonable({
+    result = {
         "models": sorted(models),
         "label_sample": label_sample,
         "variants": {v: DESCRIPTIONS[v] for v in lb.VARIANTS},
@@ -107,8 +113,12 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
         "skipped": {v: r for v, r in board.skipped.items() if r},
         "not_computed": {**NOT_COMPUTED, **({} if human is not None else {
             "agreement_with_human": board.skipped[lb.HUMAN].get(lb.HUMAN, "no human ranking")})},
-        "recommendation": {"not_computed": "issue 31 item 3 (judge/panel recommendation) is not built yet"},
-    })
+    }
+    if audit is None:
+        audit = audit_figures(df, list(board.fits[lb.RAW]))
+    result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
+                                              target_half_width=target_half_width)
+    return jsonable(result)
 
 
 PER_BLOCK = 3
@@ -178,6 +188,7 @@ def format_leaderboard(result: Mapping[str, Any]) -> str:
                 lines.append(f"  {variant:<15} {rater:<24} largest change {m['largest_rank_change']}"
                              f"{' (' + most + ')' if most else ''}; swapped: {swaps}; "
                              f"P(top differs) {m['p_top_differs']:.2f}")
+    lines += format_recommendation(result.get("recommendation") or {"not_computed": "absent"})
     for per in result["skipped"].values():
         lines += [f"skipped: {reason}" for reason in per.values()]
     for name, reason in result["not_computed"].items():

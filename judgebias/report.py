@@ -243,7 +243,7 @@ def console_report(
         lines += ["", MUTUAL_GOLD_NOTE]
     if _small_models(cfg):
         lines += ["", WEAK_JUDGES_NOTE]
-    return "\n".join(lines + report_card_lines(store, metrics, probes))
+    return "\n".join(lines + report_card_lines(store, metrics, probes) + leaderboard_lines(store))
 
 
 def perturbation_lines(probes: dict) -> list[str]:
@@ -317,3 +317,17 @@ def imported_lines(store: RunStore, reports: list[tuple[Any, dict]],
         run = (runs or {}).get(entry.name)
         lines.append(f"    page: {page}" + (f"  (MLflow run {run})" if run else ""))
     return lines
+
+
+def leaderboard_lines(store: RunStore) -> list[str]:
+    """The run's leaderboard in brief (its recommendation and planner, as the page's section says
+    them), or nothing for a run without one (fewer than two generators)."""
+    from judgebias.report_leaderboard import summary
+
+    layout = RunLayout()
+    if not store.has(layout.leaderboard):
+        return []
+    board = store.read_json(layout.leaderboard)
+    return ["", "leaderboard of the generators (the report page ends with it):",
+            *[f"  {line}" for line in summary(board)]]
+

@@ -172,7 +172,7 @@ def render_markdown(
                                 extras=extras), plots or {})
 
 
-def _markdown(page: Page, plots: Mapping[str, str]) -> str:
+def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
     lines = [f"# {markdown_safe(page.title)}", "", *[f"- {markdown_safe(p)}" for p in page.provenance], ""]
     lines += sections_mod.head_markdown(page.extras) + sections_mod.side_by_side_markdown(*page.compare)
     for sec in page.sections:
@@ -203,6 +203,8 @@ def _markdown(page: Page, plots: Mapping[str, str]) -> str:
     for name, path in plots.items():
         text = markdown_safe(caption(name, judges))
         lines += [f"![{text}](<{path}>)", "", f"*{text}*", ""]
+    if tail:  # the leaderboard section (judgebias.report_leaderboard): the page ends with it
+        lines += [tail, ""]
     return "\n".join(lines)
 
 
@@ -233,7 +235,7 @@ def render_html(
                             extras=extras), plots or {})
 
 
-def _html(page: Page, plots: Mapping[str, bytes]) -> str:
+def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
     e = html.escape
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{e(page.title)}</title>"
@@ -289,6 +291,8 @@ def _html(page: Page, plots: Mapping[str, bytes]) -> str:
                 f"<figure><img alt='{text}' src='data:image/png;base64,{data}'>"
                 f"<figcaption>{text}</figcaption></figure>"
             )
+    if tail:  # the leaderboard section (judgebias.report_leaderboard): the page ends with it
+        parts.append(tail)
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -308,14 +312,31 @@ def write_report(
     plot_dir: str | Path | None = None,
     multiplicity: str | None = None,
     extras: RunExtras | None = None,
+    leaderboard: Mapping[str, Any] | None = None,
+    leaderboard_plots: str | Path | None = None,
 ) -> tuple[Path, Path]:
     """Write ``html_path`` and the markdown beside it (``.md``) from ``result`` and the PNGs in
     ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths.
-    ``multiplicity`` and ``extras``: as in ``build_page``."""
+    ``multiplicity`` and ``extras``: as in ``build_page``. ``leaderboard``: a ``judgebias
+    leaderboard`` result the page ends with, with the PNGs of ``leaderboard_plots``."""
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
     page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
-    atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}))
-    atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs}))
+    tails = _leaderboard_tails(leaderboard, leaderboard_plots, md_path.parent)
+    atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}, tails[0]))
+    atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs},
+                                         tails[1]))
     return html_path, md_path
+
+
+def _leaderboard_tails(result: Mapping[str, Any] | None, plot_dir: str | Path | None,
+                       md_dir: Path) -> tuple[str, str]:
+    """(HTML, markdown) of the leaderboard section, or empty strings without a leaderboard."""
+    if not result:
+        return "", ""
+    from judgebias.report_leaderboard import leaderboard_html, leaderboard_markdown
+
+    pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
+    return (leaderboard_html(result, {p.stem: p.read_bytes() for p in pngs}),
+            leaderboard_markdown(result, {p.stem: os.path.relpath(p, md_dir) for p in pngs}))

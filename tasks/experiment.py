@@ -55,6 +55,7 @@ attention_analysis = stage_task(stages.attention_analysis, "attention_analysis[{
 assemble_table = stage_task(stages.assemble_table)
 aggregate_gold = stage_task(stages.aggregate_gold)
 compute_metrics = stage_task(stages.compute_metrics)
+compute_leaderboard = stage_task(stages.compute_leaderboard)
 rewrite_style = stage_task(stages.rewrite_style, "rewrite_style[{style}]")
 semantic_preservation = stage_task(stages.semantic_preservation)
 compare_style = stage_task(stages.compare_style)

@@ -88,7 +88,7 @@ def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("command", ["analyze", "run", "pull"])
+@pytest.mark.parametrize("command", ["analyze", "run", "pull", "leaderboard"])
 def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command):
     # MLflow's client retries a closed port for minutes, then fails after the work is done.
     from judgebias.config import demo_config_path
@@ -99,7 +99,8 @@ def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     args = {"analyze": ["analyze", str(table), "--out", str(tmp_path / "m.json")],
             "run": ["run", str(demo_config_path())],
-            "pull": ["annotate", "pull", str(table)]}[command]
+            "pull": ["annotate", "pull", str(table)],
+            "leaderboard": ["leaderboard", str(table), "--out", str(tmp_path / "lb.json")]}[command]
     out = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120,
                          cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
     assert out.returncode == 2, out.stdout + out.stderr

@@ -133,7 +133,8 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
     )
     names = {r.info.run_name: r for r in children}
-    assert set(names) == {"judge:ta", "judge:tb", "ablation:style_rewrite", "ablation:finetune"}
+    assert set(names) == {"judge:ta", "judge:tb", "ablation:style_rewrite", "ablation:finetune",
+                          "leaderboard"}
     # Per-judge runs carry the same metric names, so the UI compares judges column by column.
     assert names["judge:ta"].data.metrics["dbg"] == pytest.approx(m["value"])
     assert set(names["judge:ta"].data.metrics) == set(names["judge:tb"].data.metrics)
@@ -185,6 +186,60 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
         in_child = {Path(a.path).stem for a in client.list_artifacts(child, "plots")}
         assert in_child == set(own) and not in_parent & set(own)
     assert "dbg" in in_parent
+
+
+def test_leaderboard_stage_ranks_the_generators_logs_and_ends_the_report_card(experiment_run):
+    """Two generators: the stage ranks them (raw for each judge), recommends by the rules, writes its
+    plots apart, ends the run's page with its section and is logged to MLflow in its own nested run;
+    a rerun of the stage reads it back."""
+    from mlflow.tracking import MlflowClient
+
+    from judgebias.layout import RunLayout
+    from judgebias.stages import compute_leaderboard
+
+    store, layout = experiment_run["store"], RunLayout()
+    board = store.read_json(layout.leaderboard)
+    assert board["models"] == ["ta", "tb"] and set(board["rankings"]["raw"]) == {"ta", "tb"}
+    # Each judge wrote one of the two candidates: R1 excludes both, and every comparison has a
+    # relative of every judge, so no panel is left: the rules recommend nobody.
+    r = board["recommendation"]
+    assert r["recommended"] is None and r["order"] == []
+    assert [c["outcome"] for c in r["raters"]["ta"]["checks"] if c["rule"] == "R1"] == ["excluded"]
+    assert "every judge is related" in board["skipped"]["panel"]["panel"]
+    # The judges' figures come from the metrics stage, the time from the judging stage (measured in
+    # this fresh run: no cached call).
+    metrics = store.read_json(layout.metrics)["judges"]["ta"]
+    assert r["raters"]["ta"]["profile"]["position_consistency"]["value"] == pytest.approx(
+        metrics["position_consistency"]["value"])
+    stage = store.manifest()["stages"]["judge_pairs[ta]"]
+    timing = r["raters"]["ta"]["profile"]["timing"]
+    if stage["hits"] == 0:
+        assert timing["seconds_per_1000"] == pytest.approx(1000 * stage["seconds"] / stage["rows"])
+    else:
+        assert timing is None
+    plots = sorted(p.name for p in store.path(layout.leaderboard_plots).glob("*.png"))
+    assert plots[0] == "leaderboard_forest.png"
+    page = store.path(layout.report_html).read_text(encoding="utf-8")
+    tail = page[page.index("<h2 id='leaderboard'>"):]
+    assert "Leaderboard of the generators" in tail and "alt='leaderboard_forest'" in tail
+    assert "<h2" not in tail[4:], "the leaderboard section is the page's last"
+    md = store.path(layout.report_md).read_text(encoding="utf-8")
+    assert "## Leaderboard of the generators" in md and "leaderboard_plots/leaderboard_forest.png" in md
+    # Cached: the stage reads its JSON back and its timing entry is not rewritten.
+    before = store.manifest()["stages"]["compute_leaderboard"]
+    table = pd.read_parquet(store.path(layout.table))
+    assert compute_leaderboard(experiment_run["cfg"], store, table, {}) == board
+    assert store.manifest()["stages"]["compute_leaderboard"] == before
+    client = MlflowClient(tracking_uri=experiment_run["cfg"].tracking.tracking_uri)
+    run_id = experiment_run["result"]["run_id"]
+    (child,) = client.search_runs([client.get_run(run_id).info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{run_id}' "
+                                                "and tags.`judgebias.kind` = 'leaderboard'")
+    assert child.data.metrics["leaderboard.raw.ta.ta.rank"] in (1.0, 2.0)
+    arts = {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert "leaderboard.json" in arts
+    logged_plots = {a.path for a in client.list_artifacts(child.info.run_id, "plots")}
+    assert "plots/leaderboard_forest.png" in logged_plots
 
 
 def test_prefect_markdown_artifact_names_the_mlflow_run(experiment_run):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -219,15 +220,19 @@ def test_leaderboard_json_contract_and_printed_table():
     assert "== j ==" in text and "related_term" in text and "not ranked" in text
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", "leaderboard", *args], capture_output=True, text=True,
-                          timeout=600)
+def _cli(*args: str, mlflow_uri: str | None = None) -> subprocess.CompletedProcess:
+    """The command with ``--no-mlflow``, or logging to ``mlflow_uri``."""
+    env = {**os.environ, **({"MLFLOW_TRACKING_URI": mlflow_uri} if mlflow_uri else {})}
+    return subprocess.run([sys.executable, "-m", "cli", "leaderboard", *args,
+                           *([] if mlflow_uri else ["--no-mlflow"])], capture_output=True, text=True,
+                          timeout=600, env=env)
 
 
 def test_cli_on_pandalm(tmp_path):
     out, plots = tmp_path / "lb.json", tmp_path / "plots"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = _cli(str(PANDALM), "--family", "pandalm-7b=llama-7b", "--reps", "200", "--out", str(out),
-               "--plots-dir", str(plots))
+               "--plots-dir", str(plots), "--timing", "gpt-3.5-turbo=40:1.5", mlflow_uri=uri)
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
     assert result["models"] == sorted(["bloom-7b", "cerebras-gpt-6.7B", "llama-7b", "opt-7b", "pythia-6.9b"])
@@ -256,6 +261,28 @@ def test_cli_on_pandalm(tmp_path):
     from PIL import Image
 
     assert Image.open(plots / "leaderboard_forest.png").info["dpi"][0] >= 149
+    # The recommendation: PandaLM-7B is LLaMA-7B's fine-tune, so R1 keeps it from ranking alone; the
+    # figures each rule read are in the JSON and printed.
+    r = result["recommendation"]
+    assert r["raters"]["pandalm-7b"]["checks"][0] == {"rule": "R1", "outcome": "excluded",
+                                                      "figure": "related to family: llama-7b"}
+    assert r["recommended"] in ("gpt-3.5-turbo", "panel") and r["recommended"] == r["order"][0]
+    assert r["raters"]["gpt-3.5-turbo"]["profile"]["timing"]["usd_per_1000"] == 1.5
+    assert r["raters"]["gpt-3.5-turbo"]["profile"]["kappa_human"]["n"] > 900
+    assert 0 < r["planner"]["labels_needed"] <= r["planner"]["population"]
+    assert f"use: {r['recommended']}" in run.stdout
+    assert "R1 excluded: related to family: llama-7b" in run.stdout
+    # Logged to MLflow like analyze: the JSON, the plots and the strengths as metrics.
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (logged,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert logged.data.tags["judgebias.command"] == "leaderboard"
+    assert "leaderboard.raw.pandalm-7b.llama-7b.strength" in logged.data.metrics
+    assert logged.data.params["leaderboard.recommended"] == r["recommended"]
+    assert logged.data.metrics["leaderboard.planner.labels_needed"] == r["planner"]["labels_needed"]
+    names = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert "leaderboard.json" in names and "plots" in names
 
 
 def test_cli_names_from_data_are_inert(tmp_path):

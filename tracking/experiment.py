@@ -241,6 +241,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         if cfg.ablations.finetune.enabled:
             _log_finetune(cfg, store, tags)
         log_probes(cfg, store, tags)
+        _log_leaderboard(store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
         result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
@@ -262,6 +263,19 @@ def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, floa
             values = attention_own_minus_other(store.read_frame(name), own)
             out.update({f"{judge}.attention_own_minus_other.{k}": v for k, v in values.items()})
     return out
+
+
+def _log_leaderboard(store: RunStore, tags: dict) -> None:
+    """The generators' leaderboard (when the run has one) in its own nested run: its numbers, JSON
+    and plots under the names ``judgebias leaderboard`` logs."""
+    from tracking.log_leaderboard import log_leaderboard
+
+    layout = RunLayout()
+    if not store.has(layout.leaderboard):
+        return
+    with mlflow_run("leaderboard", tags={**tags, "judgebias.kind": "leaderboard"}):
+        log_leaderboard(store.read_json(layout.leaderboard))
+        _log_pngs(store.path(layout.leaderboard_plots), "plots")
 
 
 def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:

@@ -3,7 +3,9 @@
 Metric names: ``leaderboard.<variant>.<rater>.<model>.strength`` (and ``.ci_low``, ``.ci_high``,
 ``.rank``, ``.rank_ci_low``, ``.rank_ci_high``); ``leaderboard.agreement.<variant>.<rater>.kendall_tau``
 and ``.spearman`` (with ``.ci_low`` / ``.ci_high`` / ``.n``); ``leaderboard.rank_change.<variant>.<rater>``
-``.largest`` and ``.p_top_differs``; covariate terms as ``leaderboard.<variant>.<rater>.term.<name>``.
+``.largest`` and ``.p_top_differs``; covariate terms as ``leaderboard.<variant>.<rater>.term.<name>``;
+the planner's ``leaderboard.planner.labels_needed`` (and its target and current half-widths); the
+recommended rater as the param ``leaderboard.recommended``.
 Sanitized like every other run's names (``log_analysis.sanitize``); non-finite values left out.
 """
 
@@ -43,6 +45,10 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
                 if isinstance(figures.get(name), Mapping):
                     prefix = f"leaderboard.agreement.{variant}.{rater}.{name}"
                     out.update(estimate_metrics(prefix, figures[name]))
+    plan = (result.get("recommendation") or {}).get("planner") or {}
+    for key in ("labels_needed", "target_half_width", "half_width_now"):
+        if _finite(plan.get(key)):
+            out[f"leaderboard.planner.{key}"] = float(plan[key])
     for variant, per in (result.get("rank_change") or {}).items():
         for rater, moved in per.items():
             for key, name in (("largest_rank_change", "largest"), ("p_top_differs", "p_top_differs")):
@@ -62,6 +68,8 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
     params = log_params_dict({
         "leaderboard.reps": settings.get("reps"), "leaderboard.seed": settings.get("seed"),
         "leaderboard.label_sample": result.get("label_sample") or "-",
+        # Which rater the rules recommend ("-": none passes them); the reasons are in leaderboard.json.
+        "leaderboard.recommended": (result.get("recommendation") or {}).get("recommended") or "-",
         "leaderboard.family_map": ";".join(f"{j}={','.join(g)}" for j, g in
                                            (settings.get("family_map") or {}).items()) or "-",
         "leaderboard.self_map": ";".join(f"{j}={','.join(g)}" for j, g in

@@ -236,6 +236,11 @@ class Leaderboard:
     panels: dict[str, str]
     reps: int
     seed: int
+    # Each judge's (self, family-but-not-self) generators among the table's: what R1 of
+    # ``recommend`` reads.
+    relations: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    human_pairs: int = 0  # pairs with a usable human label (the planner's n)
+    pairs: int = 0  # pairs in the table (the planner's population)
 
 
 def _label_mask(prep: pd.DataFrame, label_sample: int | None, seed: int) -> np.ndarray:
@@ -351,4 +356,5 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
         attempt(HUMAN, HUMAN, lambda: _fit(h, draws, "human"))
     else:
         skipped[HUMAN][HUMAN] = "human: no pair has human labels"
-    return Leaderboard(fits, skipped, excl, notes, panels, reps, seed)
+    return Leaderboard(fits, skipped, excl, notes, panels, reps, seed, relations=rel,
+                       human_pairs=int(h.y.size), pairs=int(np.unique(prep[PAIR].to_numpy()).size))

@@ -25,6 +25,7 @@ from judgebias.stages.explain import (
 from judgebias.stages.finetune import compare_finetune, finetune_generator, finetune_instructions
 from judgebias.stages.generation import build_pairs, generate_responses
 from judgebias.stages.judge import dtype_fidelity, judge_pairs
+from judgebias.stages.leaderboard import compute_leaderboard
 from judgebias.stages.probes import (
     RECOGNITION_TEMPLATE,
     perturbation_report,
@@ -54,6 +55,7 @@ __all__ = [
     "call_cache",
     "compare_finetune",
     "compare_style",
+    "compute_leaderboard",
     "compute_metrics",
     "data_hash",
     "dataset_path",

@@ -148,8 +148,12 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLay
         write_page_notes(store, page_notes(cfg, result))
         extras = run_extras(store.root)
     what = f" ({layout.label})" if layout.label else ""
+    # The leaderboard stage runs after this page is first written and writes it again; a rerun that
+    # only rewrites the page (probes, a missing page) keeps the section.
+    board = store.read_json(layout.leaderboard) if store.has(layout.leaderboard) else None
     write_report(store.path(layout.report_html), result, title=f"Judge report card: {cfg.name}{what}",
-                 plot_dir=store.path(layout.plots), extras=extras,
+                 plot_dir=store.path(layout.plots), extras=extras, leaderboard=board,
+                 leaderboard_plots=store.path(layout.leaderboard_plots),
                  provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
                              f"run folder {store.root}", "judges: " + ", ".join(j.name for j in cfg.judges),
                              "generators: " + ", ".join(g.name for g in cfg.generators)])

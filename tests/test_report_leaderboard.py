@@ -1,0 +1,95 @@
+"""The report card's leaderboard section: the page ends with it, it says the recommendation and the
+rules' figures, shows the forest plot first, and names from data stay inert."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from judgebias.leaderboard import leaderboard
+from judgebias.report_card import write_report
+
+HOSTILE = "<script>alert(1)</script>|*x*"
+
+
+def _table():
+    # Three generators, all pairs, each against each on 8 prompts; humans label every pair and the
+    # one judge j1 agrees with them but on one prompt in eight (so its kappa clears chance: R2).
+    rows = []
+    gens = ["g-long", "g-mid", HOSTILE]
+    words = {"g-long": 30, "g-mid": 15, HOSTILE: 5}
+    k = 0
+    for i, a in enumerate(gens):
+        for b in gens[i + 1:]:
+            for p in range(8):
+                k += 1
+                human = ["a"] if (p % 4) else ["b"]
+                rows.append({"pair_id": f"p{k}", "prompt": f"q{p}", "generator_a": a, "generator_b": b,
+                             "response_a": "w " * words[a], "response_b": "w " * words[b],
+                             "judge": "j1", "verdict": "a" if p % 4 and p != 5 else "b", "human": human})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def board():
+    return leaderboard(_table(), reps=50, seed=1)
+
+
+def test_the_page_ends_with_the_leaderboard_section_and_names_are_inert(board, tmp_path):
+    from judgebias.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
+
+    plots = tmp_path / "lbplots"
+    save_leaderboard_figures(leaderboard_figures(board), plots)
+    result = {"judges": {}, "dataset": {}}
+    page, md = write_report(tmp_path / "report.html", result, title="t", leaderboard=board,
+                            leaderboard_plots=plots)
+    html_text = page.read_text(encoding="utf-8")
+    tail = html_text[html_text.index("<h2 id='leaderboard'>"):]
+    assert tail.endswith("</body></html>") and "<h2" not in tail[4:]
+    assert "<script>" not in html_text and "&lt;script&gt;" in tail
+    # The forest plot comes first among the section's figures.
+    assert tail.index("alt='leaderboard_forest'") < tail.index("alt='leaderboard_ranks_j1'")
+    rec = board["recommendation"]
+    assert f"Recommended rater: {rec['recommended']}" in tail  # the only judge, unrelated: it passes R1
+    assert rec["recommended"] == "j1"
+    for rule in ("R1", "R2", "R3", "R4", "ORDER"):
+        assert f"<li>{rule}: " in tail
+    text = md.read_text(encoding="utf-8")
+    section = text[text.index("## Leaderboard of the generators"):]
+    assert "<script>" not in section and "](<lbplots/leaderboard_forest.png>)" in section
+    assert "### j1" in section and "| model | raw |" in section
+
+
+def test_without_a_leaderboard_the_page_has_no_section(tmp_path):
+    page, md = write_report(tmp_path / "r.html", {"judges": {}, "dataset": {}}, title="t")
+    assert "leaderboard" not in page.read_text(encoding="utf-8").lower()
+    assert "Leaderboard" not in md.read_text(encoding="utf-8")
+
+
+def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cli import app
+    from judgebias.layout import RunLayout
+
+    layout = RunLayout()
+    (tmp_path / layout.metrics).write_text(json.dumps({"judges": {}, "dataset": {}}))
+    (tmp_path / layout.leaderboard).write_text(json.dumps(board))
+    res = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / layout.report_html).read_text(encoding="utf-8")
+    assert "<h2 id='leaderboard'>" in page and "Recommended rater: j1" in page
+
+
+def test_console_report_lines_say_the_recommendation(board, tmp_path):
+    from judgebias.layout import RunLayout
+    from judgebias.report import leaderboard_lines
+    from judgebias.runstore import RunStore
+
+    store = RunStore(tmp_path)
+    assert leaderboard_lines(store) == []
+    store.write_json(RunLayout().leaderboard, board)
+    lines = leaderboard_lines(store)
+    assert lines[1].startswith("leaderboard of the generators") and "Recommended rater: j1" in lines[2]
