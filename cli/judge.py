@@ -93,7 +93,8 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", help="Output table (.jsonl or .parquet).")],
         template: Annotated[str, typer.Option(help="dbg-ab | dbg-truthful (answer A or B) or mtbench-pair "
                                               "(explain, then [[A]]/[[B]]/[[C]]).")] = "dbg-ab",
-        backend: Annotated[str, typer.Option(help="local (transformers) or openai (OpenAI-compatible API).")
+        backend: Annotated[str, typer.Option(help="local (transformers), vllm (vLLM in its own environment: "
+                                             "scripts/install.sh --vllm) or openai (OpenAI-compatible API).")
                            ] = "local",
         base_url: Annotated[str | None, typer.Option(help="API base URL for --backend openai.")] = None,
         name: Annotated[str | None, typer.Option(help="Judge name in the table (default: the model's).")

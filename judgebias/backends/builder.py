@@ -16,13 +16,15 @@ from judgebias.quantization import check_quantization
 from judgebias.resident import Resident
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+BACKENDS = ("local", "openai", "vllm")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """How to build one model backend.
 
-    ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` or
+    ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` (the
+    in-process engine) and ``"vllm"`` (vLLM in its own environment, ``judgebias.backends.vllm_backend``) or
     the API's model name for ``"openai"`` (its key is read from ``api_key_env`` where the backend is
     built, never stored in the spec). ``batch_size`` is the number of items per model call, and so
     per call-cache transaction: what a killed run keeps is at most one batch short.
@@ -30,7 +32,7 @@ class ModelSpec:
 
     name: str
     model: str
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "vllm"] = "local"
     base_url: str | None = None
     api_key_env: str | None = None
     batch_size: int = 8
@@ -47,17 +49,21 @@ class ModelSpec:
     quantize: str = "none"  # local: weight-only quantization (judgebias.quantization)
 
     def __post_init__(self) -> None:
-        if self.backend not in ("local", "openai"):
-            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; use local or openai")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; "
+                             f"use one of {', '.join(BACKENDS)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"model {self.name!r}: unknown dtype {self.dtype!r}; "
                              f"use one of {', '.join(DTYPES)}")
         if self.backend == "openai" and self.dtype != "auto":
             raise ValueError(f"model {self.name!r}: dtype only applies to backend 'local'")
         check_quantization(self.quantize, what=f"model {self.name!r}")
-        if self.backend == "openai" and self.quantize != "none":
+        if self.backend != "local" and self.quantize != "none":
             raise ValueError(f"model {self.name!r}: quantize only applies to backend 'local' "
-                             "(a server quantizes its own weights)")
+                             "(a server or vLLM quantizes its own weights)")
+        if self.backend == "vllm" and (self.base_url or self.api_key_env):
+            raise ValueError(f"model {self.name!r}: backend 'vllm' runs the model here; for a vLLM "
+                             "server use backend 'openai' with its base_url")
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
@@ -136,6 +142,11 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
             # The key is read from the named environment variable by the backend; never in a spec.
             kwargs["api_key_env"] = spec.api_key_env
         return OpenAICompatBackend(spec.model, **kwargs)
+    if spec.backend == "vllm":
+        # vLLM runs in its own environment (a child process); a clear error names it when missing.
+        from judgebias.backends.vllm_backend import VLLMBackend
+
+        return VLLMBackend(spec.model, name=spec.name or None, dtype=spec.dtype, gguf_file=spec.gguf_file)
     from judgebias.backends.local import LocalBackend
 
     if spec.quantize != "none":  # LocalBackend loads plain weights; a quantized model is handed to it
