@@ -28,7 +28,7 @@ def _progress(label: str):
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
                dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
-               quantize: str = "none", chat: bool | None = None):
+               quantize: str = "none", chat: bool | None = None, option_tokenizer: str | None = None):
     """The judge the options describe, as the one spec every command builds backends from."""
     from judgebias.backends.builder import JudgeSpec
 
@@ -36,7 +36,8 @@ def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | No
         return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
                          gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
                          token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
-                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat)
+                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat,
+                         option_tokenizer=option_tokenizer)
     except ValueError as exc:
         message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
         raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
@@ -120,6 +121,10 @@ def register(app: typer.Typer) -> None:
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
                  "none, continue or message.")] = "none",
+        option_tokenizer: Annotated[str | None, typer.Option(
+            help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
+                 "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
+                                    ] = None,
         perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
                                                  "template:dbg-generate.")] = "auto",
@@ -148,7 +153,7 @@ def register(app: typer.Typer) -> None:
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
                           dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
-                          chat=chat)
+                          chat=chat, option_tokenizer=option_tokenizer)
         df, _ = read_table(table)
         inner = build_backend(spec)
         # One cache transaction per batch: a killed or interrupted run keeps every finished batch.

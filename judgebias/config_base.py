@@ -30,6 +30,9 @@ class _ModelRef(_Strict):
     # Local models only: "int8" stores the linear weights as int8 (torchao, the `quant` extra), a
     # larger judge in about half the memory of bf16 (docs/benchmarks.md, "Judges that fit in memory").
     quantize: Quantization = "none"
+    # backend "openai" only: the served model's tokenizer (alias, folder, hub id), for exact P(A) from
+    # a server that returns named token ids (vLLM); others keep their top-20 bounds.
+    option_tokenizer: str | None = None
 
     @model_validator(mode="after")
     def _endpoint(self):
@@ -41,4 +44,6 @@ class _ModelRef(_Strict):
             raise ValueError("dtype only applies to backend 'local'")
         if self.backend != "local" and self.quantize != "none":
             raise ValueError("quantize only applies to backend 'local' (a server quantizes its own weights)")
+        if self.option_tokenizer and self.backend != "openai":
+            raise ValueError("option_tokenizer only applies to backend 'openai'")
         return self

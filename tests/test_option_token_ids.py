@@ -93,3 +93,27 @@ def test_a_server_that_refuses_the_ids_is_asked_the_usual_way(scripted, variants
     assert out[0].error is None and not out[0].verdict_only  # log-probs still used, not given up
     assert ["logprob_token_ids" in r for r in scripted.requests] == [True, False]
     assert scripted.requests[1]["logprobs"] is True
+
+
+def test_the_spec_carries_the_option_tokenizer_to_the_backend():
+    from judgebias.backends.builder import ModelSpec, build_backend
+
+    spec = ModelSpec(name="j", model="m", backend="openai", base_url="http://127.0.0.1:9/v1",
+                     option_tokenizer=ALIAS)
+    assert build_backend(spec).option_tokenizer == ALIAS and ALIAS in spec.model_key()
+    plain = ModelSpec(name="j", model="m", backend="openai", base_url="http://127.0.0.1:9/v1")
+    assert "option_tokenizer" not in plain.model_key()  # chunk ids of existing specs unchanged
+    with pytest.raises(ValueError, match="only applies to backend 'openai'"):
+        ModelSpec(name="j", model=ALIAS, backend="vllm", option_tokenizer=ALIAS)
+
+
+def test_a_config_entry_sets_the_option_tokenizer():
+    from judgebias.backends.builder import JudgeSpec
+    from judgebias.config import JudgeConfig
+
+    ref = JudgeConfig(name="j", model="m", backend="openai", base_url="http://127.0.0.1:9/v1",
+                      option_tokenizer=ALIAS)
+    assert JudgeSpec.from_config(ref).option_tokenizer == ALIAS
+    assert JudgeSpec.from_config(JudgeConfig(name="j", model=ALIAS, backend="vllm")).backend == "vllm"
+    with pytest.raises(ValueError, match="only applies to backend 'openai'"):
+        JudgeConfig(name="j", model=ALIAS, option_tokenizer=ALIAS)

@@ -47,6 +47,9 @@ class ModelSpec:
     token_budget: int | None = None  # local: most tokens per forward pass (None: by device)
     prefix_mode: str = "none"  # openai: how an answer prefix is sent
     quantize: str = "none"  # local: weight-only quantization (judgebias.quantization)
+    # openai: the served model's tokenizer (alias, folder, hub id): exact P(A) from a server that
+    # returns named token ids (vLLM's logprob_token_ids); others keep their top-k bounds.
+    option_tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -64,6 +67,9 @@ class ModelSpec:
         if self.backend == "vllm" and (self.base_url or self.api_key_env):
             raise ValueError(f"model {self.name!r}: backend 'vllm' runs the model here; for a vLLM "
                              "server use backend 'openai' with its base_url")
+        if self.option_tokenizer and self.backend != "openai":
+            raise ValueError(f"model {self.name!r}: option_tokenizer only applies to backend 'openai' "
+                             "(a local or vllm judge reads every option token itself)")
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
@@ -73,7 +79,7 @@ class ModelSpec:
                "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
         # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
         for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none"),
-                               ("quantize", "none")):
+                               ("quantize", "none"), ("option_tokenizer", None)):
             if getattr(self, extra) != default:
                 key[extra] = getattr(self, extra)
         return json.dumps(key, sort_keys=True)
@@ -85,7 +91,8 @@ class ModelSpec:
         extra.setdefault("name", getattr(ref, "name", None) or ref.model)
         return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
                    api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
-                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"), **extra)
+                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"),
+                   option_tokenizer=getattr(ref, "option_tokenizer", None), **extra)
 
 
 PROMPT_KINDS = {"auto": None, "chat": True, "few-shot": False}
@@ -135,7 +142,8 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
     if spec.backend == "openai":
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
-        kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode}
+        kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode,
+                                  "option_tokenizer": spec.option_tokenizer}
         if spec.base_url:
             kwargs["base_url"] = spec.base_url
         if spec.api_key_env:
