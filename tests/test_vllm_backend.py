@@ -133,3 +133,17 @@ def test_vllm_continuation_logprobs_match_the_engine(vllm_judge):
     for g, w in zip(got, want, strict=True):
         assert g.error is None and g.n_tokens == w.n_tokens
         assert max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs, strict=True)) < 1e-2
+
+
+def test_judge_command_names_the_missing_vllm_environment(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    table = Path(__file__).parent / "data" / "local_judge" / "llmbar_mtbench_4.jsonl"
+    env = {**os.environ, vllm_backend.ENV_VLLM_PYTHON: str(tmp_path / "no-env" / "python")}
+    out = subprocess.run([sys.executable, "-m", "cli", "judge", str(table), "--judge", ALIAS, "--backend",
+                          "vllm", "--out", str(tmp_path / "out.jsonl")], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "JUDGEBIAS_VLLM_PYTHON" in out.stderr and "Traceback" not in out.stderr
