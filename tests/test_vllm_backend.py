@@ -147,3 +147,23 @@ def test_judge_command_names_the_missing_vllm_environment(tmp_path):
                          timeout=300, env=env)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "JUDGEBIAS_VLLM_PYTHON" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bench_says_why_random_weights_have_no_vllm_row(monkeypatch):
+    from judgebias import throughput as bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+    report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
+                                 explain_tokens=4, modes=["batched", "vllm"], device="cpu",
+                                 token_budget=None, batch_size=8)
+    assert "random-weights" in report["modes"]["vllm"]["not_measured"]
+    assert "| vllm | not measured: random-weights" in bench.markdown(report)
+
+
+def test_peak_memory_of_a_process_tree_counts_this_process():
+    import os
+
+    from judgebias.vllm_bench import tree_peak_gib
+
+    peak = tree_peak_gib(os.getpid())
+    assert peak is not None and peak > 0.01  # this Python with torch holds well over 10 MiB
