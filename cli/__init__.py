@@ -71,6 +71,7 @@ _USER_ERRORS = {
     ("judgebias.models", "ModelNotFound"),
     ("judgebias.backends.openai_compat", "ServiceUnavailable"),
     ("judgebias.backends.openai_compat", "EndpointError"),
+    ("judgebias.backends.vllm_backend", "VLLMNotInstalled"),
     ("annotation.labelstudio", "LabelStudioError"),
     ("tracking.settings", "TrackingUnavailable"),
 }

@@ -23,7 +23,8 @@ def register(app: typer.Typer) -> None:
                                                    "this many tokens (0: natural lengths).")] = 0,
         explain_pairs: Annotated[int, typer.Option(help="Pairs for the generate-then-parse mode.")] = 4,
         explain_tokens: Annotated[int, typer.Option(help="Most new tokens per explanation.")] = 96,
-        modes: Annotated[str, typer.Option(help="Comma list of batched, unbatched, explain.")
+        modes: Annotated[str, typer.Option(help="Comma list of batched, unbatched, explain, vllm (vLLM "
+                                              "in its own environment: scripts/install.sh --vllm).")
                          ] = "batched,unbatched,explain",
         device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")
                           ] = None,
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         chosen = [m.strip() for m in modes.split(",") if m.strip()]
-        unknown = set(chosen) - {"batched", "unbatched", "explain"}
+        unknown = set(chosen) - {"batched", "unbatched", "explain", "vllm"}
         if unknown:
             raise typer.BadParameter(f"unknown mode(s) {sorted(unknown)}")
         report = run_benchmark(model=model, arch=arch, n_pairs=pairs, prompt_tokens=prompt_tokens,

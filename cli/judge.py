@@ -28,7 +28,7 @@ def _progress(label: str):
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
                dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
-               quantize: str = "none", chat: bool | None = None):
+               quantize: str = "none", chat: bool | None = None, option_tokenizer: str | None = None):
     """The judge the options describe, as the one spec every command builds backends from."""
     from judgebias.backends.builder import JudgeSpec
 
@@ -36,7 +36,8 @@ def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | No
         return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
                          gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
                          token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
-                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat)
+                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat,
+                         option_tokenizer=option_tokenizer)
     except ValueError as exc:
         message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
         raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
@@ -98,7 +99,8 @@ def register(app: typer.Typer) -> None:
         mode: Annotated[str, typer.Option(
             help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
                  "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
-        backend: Annotated[str, typer.Option(help="local (transformers) or openai (OpenAI-compatible API).")
+        backend: Annotated[str, typer.Option(help="local (transformers), vllm (vLLM in its own environment: "
+                                             "scripts/install.sh --vllm) or openai (OpenAI-compatible API).")
                            ] = "local",
         base_url: Annotated[str | None, typer.Option(help="API base URL for --backend openai.")] = None,
         name: Annotated[str | None, typer.Option(help="Judge name in the table (default: the model's).")
@@ -125,6 +127,10 @@ def register(app: typer.Typer) -> None:
         prefix_mode: Annotated[str, typer.Option(
             help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
                  "none, continue or message.")] = "none",
+        option_tokenizer: Annotated[str | None, typer.Option(
+            help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
+                 "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
+                                    ] = None,
         perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
                                                  "template:dbg-generate.")] = "auto",
@@ -163,7 +169,7 @@ def register(app: typer.Typer) -> None:
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
                           dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
-                          chat=chat)
+                          chat=chat, option_tokenizer=option_tokenizer)
         if mode == "pointwise":
             from judgebias.io import read_raw
             from judgebias.pointwise_table import is_pointwise

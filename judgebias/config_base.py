@@ -16,11 +16,12 @@ class _Strict(BaseModel):
 
 
 class _ModelRef(_Strict):
-    """Where a model runs: in-process (``local``: a packaged name or a local folder) or behind an
+    """Where a model runs: in-process (``local``: a packaged name or a local folder), in vLLM (``vllm``:
+    the same model names, vLLM in its own environment, ``scripts/install.sh --vllm``) or behind an
     OpenAI-compatible endpoint (``openai``: needs ``base_url``; the key is read from ``api_key_env``)."""
 
     model: str = Field(min_length=1)
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "vllm"] = "local"
     base_url: str | None = None
     api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
     # Local models only. "auto": bf16 on a GPU, fp32 (exact) on CPU; "bfloat16" on a CPU with
@@ -29,15 +30,20 @@ class _ModelRef(_Strict):
     # Local models only: "int8" stores the linear weights as int8 (torchao, the `quant` extra), a
     # larger judge in about half the memory of bf16 (docs/benchmarks.md, "Judges that fit in memory").
     quantize: Quantization = "none"
+    # backend "openai" only: the served model's tokenizer (alias, folder, hub id), for exact P(A) from
+    # a server that returns named token ids (vLLM); others keep their top-20 bounds.
+    option_tokenizer: str | None = None
 
     @model_validator(mode="after")
     def _endpoint(self):
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url")
-        if self.backend == "local" and (self.base_url or self.api_key_env):
+        if self.backend in ("local", "vllm") and (self.base_url or self.api_key_env):
             raise ValueError("base_url/api_key_env only apply to backend 'openai'")
         if self.backend == "openai" and self.dtype != "auto":
             raise ValueError("dtype only applies to backend 'local'")
-        if self.backend == "openai" and self.quantize != "none":
+        if self.backend != "local" and self.quantize != "none":
             raise ValueError("quantize only applies to backend 'local' (a server quantizes its own weights)")
+        if self.option_tokenizer and self.backend != "openai":
+            raise ValueError("option_tokenizer only applies to backend 'openai'")
         return self

@@ -243,10 +243,25 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
             "tflops": None, "peak_tflops": None, "share_of_peak": None,
             "peak_memory_gib": row["server_peak_memory_gib"]}
 
+    if "vllm" in modes:
+        if arch:
+            # A random-weights model exists only in this process; vLLM loads a folder.
+            results["vllm"] = {"not_measured": "random-weights shapes are not saved as a folder for vLLM"}
+        else:
+            from judgebias.vllm_bench import bench_vllm
+
+            row, p_first["vllm"] = bench_vllm(model or "smollm2-135m-instruct", prompts, DBG_AB.options,
+                                              dtype=dtype)
+            results["vllm"] = {**row, "pairs": len(pairs), "pairs_per_s": len(pairs) / row["seconds"],
+                               "cpu_seconds": None, "prompt_tokens": total_tokens,
+                               "tokens_per_s": total_tokens / row["seconds"],
+                               "tflops": 2 * n_params * total_tokens / row["seconds"] / 1e12,
+                               "peak_tflops": None, "share_of_peak": None}
+
     if "batched" in results:
         bat = results["batched"]
         for mode, row in results.items():
-            if mode == "batched":
+            if mode == "batched" or "not_measured" in row:
                 continue
             # How many times faster batched judging is than this row, per pair (rows may judge
             # different numbers of pairs: explain runs on a subset).
@@ -257,6 +272,10 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
             if mode in p_first:
                 (row["verdict_agreement_with_batched"],
                  row["max_abs_p_diff"]) = _agreement(p_first["batched"], p_first[mode], verdicts.get(mode))
+    if "vllm" in p_first and "unbatched" in p_first:
+        v = results["vllm"]
+        (v["verdict_agreement_with_reference"],
+         v["max_abs_p_diff_vs_reference"]) = _agreement(p_first["unbatched"], p_first["vllm"], None)
     if "endpoint" in results and "unbatched" in p_first:
         # A server against the exact reference (the plain way in --baseline-dtype, fp32 on CPU).
         e = results["endpoint"]
@@ -322,6 +341,9 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, r in report["modes"].items():
+        if "not_measured" in r:
+            lines.append(f"| {mode} | not measured: {r['not_measured']} |" + " |" * 10)
+            continue
         agree = r.get("verdict_agreement_with_batched")
         share = r.get("share_of_peak")
         speedup = ("-" if "batched_speedup" not in r else
@@ -337,6 +359,14 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Weights in memory: engine ({report['dtype']}) {w['engine']:.2f} GiB, reference "
                       f"({report['baseline_dtype']}) {w['reference']:.2f} GiB (the same copy when they "
                       "match); peak mem counts every copy the process held."]
+    v = report["modes"].get("vllm", {})
+    if "seconds" in v:
+        lines += ["", f"vllm = {v['vllm']} in its own environment, {v['dtype']}, the same token ids, "
+                      f"prefix caching on; engine start and warm-up {v['start_seconds']:.0f} s (not in wall "
+                      f"s); answers given as a bound: {v['bounds']}; peak mem is vLLM's process tree; "
+                      f"against the {report['baseline_dtype']} reference: max abs dP(A) "
+                      f"{fmt(v.get('max_abs_p_diff_vs_reference'), '.2g')}, verdicts agree "
+                      f"{fmt(v.get('verdict_agreement_with_reference'), '.0%')}."]
     if "explain" in report["modes"]:
         e = report["modes"]["explain"]
         lines.append("")

