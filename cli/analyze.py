@@ -37,7 +37,9 @@ def analyze_cmd(
                                       help="Exclude invalid rows (counted by reason) instead of failing."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON, the table and the plots to MLflow "
-                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here). A table "
+                                     "over JUDGEBIAS_MLFLOW_TABLE_MAX_MB (default 50) is logged as "
+                                     "its path, size, rows and SHA-256 plus a sample of its first rows."),
     plots_dir: Path = typer.Option(None, "--plots-dir",
                                    help="Folder for the PNG plots (default: <out stem>_plots beside --out)."),
     report: bool = typer.Option(True, "--report/--no-report",

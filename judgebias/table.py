@@ -139,6 +139,21 @@ def _labels_by_value(values: pd.Series) -> tuple[list, dict[int, str]] | None:
     return per_row.tolist(), errors
 
 
+def _map_by_value(values: pd.Series, fn) -> pd.Series:
+    """``values.map(fn)`` as an object Series, calling ``fn`` once per distinct value where hashing
+    cannot confuse values (text, numbers, all missing), once per row otherwise."""
+    if values.isna().all():
+        return pd.Series(np.full(len(values), fn(None), dtype=object), index=values.index, dtype=object)
+    if values.dtype == object and _inferred(values) not in _SAFE_INFERRED:
+        return values.map(fn).astype(object)
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    lut = np.empty(len(uniques) + 1, dtype=object)
+    for k, u in enumerate(uniques):
+        lut[k] = fn(u)
+    lut[-1] = fn(None)
+    return pd.Series(lut[codes], index=values.index, dtype=object)
+
+
 _LIST_TYPES = (list, tuple, np.ndarray)
 _CANONICAL_SET = frozenset(LABELS)
 
@@ -157,8 +172,11 @@ def _label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
         items = raw[list_rows]
         lens = np.fromiter(map(len, items), dtype=np.int64, count=items.size)
         flat = list(chain.from_iterable(items))
-        distinct = set(flat) if all(type(v) is list for v in items[:1000]) else None
-        if distinct is not None and distinct <= _CANONICAL_SET and set(map(type, items)) <= {list}:
+        containers = set(map(type, items))
+        # Parquet's list columns arrive as object arrays of str: the same fast path as lists.
+        distinct = set(flat) if containers <= {list, np.ndarray} else None
+        if (distinct is not None and distinct <= _CANONICAL_SET
+                and (containers <= {list} or set(map(type, flat)) <= {str})):
             # The common case, lists of normalized labels: fresh copies, nothing to parse.
             copies = list(map(list, items))
             if list_rows.size == n:
@@ -360,7 +378,7 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
 def _fold_orders(out: pd.DataFrame, default: str, flag) -> None:
     given = out["fold_rule"] if "fold_rule" in out.columns else pd.Series(None, index=out.index, dtype=object)
-    given = given.map(lambda v: None if _is_missing(v) else str(v).strip().lower())
+    given = _map_by_value(given, lambda v: None if _is_missing(v) else str(v).strip().lower())
     for i in np.flatnonzero(~given.isin([*FOLD_RULES, None]).to_numpy()):
         flag(i, "fold_rule", f"{given.iat[i]!r} is not a fold rule ({', '.join(FOLD_RULES)})")
     rules = given.where(given.isin(FOLD_RULES), default).to_numpy(dtype=object)
