@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_analyze import synthetic
 from typer.testing import CliRunner
 
 from judgebias.io import read_raw, write_table
-from test_analyze import synthetic
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_large_table_is_referenced_with_a_capped_sample(tmp_path, mlflow_uri, su
     table = synthetic(200)
     path = write_table(table, tmp_path / f"t{suffix}")
     limit = path.stat().st_size // 3  # "large": three times the limit
-    ref, run, client = _run(mlflow_uri, path, limit)
+    _, run, client = _run(mlflow_uri, path, limit)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert run.data.tags["judgebias.table_logged"] == "reference+sample"
     assert run.data.params["table.sha256"] == digest
