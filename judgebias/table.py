@@ -140,11 +140,12 @@ def _labels_by_value(values: pd.Series) -> tuple[list, dict[int, str]] | None:
 
 
 def _map_by_value(values: pd.Series, fn) -> pd.Series:
-    """``values.map(fn)`` as an object Series, calling ``fn`` once per distinct value where hashing
-    cannot confuse values (text, numbers, all missing), once per row otherwise."""
+    """``values.map(fn)`` as an object Series, calling ``fn`` once per distinct value of a text (or
+    all-missing) column, once per row otherwise (hashing would confuse 1 with 1.0 and True). Rows
+    of one value share one result object: a name repeated on ten million rows is stored once."""
     if values.isna().all():
         return pd.Series(np.full(len(values), fn(None), dtype=object), index=values.index, dtype=object)
-    if values.dtype == object and _inferred(values) not in _SAFE_INFERRED:
+    if not _is_text_dtype(values):
         return values.map(fn).astype(object)
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
     lut = np.empty(len(uniques) + 1, dtype=object)
@@ -283,15 +284,10 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         is_bool = _bool_mask(col)
         for i in np.flatnonzero(is_bool):
             flag(i, column, f"boolean {col.iat[i]!r} where a name is expected")
-        if _is_text_dtype(col):
-            # Same values as the per-value path, column-wise: stripped text, None where missing.
-            cleaned = col.str.strip().to_numpy(dtype=object, na_value=None).copy()
-            cleaned[_missing_mask(col)] = None
-        else:
-            cleaned = col.map(lambda v: None if _is_missing(v) or isinstance(v, bool) else str(v).strip())
-            cleaned = cleaned.tolist()
-        # object dtype keeps None as None (pandas 3 would turn a str column's None into NaN).
-        out[column] = pd.Series(cleaned, index=out.index, dtype=object)
+        # Stripped text, None where missing; object dtype keeps None as None (pandas 3 would turn a
+        # str column's None into NaN).
+        out[column] = _map_by_value(col, lambda v: None if _is_missing(v) or isinstance(v, bool)
+                                    else str(v).strip())
 
     for column in (*PROB_COLUMNS, *PPL_COLUMNS):
         if column not in out.columns:
@@ -358,10 +354,9 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
     # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
     # join judges on it, so rows that disagree would silently compare different texts or authors.
+    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
-        first_text = out.groupby("pair_id", sort=False)[column].transform("first")
-        differs = (out[column] != first_text) & out[column].notna() & first_text.notna()
-        for i in np.flatnonzero(differs.to_numpy()):
+        for i in np.flatnonzero(_differs_from_first(out[column], pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 
     exclusions = Exclusions()
@@ -374,6 +369,21 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     extras = [c for c in out.columns if c not in CANONICAL]
     return out[list(CANONICAL) + extras], exclusions
+
+
+def _differs_from_first(values: pd.Series, pair: np.ndarray) -> np.ndarray:
+    """Rows whose value differs from the first non-missing value of their pair (``pair``: codes,
+    -1 for no pair id). Compared by factorize codes, so equal texts are equal codes: exact, and no
+    per-row copy of the texts is made."""
+    codes = pd.factorize(values, use_na_sentinel=True)[0]
+    ok = (codes >= 0) & (pair >= 0)
+    rows = np.flatnonzero(ok)
+    first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
+    # Rows are in table order, so the first index of each pair among them is its first value.
+    seen, first = np.unique(pair[rows], return_index=True)
+    first_code[seen] = codes[rows[first]]
+    ref = first_code[np.maximum(pair, 0)]
+    return ok & (ref >= 0) & (codes != ref)
 
 
 def _fold_orders(out: pd.DataFrame, default: str, flag) -> None:
