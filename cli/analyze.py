@@ -62,7 +62,7 @@ def analyze_cmd(
     from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
     from judgebias.display import terminal_safe
-    from judgebias.io import read_table
+    from judgebias.io import read_for_analysis
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
@@ -88,7 +88,7 @@ def analyze_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     try:
-        table, exclusions = read_table(file, skip_invalid=skip_invalid)
+        table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
         if fold is not None:
             from judgebias.folding import refold
 

@@ -80,7 +80,7 @@ def _is_text_dtype(values: pd.Series) -> bool:
                                                         ("string", "empty"))
 
 
-def _missing_mask(values: pd.Series) -> np.ndarray:
+def _missing_mask(values: pd.Series, factorized: tuple | None = None) -> np.ndarray:
     if pd.api.types.is_bool_dtype(values.dtype):
         return np.zeros(len(values), dtype=bool)
     if pd.api.types.is_numeric_dtype(values.dtype):
@@ -95,8 +95,11 @@ def _missing_mask(values: pd.Series) -> np.ndarray:
             arr = pa.array(values.array)
             blank = pc.or_(pc.equal(pc.utf8_length(arr), 0), pc.utf8_is_space(arr)).fill_null(False)
             return na | np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
-        blank = (values.str.strip() == "").to_numpy(dtype=bool, na_value=False)
-        return na | blank
+        # By distinct value: rows often share one text object (read_for_analysis), and no stripped
+        # copy of every text is made.
+        codes, uniques = factorized if factorized is not None else pd.factorize(values, use_na_sentinel=True)
+        blank = np.fromiter((u.strip() == "" for u in uniques), dtype=bool, count=len(uniques))
+        return np.append(blank, True)[codes]
     return values.map(_is_missing).to_numpy(dtype=bool)
 
 
@@ -263,9 +266,17 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         problems.append(f"row {row_no[i]}, field {column!r}: {message}")
         bad_rows.setdefault(i, f"invalid_{column}")
 
+    factorized: dict[str, tuple] = {}
+
+    def codes_of(column: str) -> tuple:  # once per column: hashing millions of texts is the cost
+        if column not in factorized:
+            factorized[column] = pd.factorize(out[column], use_na_sentinel=True)
+        return factorized[column]
+
     for column in REQUIRED:
         values = out[column]
-        for i in np.flatnonzero(_missing_mask(values)):
+        shared = values.dtype == object and column != "pair_id" and _is_text_dtype(values)
+        for i in np.flatnonzero(_missing_mask(values, codes_of(column) if shared else None)):
             flag(i, column, "is empty")
         for i in np.flatnonzero(_bool_mask(values)):
             flag(i, column, f"boolean {values.iat[i]!r} where text is expected")
@@ -356,7 +367,7 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     # join judges on it, so rows that disagree would silently compare different texts or authors.
     pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
-        for i in np.flatnonzero(_differs_from_first(out[column], pair)):
+        for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 
     exclusions = Exclusions()
@@ -371,11 +382,10 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     return out[list(CANONICAL) + extras], exclusions
 
 
-def _differs_from_first(values: pd.Series, pair: np.ndarray) -> np.ndarray:
-    """Rows whose value differs from the first non-missing value of their pair (``pair``: codes,
-    -1 for no pair id). Compared by factorize codes, so equal texts are equal codes: exact, and no
-    per-row copy of the texts is made."""
-    codes = pd.factorize(values, use_na_sentinel=True)[0]
+def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    """Rows whose value differs from the first non-missing value of their pair, both given as
+    factorize codes (-1: missing). Equal texts are equal codes: exact, and no per-row copy of the
+    texts is made."""
     ok = (codes >= 0) & (pair >= 0)
     rows = np.flatnonzero(ok)
     first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
