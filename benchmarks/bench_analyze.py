@@ -1,19 +1,35 @@
 """Benchmark: validate + analyze a synthetic judgment table (default 1,000,000 rows).
 
     python benchmarks/bench_analyze.py [--rows 1000000] [--judges 5] [--seed 0]
+    python benchmarks/bench_analyze.py --file-rows 1000000,5000000 [--compare REV] [--workdir DIR]
 
-Prints wall time per stage and the process's peak resident memory. It measures, it asserts
-nothing. The synthetic data has a known structure (self bonus, verbosity and perplexity effects,
-position bias, one verdict-only judge) so the printed figures can also be eyeballed for sign.
+The first form builds the table in memory and times ``validate`` + ``analyze`` on it. The second
+is what a user runs: the synthetic table is written once as a Parquet file (in ``--workdir``, reused
+when it is already there), then a fresh Python process per measurement reads it with
+``judgebias.io.read_table`` (reading + validation), runs ``analyze`` and serialises the JSON, as
+``judgebias analyze FILE`` does before its plots (the plots are drawn from the JSON: their cost does
+not grow with the table). Each row gives the wall and CPU seconds of that process's work and its
+peak resident memory (``VmHWM``: interpreter and imports included). ``--compare REV`` runs the
+code of git revision REV (exported with ``git archive`` into a temporary folder) on the same file
+right before this tree's code, and prints both rows and whether their JSON is identical.
+
+It measures, it asserts nothing. The synthetic data has a known structure (self bonus, verbosity
+and perplexity effects, position bias, one verdict-only judge) so the printed figures can also be
+eyeballed for sign.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import json
 import os
 import resource
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,6 +89,153 @@ def synthetic_table(n_rows: int = 1_000_000, n_judges: int = 5, seed: int = 0) -
     return pd.concat(frames, ignore_index=True).iloc[:n_rows]
 
 
+_BLOCK_PAIRS = 100_000
+
+
+def _pair_block(lo: int, hi: int, generators: list[str], seed: int) -> dict:
+    """The judge-independent columns of pairs ``lo``..``hi`` (drawn from a seed of their own, so a
+    block is the same whichever judge's rows are being written)."""
+    rng = np.random.default_rng([seed, lo])
+    n = hi - lo
+    ga = rng.integers(0, len(generators), n)
+    gb = (ga + rng.integers(1, len(generators), n)) % len(generators)
+    words_a, words_b = rng.integers(5, 120, n), rng.integers(5, 120, n)
+    quality = rng.normal(size=n)
+    p_human = 1 / (1 + np.exp(-(quality + 0.01 * (words_a - words_b))))
+    votes = rng.random((n, 3)) < p_human[:, None]
+    tie = rng.random((n, 3)) < 0.05
+    labels = np.where(tie, "tie", np.where(votes, "a", "b")).ravel()
+    base = "lorem " * 130
+    ids = np.arange(lo, hi)
+    # Every pair has texts of its own (a number first), as real data has: no table-wide repeats
+    # that a dictionary-encoded file or a cache could exploit.
+    return {"ga": ga, "gb": gb, "words_a": words_a, "words_b": words_b, "quality": quality,
+            "human": labels, "pair_id": [f"p{i}" for i in ids], "prompt": [f"question {i}" for i in ids],
+            "response_a": [f"{i} {base[: 6 * k]}" for i, k in zip(ids, words_a, strict=True)],
+            "response_b": [f"{i} {base[: 6 * k]}" for i, k in zip(ids, words_b, strict=True)]}
+
+
+def write_synthetic_parquet(path: Path, n_rows: int, n_judges: int = 5, seed: int = 0) -> Path:
+    """The structure of ``synthetic_table`` (judge-major rows, the last judge verdict-only), written
+    block by block so a 10M-row file never has to fit in memory. Atomic: a temp file, then a rename."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    judges = [f"judge-{i}" for i in range(n_judges)]
+    generators = [*judges[:3], "gen-x", "gen-y", "gen-z"]
+    gen_names = np.array(generators, dtype=object)
+    n_pairs = -(-n_rows // n_judges)
+    tmp = path.with_name(path.name + ".tmp")
+    writer = None
+    left = n_rows
+    for j, judge in enumerate(judges):
+        for lo in range(0, n_pairs, _BLOCK_PAIRS):
+            if left <= 0:
+                break
+            hi = min(n_pairs, lo + _BLOCK_PAIRS, lo + left)
+            b = _pair_block(lo, hi, generators, seed)
+            n = hi - lo
+            rng = np.random.default_rng([seed, lo, j + 1])
+            wrote_a, wrote_b = (b["ga"] == j) & (j < 3), (b["gb"] == j) & (j < 3)
+            ppl_a = np.exp(rng.normal(2.0 - 0.5 * wrote_a, 0.4, n))
+            ppl_b = np.exp(rng.normal(2.0 - 0.5 * wrote_b, 0.4, n))
+            logit = (b["quality"] + 0.6 * (wrote_a.astype(float) - wrote_b)
+                     - 0.8 * (np.log(ppl_a) - np.log(ppl_b)) + 0.015 * (b["words_a"] - b["words_b"]))
+            p_ab = 1 / (1 + np.exp(-(logit + 0.4 + rng.normal(0, 0.3, n))))
+            p_ba = 1 / (1 + np.exp(-(logit - 0.4 + rng.normal(0, 0.3, n))))
+            cols = {
+                "pair_id": pa.array(b["pair_id"]), "prompt": pa.array(b["prompt"]),
+                "response_a": pa.array(b["response_a"]), "response_b": pa.array(b["response_b"]),
+                "generator_a": pa.array(gen_names[b["ga"]]), "generator_b": pa.array(gen_names[b["gb"]]),
+                "judge": pa.array([judge] * n),
+                "human": pa.ListArray.from_arrays(pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)),
+                                                  pa.array(b["human"])),
+                "ppl_a": pa.array(ppl_a), "ppl_b": pa.array(ppl_b),
+            }
+            if j == n_judges - 1:
+                vab, vba = np.where(p_ab > 0.5, "a", "b"), np.where(p_ba > 0.5, "a", "b")
+                none = pa.nulls(n, pa.float64())
+                cols.update(p_a=none, p_a_ab=none, p_a_ba=none, verdict_ab=pa.array(vab),
+                            verdict_ba=pa.array(vba), verdict=pa.array(np.where(vab == vba, vab, "tie")))
+            else:
+                nulls = pa.nulls(n, pa.string())
+                cols.update(p_a=pa.array((p_ab + p_ba) / 2), p_a_ab=pa.array(p_ab), p_a_ba=pa.array(p_ba),
+                            verdict_ab=nulls, verdict_ba=nulls, verdict=nulls)
+            batch = pa.table(cols)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, batch.schema)
+            writer.write_table(batch)
+            left -= n
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def _run_file(path: str) -> dict:
+    """The child's work: read + validate the file, analyze, serialise (what ``judgebias analyze``
+    does before its plots). Runs in a fresh process so the peak memory is this work's alone."""
+    for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
+        importlib.import_module(module)
+    import judgebias.io
+    from judgebias.analysis import analyze
+
+    # What `judgebias analyze` reads with in that version of the code.
+    read = getattr(judgebias.io, "read_for_analysis", judgebias.io.read_table)
+    t0, c0 = time.perf_counter(), time.process_time()
+    table, excl = read(path)
+    t1 = time.perf_counter()
+    text = json.dumps(analyze(table, exclusions=excl), indent=2, allow_nan=False)
+    t2, c2 = time.perf_counter(), time.process_time()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return {"rows": len(table), "read_validate_s": t1 - t0, "analyze_s": t2 - t1, "wall_s": t2 - t0,
+            "cpu_s": c2 - c0, "peak_mb": peak_rss_mb(), "json_sha256": digest}
+
+
+def _export(rev: str, dest: Path) -> Path:
+    """The project's code at git revision ``rev`` (judgebias only: the benchmark itself is this one)."""
+    root = Path(__file__).resolve().parents[1]
+    archive = dest / "code.tar"
+    with archive.open("wb") as fh:
+        subprocess.run(["git", "-C", str(root), "archive", rev, "judgebias"], stdout=fh, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest / "code", filter="data")
+    return dest / "code"
+
+
+def _measure(path: Path, code: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    proc = subprocess.run([sys.executable, __file__, "--child", str(path)], env=env, capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout)[-2000:]}
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compare: str | None) -> None:
+    here = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        versions = [(f"{compare} (before)", _export(compare, Path(tmp)))] if compare else []
+        versions.append(("this tree", here))
+        print(f"{'rows':>11} {'code':<22} {'wall s':>7} {'CPU s':>7} {'read+validate s':>16} "
+              f"{'analyze s':>10} {'peak MB':>8}  JSON")
+        for n in rows:
+            path = workdir / f"synthetic_{n}_j{judges}_s{seed}.parquet"
+            if not path.exists():
+                workdir.mkdir(parents=True, exist_ok=True)
+                write_synthetic_parquet(path, n, judges, seed)
+            digests = set()
+            for name, code in versions:
+                m = _measure(path, code)
+                if "error" in m:
+                    print(f"{n:>11,} {name:<22} failed: {m['error'].strip().splitlines()[-1]}")
+                    continue
+                digests.add(m["json_sha256"])
+                print(f"{m['rows']:>11,} {name:<22} {m['wall_s']:7.1f} {m['cpu_s']:7.1f} "
+                      f"{m['read_validate_s']:16.1f} {m['analyze_s']:10.1f} {m['peak_mb']:8.0f}  "
+                      f"{m['json_sha256'][:12]}{'' if len(digests) == 1 else ' DIFFERS'}", flush=True)
+        print(f"file: {workdir}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (since the last ``reset_peak`` on Linux)."""
     try:
@@ -110,7 +273,21 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--judges", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--file-rows", metavar="N1,N2,...",
+                        help="Time `analyze` on Parquet files of these sizes, each in a fresh process.")
+    parser.add_argument("--compare", metavar="REV",
+                        help="With --file-rows: also run git revision REV's code on the same file.")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "judgebias-bench",
+                        help="Where the Parquet files are written (and reused).")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_run_file(args.child)))
+        return
+    if args.file_rows:
+        file_benchmark([int(x) for x in args.file_rows.split(",")], args.judges, args.seed, args.workdir,
+                       args.compare)
+        return
 
     # Imports are not the analysis: load them before timing.
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):

@@ -41,7 +41,9 @@ def analyze_cmd(
                                       help="Exclude invalid rows (counted by reason) instead of failing."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON, the table and the plots to MLflow "
-                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here). A table "
+                                     "over JUDGEBIAS_MLFLOW_TABLE_MAX_MB (default 50) is logged as "
+                                     "its path, size, rows and SHA-256 plus a sample of its first rows."),
     traces: bool = typer.Option(None, "--traces/--no-traces",
                                 help="With --mlflow, also log every row as an MLflow trace with the "
                                      f"judge's and the humans' feedback (docs/mlflow-genai.md). Default: "
@@ -71,7 +73,7 @@ def analyze_cmd(
     from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
     from judgebias.display import terminal_safe
-    from judgebias.io import read_table
+    from judgebias.io import read_for_analysis
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
@@ -106,7 +108,7 @@ def analyze_cmd(
                                plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
         return
     try:
-        table, exclusions = read_table(file, skip_invalid=skip_invalid)
+        table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
         if fold is not None:
             from judgebias.folding import refold
 

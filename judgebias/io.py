@@ -78,6 +78,47 @@ def read_table(path: str | Path, *, skip_invalid: bool = False) -> tuple[pd.Data
     return validate(read_raw(path), source=str(path), skip_invalid=skip_invalid)
 
 
+# A pair's texts repeat on every judge's row of it: read for analysis, each distinct text is one
+# Python string that all its rows share (object dtype), not one copy per row.
+SHARED_TEXTS = ("prompt", "response_a", "response_b")
+
+
+def read_for_analysis(path: str | Path, *, skip_invalid: bool = False) -> tuple[pd.DataFrame, Exclusions]:
+    """``read_table`` as ``analyze`` needs it: the same validated table and values, but a Parquet
+    file's text columns hold one string per distinct text (Arrow's dictionary decoding) instead of
+    one per row, so five judges' rows of a pair cost its texts once. Other formats: ``read_table``."""
+    path = Path(path)
+    if not path.exists() or _format(path) != "parquet":
+        return read_table(path, skip_invalid=skip_invalid)
+    try:
+        raw = _read_parquet_shared(path)
+    except Exception as exc:
+        raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
+    return validate(raw, source=str(path), skip_invalid=skip_invalid)
+
+
+def _read_parquet_shared(path: Path) -> pd.DataFrame:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    texts = [c for c in SHARED_TEXTS if c in schema.names]
+    shared = [c for c in texts if pa.types.is_string(schema.field(c).type)
+              or pa.types.is_large_string(schema.field(c).type)]
+    others = [c for c in schema.names if c not in shared]
+    df = pd.read_parquet(path, columns=others)
+    for name in shared:
+        col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0).unify_dictionaries()
+        if col.num_chunks == 0:
+            df[name] = pd.Series([], index=df.index, dtype=object)
+            continue
+        uniques = np.append(col.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object), None)
+        codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in col.chunks])
+        df[name] = pd.Series(uniques[codes], index=df.index, dtype=object)  # -1 (null) -> None
+        del col, uniques, codes
+    return df[[c for c in schema.names if c in df.columns]]
+
+
 def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()

@@ -80,7 +80,7 @@ def _is_text_dtype(values: pd.Series) -> bool:
                                                         ("string", "empty"))
 
 
-def _missing_mask(values: pd.Series) -> np.ndarray:
+def _missing_mask(values: pd.Series, factorized: tuple | None = None) -> np.ndarray:
     if pd.api.types.is_bool_dtype(values.dtype):
         return np.zeros(len(values), dtype=bool)
     if pd.api.types.is_numeric_dtype(values.dtype):
@@ -95,8 +95,11 @@ def _missing_mask(values: pd.Series) -> np.ndarray:
             arr = pa.array(values.array)
             blank = pc.or_(pc.equal(pc.utf8_length(arr), 0), pc.utf8_is_space(arr)).fill_null(False)
             return na | np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
-        blank = (values.str.strip() == "").to_numpy(dtype=bool, na_value=False)
-        return na | blank
+        # By distinct value: rows often share one text object (read_for_analysis), and no stripped
+        # copy of every text is made.
+        codes, uniques = factorized if factorized is not None else pd.factorize(values, use_na_sentinel=True)
+        blank = np.fromiter((u.strip() == "" for u in uniques), dtype=bool, count=len(uniques))
+        return np.append(blank, True)[codes]
     return values.map(_is_missing).to_numpy(dtype=bool)
 
 
@@ -139,6 +142,22 @@ def _labels_by_value(values: pd.Series) -> tuple[list, dict[int, str]] | None:
     return per_row.tolist(), errors
 
 
+def _map_by_value(values: pd.Series, fn) -> pd.Series:
+    """``values.map(fn)`` as an object Series, calling ``fn`` once per distinct value of a text (or
+    all-missing) column, once per row otherwise (hashing would confuse 1 with 1.0 and True). Rows
+    of one value share one result object: a name repeated on ten million rows is stored once."""
+    if values.isna().all():
+        return pd.Series(np.full(len(values), fn(None), dtype=object), index=values.index, dtype=object)
+    if not _is_text_dtype(values):
+        return values.map(fn).astype(object)
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    lut = np.empty(len(uniques) + 1, dtype=object)
+    for k, u in enumerate(uniques):
+        lut[k] = fn(u)
+    lut[-1] = fn(None)
+    return pd.Series(lut[codes], index=values.index, dtype=object)
+
+
 _LIST_TYPES = (list, tuple, np.ndarray)
 _CANONICAL_SET = frozenset(LABELS)
 
@@ -157,8 +176,11 @@ def _label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
         items = raw[list_rows]
         lens = np.fromiter(map(len, items), dtype=np.int64, count=items.size)
         flat = list(chain.from_iterable(items))
-        distinct = set(flat) if all(type(v) is list for v in items[:1000]) else None
-        if distinct is not None and distinct <= _CANONICAL_SET and set(map(type, items)) <= {list}:
+        containers = set(map(type, items))
+        # Parquet's list columns arrive as object arrays of str: the same fast path as lists.
+        distinct = set(flat) if containers <= {list, np.ndarray} else None
+        if (distinct is not None and distinct <= _CANONICAL_SET
+                and (containers <= {list} or set(map(type, flat)) <= {str})):
             # The common case, lists of normalized labels: fresh copies, nothing to parse.
             copies = list(map(list, items))
             if list_rows.size == n:
@@ -244,9 +266,17 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         problems.append(f"row {row_no[i]}, field {column!r}: {message}")
         bad_rows.setdefault(i, f"invalid_{column}")
 
+    factorized: dict[str, tuple] = {}
+
+    def codes_of(column: str) -> tuple:  # once per column: hashing millions of texts is the cost
+        if column not in factorized:
+            factorized[column] = pd.factorize(out[column], use_na_sentinel=True)
+        return factorized[column]
+
     for column in REQUIRED:
         values = out[column]
-        for i in np.flatnonzero(_missing_mask(values)):
+        shared = values.dtype == object and column != "pair_id" and _is_text_dtype(values)
+        for i in np.flatnonzero(_missing_mask(values, codes_of(column) if shared else None)):
             flag(i, column, "is empty")
         for i in np.flatnonzero(_bool_mask(values)):
             flag(i, column, f"boolean {values.iat[i]!r} where text is expected")
@@ -265,15 +295,10 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         is_bool = _bool_mask(col)
         for i in np.flatnonzero(is_bool):
             flag(i, column, f"boolean {col.iat[i]!r} where a name is expected")
-        if _is_text_dtype(col):
-            # Same values as the per-value path, column-wise: stripped text, None where missing.
-            cleaned = col.str.strip().to_numpy(dtype=object, na_value=None).copy()
-            cleaned[_missing_mask(col)] = None
-        else:
-            cleaned = col.map(lambda v: None if _is_missing(v) or isinstance(v, bool) else str(v).strip())
-            cleaned = cleaned.tolist()
-        # object dtype keeps None as None (pandas 3 would turn a str column's None into NaN).
-        out[column] = pd.Series(cleaned, index=out.index, dtype=object)
+        # Stripped text, None where missing; object dtype keeps None as None (pandas 3 would turn a
+        # str column's None into NaN).
+        out[column] = _map_by_value(col, lambda v: None if _is_missing(v) or isinstance(v, bool)
+                                    else str(v).strip())
 
     for column in (*PROB_COLUMNS, *PPL_COLUMNS):
         if column not in out.columns:
@@ -340,10 +365,9 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
     # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
     # join judges on it, so rows that disagree would silently compare different texts or authors.
+    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
-        first_text = out.groupby("pair_id", sort=False)[column].transform("first")
-        differs = (out[column] != first_text) & out[column].notna() & first_text.notna()
-        for i in np.flatnonzero(differs.to_numpy()):
+        for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 
     exclusions = Exclusions()
@@ -358,9 +382,23 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     return out[list(CANONICAL) + extras], exclusions
 
 
+def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    """Rows whose value differs from the first non-missing value of their pair, both given as
+    factorize codes (-1: missing). Equal texts are equal codes: exact, and no per-row copy of the
+    texts is made."""
+    ok = (codes >= 0) & (pair >= 0)
+    rows = np.flatnonzero(ok)
+    first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
+    # Rows are in table order, so the first index of each pair among them is its first value.
+    seen, first = np.unique(pair[rows], return_index=True)
+    first_code[seen] = codes[rows[first]]
+    ref = first_code[np.maximum(pair, 0)]
+    return ok & (ref >= 0) & (codes != ref)
+
+
 def _fold_orders(out: pd.DataFrame, default: str, flag) -> None:
     given = out["fold_rule"] if "fold_rule" in out.columns else pd.Series(None, index=out.index, dtype=object)
-    given = given.map(lambda v: None if _is_missing(v) else str(v).strip().lower())
+    given = _map_by_value(given, lambda v: None if _is_missing(v) else str(v).strip().lower())
     for i in np.flatnonzero(~given.isin([*FOLD_RULES, None]).to_numpy()):
         flag(i, "fold_rule", f"{given.iat[i]!r} is not a fold rule ({', '.join(FOLD_RULES)})")
     rules = given.where(given.isin(FOLD_RULES), default).to_numpy(dtype=object)

@@ -150,8 +150,9 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
                  figures: Mapping[str, Any] | None = None, extra_params: Mapping[str, Any] | None = None,
                  reports: Iterable[str | Path] = ()) -> dict[str, int]:
     """Log one ``analyze`` result into the ACTIVE run: params, every metric, the JSON, the table
-    file, the plots and the report card pages (at the artifact root, where the UI lists them
-    first). Returns counts of what was logged."""
+    file (or, above ``JUDGEBIAS_MLFLOW_TABLE_MAX_MB``, its reference and a sample:
+    ``tracking.table_ref``), the plots and the report card pages (at the artifact root, where the
+    UI lists them first). Returns counts of what was logged."""
     import mlflow
 
     if mlflow.active_run() is None:
@@ -161,8 +162,10 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
     log_params_dict(params)
     n = log_metrics_dict(flatten_metrics(result))
     mlflow.log_dict(dict(result), "metrics.json")
-    if table_path is not None:
-        mlflow.log_artifact(str(table_path), "table")
+    if table_path is not None:  # a copy when small, else a reference (digest, path, rows) and a sample
+        from tracking.table_ref import log_table
+
+        log_table(table_path)
     figs = log_figures(figures) if figures else []
     for page in reports:
         mlflow.log_artifact(str(page))

@@ -116,6 +116,8 @@ def _hc3_se(X: np.ndarray, y: np.ndarray, params: np.ndarray) -> np.ndarray:
 def baseline_of(df: pd.DataFrame, judge: str) -> str | None:
     """The generator in every pair the judge judged when exactly one is (AlpacaEval's layout:
     every model against one reference); None otherwise."""
+    if all(c in df.columns for c in F.DERIVED):  # prepared: slice the two names, not every column
+        df = df[["judge", "generator_a", "generator_b", *F.DERIVED]]
     rows = F.judge_rows(df, judge, "baseline_of")
     common = None
     for a, b in rows[["generator_a", "generator_b"]].drop_duplicates().itertuples(index=False):
@@ -133,6 +135,9 @@ def length_controlled_win_rates(df: pd.DataFrame, judges: list[str], baseline: s
     every pair has a prompt, else the length-only form per model; returns the records and, per judge
     or model without one (or a full form that fell back), why."""
     prepared = F.prepare(df)
+    # Only these columns are read: per-judge slices then leave the table's other texts alone.
+    prepared = prepared[[c for c in ("judge", "generator_a", "generator_b", "response_a", "response_b",
+                                     *F.DERIVED) if c in prepared.columns]]
     generators = {str(g) for c in ("generator_a", "generator_b") for g in prepared[c].dropna().unique()}
     if baseline is not None and baseline not in generators:
         raise ValueError(f"baseline {baseline!r} is not a generator in the table (generators: "
