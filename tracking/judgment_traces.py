@@ -284,23 +284,58 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
             "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
 
 
-def traces_note(counts: Mapping[str, int]) -> str:
-    """Markdown for a run's description: how many traces each question finds, and its filter."""
+# The usual questions: (what a user asks, the tag, the operator, the value). The filter string and
+# the Traces page's URL filter are both built from these.
+QUESTIONS = {
+    "position flips": ("the judge flips with the order", "position_flip", "=", "true"),
+    "judge disagrees with the humans": ("the judge disagrees with the humans' majority",
+                                        "judge_human_disagree", "=", "true"),
+    "the judge's own response is A or B": ("the judge's own response is A or B",
+                                           "own_response", "!=", "none"),
+}
+
+
+def ui_base(tracking_uri: str) -> str:
+    """Where the MLflow UI is: the tracking server, or ``mlflow ui``'s default address for a
+    local store (a file or database URI has no UI of its own)."""
+    uri = str(tracking_uri)
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
+def filter_links(tracking_uri: str, experiment_id: str) -> dict[str, str]:
+    """Per question, the experiment's Traces page with the question's filter applied. The UI
+    (MLflow 3.x) keeps its filters in the hash route's ``filter`` parameters, each
+    ``TAG::<operator>::<value>::<tag key>``; it turns them into the same search filter as
+    ``filter_strings``."""
+    from urllib.parse import quote
+
+    base = f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
+    return {what: f"{base}?filter=" + quote(f"TAG::{op}::{value}::{TAG}{tag}", safe="")
+            for what, (_, tag, op, value) in QUESTIONS.items()}
+
+
+def traces_note(counts: Mapping[str, int], links: Mapping[str, str] | None = None) -> str:
+    """Markdown for a run's description: per question, a link that opens the traces it finds
+    (``links``: ``filter_links``; by default the active run's experiment), and its filter."""
+    if links is None:
+        import mlflow
+
+        run = mlflow.active_run()
+        links = filter_links(mlflow.get_tracking_uri(), run.info.experiment_id) if run else {}
     lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; in the "
              "experiment's Traces tab, paste a filter below into the search box):", ""]
     for what, filter_string in filter_strings().items():
-        lines += [f"- {counts.get(what, 0)} traces: {what}", "", f"      {filter_string}", ""]
+        n, meaning = counts.get(what, 0), QUESTIONS[what][0]
+        head = f"[open the {n} judgments where {meaning}]({links[what]})" if what in links else \
+            f"{n} traces: {what}"
+        lines += [f"- {head}", "", f"      {filter_string}", ""]
     return "\n".join(lines)
 
 
 def filter_strings() -> dict[str, str]:
     """The MLflow search filters for the usual questions (the UI's traces search box takes them)."""
-    return {
-        "position flips": f"tag.`{TAG}position_flip` = 'true'",
-        "judge disagrees with the humans": f"tag.`{TAG}judge_human_disagree` = 'true'",
-        "the judge's own response is A or B": f"tag.`{TAG}own_response` != 'none'",
-    }
+    return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts", "hash_annotator",
-           "judgment_records", "log_judgment_traces", "traces_note"]
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_links", "filter_strings", "flag_counts",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "traces_note", "ui_base"]
