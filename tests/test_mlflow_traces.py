@@ -353,3 +353,43 @@ def test_filter_links_open_the_traces_page_with_the_filter_strings_question():
     assert filter_strings()["the judge's own response is A or B"] == "tag.`judgebias.own_response` != 'none'"
     # A local store has no UI of its own: the link names `mlflow ui`'s default address.
     assert filter_links("sqlite:///x.db", "1")["position flips"].startswith("http://127.0.0.1:5000/#/")
+
+
+def _render(url: str, shot, *words: str) -> dict:
+    """MLflow's UI at ``url`` in a headless Chromium (tests/render_url.py), once ``words`` show."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("render_url.py")), url, str(shot),
+                           *words], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen["pairs"] = set(re.findall(r'"pair_id": "(p\d)"', seen.get("text", "")))
+    return seen
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_mlflows_traces_page_lists_the_judgments_with_their_assessment(mlflow_server, tmp_path):
+    """The experiment's Traces page, rendered by MLflow's own JavaScript app from the real server:
+    every judgment listed with the ``preference`` assessment as a column."""
+    pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
+    import mlflow
+
+    from tracking.judgment_traces import log_judgment_traces
+
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        experiment_id = mlflow.set_experiment("traces-page").experiment_id
+        assert log_judgment_traces(small_table())["logged"] == 14
+    finally:
+        mlflow.set_tracking_uri(None)
+    page = _render(f"{mlflow_server}/#/experiments/{experiment_id}/traces", tmp_path / "all.png",
+                   "preference", "14 of 14")
+    assert page["loaded"] and page["found"] == ["preference", "14 of 14"], page.get("text", "")[:2000]
+    assert page["pairs"] == {f"p{i}" for i in range(7)}
+    # The judge's verdict shows in the assessment column: p2 is a tie for both judges (0.6/0.4 -> 0.5;
+    # a then b, folded), and only their rows are ties besides p4/j2 (tie then a) and p1/j2 (b then a).
+    lines = page["text"].split("\n")
+    assert lines.count("tie") >= 2
