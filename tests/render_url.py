@@ -46,6 +46,7 @@ def main(url: str, shot: str, words: list[str], width: int = 1600) -> None:
 
     def capture() -> None:
         image = view.grab()
+        out["url"] = view.url().toString()
         out["shot_saved"] = image.save(shot)
         out["shot_size"] = [image.width(), image.height()]
         app.quit()

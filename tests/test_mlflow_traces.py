@@ -135,10 +135,9 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     assert runs == {out.split("MLflow: run ")[1].split()[0]}
     note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
     assert "tag.`judgebias.position_flip` = 'true'" in note
-    # A link that opens the experiment's Traces page on exactly those traces.
-    flips_url = f"{mlflow_server}/#/experiments/{experiment.experiment_id}/traces?filter=" \
-                "TAG%3A%3A%3D%3A%3Atrue%3A%3Ajudgebias.position_flip"
-    assert f"- [open the 6 judgments where the judge flips with the order]({flips_url})" in note
+    page = f"{mlflow_server}/#/experiments/{experiment.experiment_id}/traces"
+    assert f"on [the experiment's Traces page]({page})" in note
+    assert "- 6 judgments where the judge flips with the order" in note
     # The run page leads with the answer: the headline table comes first, the traces after it.
     assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")
     assert note.index("| j3 |") < note.index("judgments are logged as traces")
@@ -298,8 +297,9 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
             counts = log_run_traces(on, store)
             links = traces_links(counts)
         open_experiment_on(experiment_id, traces=True)
-        # 6 flips as in the round trip above; the link carries the UI's filter for them.
-        assert "[open the 6 judgments where the judge flips with the order](" in links
+        # 6 flips as in the round trip above, with the filter that finds them.
+        assert "- 6 judgments where the judge flips with the order" in links
+        assert "tag.`judgebias.position_flip` = 'true'" in links
         assert (counts["rows"], counts["logged"], counts["missing"]) == (14, 14, 0)
         assert client.get_run(run.info.run_id).data.tags["judgebias.traces"] == "14"
         traces = client.search_traces(locations=[experiment_id], max_results=100)
@@ -339,20 +339,13 @@ def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stand
         mlflow.set_tracking_uri(None)
 
 
-def test_filter_links_open_the_traces_page_with_the_filter_strings_question():
-    from urllib.parse import unquote
+def test_the_traces_page_is_on_the_tracking_server_or_mlflow_uis_default_address():
+    from tracking.judgment_traces import filter_strings, traces_page
 
-    from tracking.judgment_traces import filter_links, filter_strings
-
-    links = filter_links("http://mlflow.example:5000/", "7")
-    assert set(links) == set(filter_strings())
-    own = links["the judge's own response is A or B"]
-    assert own.startswith("http://mlflow.example:5000/#/experiments/7/traces?filter=")
-    # The UI's form is column::operator::value::key; filter_strings says the same in search syntax.
-    assert unquote(own.split("filter=")[1]) == "TAG::!=::none::judgebias.own_response"
-    assert filter_strings()["the judge's own response is A or B"] == "tag.`judgebias.own_response` != 'none'"
+    assert traces_page("http://mlflow.example:5000/", "7") == "http://mlflow.example:5000/#/experiments/7/traces"
     # A local store has no UI of its own: the link names `mlflow ui`'s default address.
-    assert filter_links("sqlite:///x.db", "1")["position flips"].startswith("http://127.0.0.1:5000/#/")
+    assert traces_page("sqlite:///x.db", "1") == "http://127.0.0.1:5000/#/experiments/1/traces"
+    assert filter_strings()["the judge's own response is A or B"] == "tag.`judgebias.own_response` != 'none'"
 
 
 def _render(url: str, shot, *words: str) -> dict:

@@ -172,8 +172,9 @@ def log_run_traces(cfg: ExperimentConfig, store: RunStore) -> dict[str, int] | N
 
 
 def traces_links(counts: dict[str, int] | None) -> str:
-    """The run page's links to its traces, filtered by question ("open the 6 judgments where the
-    judge flips with the order"); empty when no traces were logged. Called inside the run."""
+    """The run page's paragraph on its traces: a link to the experiment's Traces page and, per
+    question ("6 judgments where the judge flips with the order"), the filter that finds them;
+    empty when no traces were logged. Called inside the run."""
     if not counts:
         return ""
     from tracking.judgment_traces import traces_note

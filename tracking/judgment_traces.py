@@ -284,8 +284,8 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
             "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
 
 
-# The usual questions: (what a user asks, the tag, the operator, the value). The filter string and
-# the Traces page's URL filter are both built from these.
+# The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
+# from these.
 QUESTIONS = {
     "position flips": ("the judge flips with the order", "position_flip", "=", "true"),
     "judge disagrees with the humans": ("the judge disagrees with the humans' majority",
@@ -302,33 +302,30 @@ def ui_base(tracking_uri: str) -> str:
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
 
 
-def filter_links(tracking_uri: str, experiment_id: str) -> dict[str, str]:
-    """Per question, the experiment's Traces page with the question's filter applied. The UI
-    (MLflow 3.x) keeps its filters in the hash route's ``filter`` parameters, each
-    ``TAG::<operator>::<value>::<tag key>``; it turns them into the same search filter as
-    ``filter_strings``."""
+def traces_page(tracking_uri: str, experiment_id: str) -> str:
+    """The experiment's Traces page in MLflow's UI. Not pre-filtered: MLflow 3.17's page keeps
+    its filters in ``filter`` URL parameters (``TAG::=::true::<key>``) but did not apply one given
+    in the URL when rendered headless here (it listed all 14 traces of a test), so the note gives
+    the filter to paste instead of a link that would claim to filter."""
     from urllib.parse import quote
 
-    base = f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
-    return {what: f"{base}?filter=" + quote(f"TAG::{op}::{value}::{TAG}{tag}", safe="")
-            for what, (_, tag, op, value) in QUESTIONS.items()}
+    return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
 
 
-def traces_note(counts: Mapping[str, int], links: Mapping[str, str] | None = None) -> str:
-    """Markdown for a run's description: per question, a link that opens the traces it finds
-    (``links``: ``filter_links``; by default the active run's experiment), and its filter."""
-    if links is None:
+def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
+    """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
+    default the active run's experiment), then per question how many traces it finds and its filter."""
+    if page is None:
         import mlflow
 
         run = mlflow.active_run()
-        links = filter_links(mlflow.get_tracking_uri(), run.info.experiment_id) if run else {}
-    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; in the "
-             "experiment's Traces tab, paste a filter below into the search box):", ""]
+        page = traces_page(mlflow.get_tracking_uri(), run.info.experiment_id) if run else None
+    where = f"[the experiment's Traces page]({page})" if page else "the experiment's Traces tab"
+    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; on {where}, "
+             "paste a filter below into the search box):", ""]
     for what, filter_string in filter_strings().items():
-        n, meaning = counts.get(what, 0), QUESTIONS[what][0]
-        head = f"[open the {n} judgments where {meaning}]({links[what]})" if what in links else \
-            f"{n} traces: {what}"
-        lines += [f"- {head}", "", f"      {filter_string}", ""]
+        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}", "",
+                  f"      {filter_string}", ""]
     return "\n".join(lines)
 
 
@@ -337,5 +334,6 @@ def filter_strings() -> dict[str, str]:
     return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_links", "filter_strings", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "traces_note", "ui_base"]
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "traces_note", "traces_page",
+           "ui_base"]
