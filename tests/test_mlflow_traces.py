@@ -136,7 +136,7 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
     assert "tag.`judgebias.position_flip` = 'true'" in note
     page = f"{mlflow_server}/#/experiments/{experiment.experiment_id}/traces"
-    assert f"on [the experiment's Traces page]({page})" in note
+    assert f"and [the experiment's Traces page]({page})" in note
     assert "- 6 judgments where the judge flips with the order" in note
     # The run page leads with the answer: the headline table comes first, the traces after it.
     assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")

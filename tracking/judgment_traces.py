@@ -306,7 +306,7 @@ def traces_page(tracking_uri: str, experiment_id: str) -> str:
     """The experiment's Traces page in MLflow's UI. Not pre-filtered: MLflow 3.17's page keeps
     its filters in ``filter`` URL parameters (``TAG::=::true::<key>``) but did not apply one given
     in the URL when rendered headless here (it listed all 14 traces of a test), so the note gives
-    the filter to paste instead of a link that would claim to filter."""
+    the filter instead of a link that would claim to filter."""
     from urllib.parse import quote
 
     return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
@@ -321,8 +321,9 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
         run = mlflow.active_run()
         page = traces_page(mlflow.get_tracking_uri(), run.info.experiment_id) if run else None
     where = f"[the experiment's Traces page]({page})" if page else "the experiment's Traces tab"
-    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; on {where}, "
-             "paste a filter below into the search box):", ""]
+    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab, and {where}; "
+             "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
+             "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for what, filter_string in filter_strings().items():
         lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}", "",
                   f"      {filter_string}", ""]
