@@ -134,7 +134,10 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     runs = {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces}
     assert runs == {out.split("MLflow: run ")[1].split()[0]}
     note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
-    assert "- 6 traces: position flips" in note and "tag.`judgebias.position_flip` = 'true'" in note
+    assert "tag.`judgebias.position_flip` = 'true'" in note
+    page = f"{mlflow_server}/#/experiments/{experiment.experiment_id}/traces"
+    assert f"and [the experiment's Traces page]({page})" in note
+    assert "- 6 judgments where the judge flips with the order" in note
     # The run page leads with the answer: the headline table comes first, the traces after it.
     assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")
     assert note.index("| j3 |") < note.index("judgments are logged as traces")
@@ -265,3 +268,121 @@ def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_ser
     assert fb.source.source_type == "LLM_JUDGE" and fb.source.source_id == "scripted-judge"
     assert float(fb.metadata["p_a_ab"]) == pytest.approx(0.9)
     assert float(fb.metadata["p_a_ba"]) == pytest.approx(0.7)
+
+
+@pytest.mark.server
+def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_server, tmp_path):
+    """tracking.experiment's step on a small run folder: off logs nothing, on links every row of
+    the run's table to the run as a trace, and a rerun in a new run adds none."""
+    import mlflow
+    from mlflow import MlflowClient
+    from test_config import minimal
+
+    from judgebias.config import demo_config_path, load_config, parse_config
+    from judgebias.layout import RunLayout
+    from judgebias.runstore import RunStore
+    from tracking.experiment import log_run_traces, open_experiment_on, traces_links
+
+    store = RunStore(tmp_path / "run")
+    store.write_frame(RunLayout().table, small_table())
+    mlflow.set_tracking_uri(mlflow_server)
+    experiment_id = mlflow.set_experiment("experiment-traces").experiment_id
+    client = MlflowClient(tracking_uri=mlflow_server)
+    try:
+        with mlflow.start_run():
+            assert log_run_traces(parse_config(minimal()), store) is None
+        assert client.search_traces(locations=[experiment_id], max_results=100) == []
+        on = parse_config(minimal(tracking={"traces": True}))
+        with mlflow.start_run() as run:
+            counts = log_run_traces(on, store)
+            links = traces_links(counts)
+        open_experiment_on(experiment_id, traces=True)
+        # 6 flips as in the round trip above, with the filter that finds them.
+        assert "- 6 judgments where the judge flips with the order" in links
+        assert "tag.`judgebias.position_flip` = 'true'" in links
+        assert (counts["rows"], counts["logged"], counts["missing"]) == (14, 14, 0)
+        assert client.get_run(run.info.run_id).data.tags["judgebias.traces"] == "14"
+        traces = client.search_traces(locations=[experiment_id], max_results=100)
+        assert len(traces) == 14
+        assert {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces} == {run.info.run_id}
+        with mlflow.start_run():
+            assert log_run_traces(on, store)["skipped"] == 14
+        assert len(client.search_traces(locations=[experiment_id], max_results=100)) == 14
+        # The experiment now opens on its traces (MLflow's experiment kind, set as nobody chose one).
+        assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "genai_development"
+    finally:
+        mlflow.set_tracking_uri(None)
+    # The demo's experiment shows its judgments as traces.
+    assert load_config(demo_config_path()).tracking.traces
+
+
+@pytest.mark.server
+def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stands(mlflow_server):
+    import mlflow
+    from mlflow import MlflowClient
+
+    from tracking.experiment import KIND_TAG, open_experiment_on
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        plain = client.create_experiment("kind-plain")
+        assert open_experiment_on(plain, traces=False) == "custom_model_development"
+        assert client.get_experiment(plain).tags[KIND_TAG] == "custom_model_development"
+        # Traces logged later: the experiment now opens on them; a later run without keeps them.
+        assert open_experiment_on(plain, traces=True) == "genai_development"
+        assert open_experiment_on(plain, traces=False) == "genai_development"
+        chosen = client.create_experiment("kind-chosen", tags={KIND_TAG: "custom_model_development"})
+        assert open_experiment_on(chosen, traces=True) == "custom_model_development"
+        assert client.get_experiment(chosen).tags[KIND_TAG] == "custom_model_development"
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
+def test_the_traces_page_is_on_the_tracking_server_or_mlflow_uis_default_address():
+    from tracking.judgment_traces import filter_strings, traces_page
+
+    assert traces_page("http://mlflow.example:5000/", "7") == "http://mlflow.example:5000/#/experiments/7/traces"
+    # A local store has no UI of its own: the link names `mlflow ui`'s default address.
+    assert traces_page("sqlite:///x.db", "1") == "http://127.0.0.1:5000/#/experiments/1/traces"
+    assert filter_strings()["the judge's own response is A or B"] == "tag.`judgebias.own_response` != 'none'"
+
+
+def _render(url: str, shot, *words: str) -> dict:
+    """MLflow's UI at ``url`` in a headless Chromium (tests/render_url.py), once ``words`` show."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("render_url.py")), url, str(shot),
+                           *words], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen["pairs"] = set(re.findall(r'"pair_id": "(p\d)"', seen.get("text", "")))
+    return seen
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_mlflows_traces_page_lists_the_judgments_with_their_assessment(mlflow_server, tmp_path):
+    """The experiment's Traces page, rendered by MLflow's own JavaScript app from the real server:
+    every judgment listed with the ``preference`` assessment as a column."""
+    pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
+    import mlflow
+
+    from tracking.judgment_traces import log_judgment_traces
+
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        experiment_id = mlflow.set_experiment("traces-page").experiment_id
+        assert log_judgment_traces(small_table())["logged"] == 14
+    finally:
+        mlflow.set_tracking_uri(None)
+    page = _render(f"{mlflow_server}/#/experiments/{experiment_id}/traces", tmp_path / "all.png",
+                   "preference", "14 of 14")
+    assert page["loaded"] and page["found"] == ["preference", "14 of 14"], page.get("text", "")[:2000]
+    assert page["pairs"] == {f"p{i}" for i in range(7)}
+    # The judge's verdict shows in the assessment column: p2 is a tie for both judges (0.6/0.4 -> 0.5;
+    # a then b, folded), and only their rows are ties besides p4/j2 (tie then a) and p1/j2 (b then a).
+    lines = page["text"].split("\n")
+    assert lines.count("tie") >= 2

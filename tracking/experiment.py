@@ -108,8 +108,9 @@ def _log_pngs(folder: Path, artifact_dir: str, *, only: Iterable[str] | None = N
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The run's page: on the tracking server, or on ``mlflow ui``'s default address for a local
     store. A direct link: a fresh UI otherwise opens an experiment on its traces view."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    from tracking.judgment_traces import ui_base
+
+    return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _alive(host: str | None, pid: str | None) -> bool:
@@ -156,6 +157,55 @@ def retire_interrupted(settings: TrackingSettings, tags: dict[str, str]) -> list
     return retired
 
 
+def log_run_traces(cfg: ExperimentConfig, store: RunStore) -> dict[str, int] | None:
+    """With ``tracking.traces`` on, the run folder's judgments as traces of the active run (its
+    Traces tab lists them); the run's ``judgebias.traces`` tag says how many. None when off."""
+    if not cfg.tracking.traces:
+        return None
+    import mlflow
+
+    from tracking.judgment_traces import log_judgment_traces
+
+    counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())
+    mlflow.set_tag("judgebias.traces", str(counts["rows"]))
+    return counts
+
+
+def traces_links(counts: dict[str, int] | None) -> str:
+    """The run page's paragraph on its traces: a link to the experiment's Traces page and, per
+    question ("6 judgments where the judge flips with the order"), the filter that finds them;
+    empty when no traces were logged. Called inside the run."""
+    if not counts:
+        return ""
+    from tracking.judgment_traces import traces_note
+
+    return "\n" + traces_note(counts)
+
+
+# MLflow 3's UI opens an experiment on the tab its kind says (this experiment tag): Traces for GenAI
+# development, Runs for model development. Set only where nobody chose, so a user's choice stands.
+KIND_TAG, KIND_SET_BY = "mlflow.experimentKind", "judgebias.experiment_kind"
+
+
+def open_experiment_on(experiment_id: str, *, traces: bool) -> str:
+    """Make the experiment open on its traces where judgebias logged some, else on its runs; a kind
+    someone else set is left as it is. Returns the kind the experiment has afterwards."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    tags = client.get_experiment(experiment_id).tags
+    current = tags.get(KIND_TAG)
+    if current is not None and tags.get(KIND_SET_BY) != current:
+        return current  # chosen by the user (or MLflow's own inference they confirmed)
+    wanted = "genai_development" if traces else "custom_model_development"
+    if current == "genai_development" and not traces:
+        return current  # a run without traces keeps the earlier runs' traces in view
+    if current != wanted:
+        client.set_experiment_tag(experiment_id, KIND_TAG, wanted)
+        client.set_experiment_tag(experiment_id, KIND_SET_BY, wanted)
+    return wanted
+
+
 def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str,
                    started_at: float | None = None) -> dict[str, Any]:
     """Log the run folder's results to MLflow; returns ``run_id``, ``experiment_id``, ``tracking_uri``
@@ -192,11 +242,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_params(params)
         pages = [store.path(p) for p in (RunLayout().report_html, RunLayout().report_md) if store.has(p)]
         log_analysis(metrics, table_path=store.path(RunLayout().table), reports=pages)
-        if cfg.tracking.traces:
-            from tracking.judgment_traces import log_judgment_traces
-
-            counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())
-            mlflow.set_tag("judgebias.traces", str(counts["rows"]))
+        traces = log_run_traces(cfg, store)
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }
@@ -247,7 +293,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
         result["run_url"] = run_url(result["tracking_uri"], experiment_id, run_id)
         # The run's description in the UI: the headline figures with their intervals, not 160 rows.
-        mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result))
+        mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result) + traces_links(traces))
+        open_experiment_on(experiment_id, traces=bool(traces and traces["rows"]))
     store.write_json(RunLayout.mlflow_link, result)  # the nightly annotation sync links its runs to this one
     return result
 

@@ -284,23 +284,57 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
             "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
 
 
-def traces_note(counts: Mapping[str, int]) -> str:
-    """Markdown for a run's description: how many traces each question finds, and its filter."""
-    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab; in the "
-             "experiment's Traces tab, paste a filter below into the search box):", ""]
+# The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
+# from these.
+QUESTIONS = {
+    "position flips": ("the judge flips with the order", "position_flip", "=", "true"),
+    "judge disagrees with the humans": ("the judge disagrees with the humans' majority",
+                                        "judge_human_disagree", "=", "true"),
+    "the judge's own response is A or B": ("the judge's own response is A or B",
+                                           "own_response", "!=", "none"),
+}
+
+
+def ui_base(tracking_uri: str) -> str:
+    """Where the MLflow UI is: the tracking server, or ``mlflow ui``'s default address for a
+    local store (a file or database URI has no UI of its own)."""
+    uri = str(tracking_uri)
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
+def traces_page(tracking_uri: str, experiment_id: str) -> str:
+    """The experiment's Traces page in MLflow's UI. Not pre-filtered: MLflow 3.17's page keeps
+    its filters in ``filter`` URL parameters (``TAG::=::true::<key>``) but did not apply one given
+    in the URL when rendered headless here (it listed all 14 traces of a test), so the note gives
+    the filter instead of a link that would claim to filter."""
+    from urllib.parse import quote
+
+    return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
+
+
+def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
+    """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
+    default the active run's experiment), then per question how many traces it finds and its filter."""
+    if page is None:
+        import mlflow
+
+        run = mlflow.active_run()
+        page = traces_page(mlflow.get_tracking_uri(), run.info.experiment_id) if run else None
+    where = f"[the experiment's Traces page]({page})" if page else "the experiment's Traces tab"
+    lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab, and {where}; "
+             "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
+             "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for what, filter_string in filter_strings().items():
-        lines += [f"- {counts.get(what, 0)} traces: {what}", "", f"      {filter_string}", ""]
+        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}", "",
+                  f"      {filter_string}", ""]
     return "\n".join(lines)
 
 
 def filter_strings() -> dict[str, str]:
     """The MLflow search filters for the usual questions (the UI's traces search box takes them)."""
-    return {
-        "position flips": f"tag.`{TAG}position_flip` = 'true'",
-        "judge disagrees with the humans": f"tag.`{TAG}judge_human_disagree` = 'true'",
-        "the judge's own response is A or B": f"tag.`{TAG}own_response` != 'none'",
-    }
+    return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts", "hash_annotator",
-           "judgment_records", "log_judgment_traces", "traces_note"]
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "traces_note", "traces_page",
+           "ui_base"]
