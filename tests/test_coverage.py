@@ -180,9 +180,11 @@ def test_full_lc_family_is_opt_in_and_runs_the_product_function():
 
 
 def test_leaderboard_family_computes_strengths_and_ranks_with_the_product():
+    from judgebias.coverage import OPT_IN
     from judgebias.coverage import families_leaderboard as fl
 
     fam = family("leaderboard")
+    assert fam in OPT_IN and fam not in FAMILIES
     truths = {f.name: f.truth for f in fam.figures}
     # strengths -0.7 -0.35 -0.1 0.05 0.35 0.7 have mean -0.05/6: centred, m4 = 0.05 + 0.05/6
     assert truths["strength.m4"] == pytest.approx(0.05 + 0.05 / 6)
