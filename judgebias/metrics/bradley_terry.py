@@ -177,7 +177,7 @@ def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot
 
 # Below this many comparisons per model (2 n / M: each comparison involves two) the coverage
 # benchmark's bootstrap intervals of the strengths covered less than 93% (family `leaderboard`,
-# six models: 0.86-0.92 at 25 comparisons, 0.89-0.94 at 100; 0.925 or more at 400 and 1000;
+# six models: 0.86-0.92 at 25 comparisons, 0.89-0.95 at 100-200; 0.936 or more at 400;
 # docs/benchmarks.md): the rankings carry a warning. 133 per model = 400 comparisons of six.
 RELIABLE_PER_MODEL = 133
 
