@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from judgebias.metrics import leaderboard as lb
-from judgebias.metrics.bradley_terry import ranking_records
+from judgebias.metrics.bradley_terry import ranking_records, small_sample_warning
 from judgebias.metrics.origin import SelfMap
 from judgebias.metrics.rank_agreement import agreement, missing_models, rank_change
 from judgebias.recommendation import audit_figures, format_recommendation, recommendation
@@ -61,6 +61,7 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
                 "n": fit.n, "method": fit.method,
                 "exclusions": board.exclusions.get(variant, {}).get(rater, {}),
                 **({"note": board.notes[variant][rater]} if rater in board.notes.get(variant, {}) else {}),
+                **({"warning": w} if (w := small_sample_warning(fit.n, len(fit.models))) else {}),
                 **({"coefficients": {c: dict(zip(("value", "ci_low", "ci_high"), fit.covariate(c),
                                                  strict=True)) for c in fit.covariates}}
                    if fit.covariates else {}),
@@ -165,6 +166,9 @@ def format_leaderboard(result: Mapping[str, Any]) -> str:
             note = result["details"][v][rater].get("note")
             if note:
                 lines.append(f"  {v}: {note}")
+            warning = result["details"][v][rater].get("warning")
+            if warning:
+                lines.append(f"  {v}: warning: {warning}")
     if result["agreement_with_human"]:
         lines += ["", "Agreement with the human ranking (Kendall tau-b, Spearman rho; 95% intervals)"]
         for variant, per in result["agreement_with_human"].items():

@@ -177,3 +177,27 @@ def test_full_lc_family_is_opt_in_and_runs_the_product_function():
     truths = {f.name: f.truth for f in family("win_rate_glm").figures}
     # E_gamma[sigmoid(theta + gamma)] is pulled toward 0.5 from sigmoid(theta) by the difficulty spread
     assert 1 / (1 + math.exp(1.0)) < truths["lc_glm.short"] < 0.5
+
+
+def test_leaderboard_family_computes_strengths_and_ranks_with_the_product():
+    from judgebias.coverage import OPT_IN
+    from judgebias.coverage import families_leaderboard as fl
+
+    fam = family("leaderboard")
+    assert fam in OPT_IN and fam not in FAMILIES
+    truths = {f.name: f.truth for f in fam.figures}
+    # strengths -0.7 -0.35 -0.1 0.05 0.35 0.7 have mean -0.05/6: centred, m4 = 0.05 + 0.05/6
+    assert truths["strength.m4"] == pytest.approx(0.05 + 0.05 / 6)
+    assert sum(truths[f"strength.m{k}"] for k in range(1, 7)) == pytest.approx(0.0, abs=1e-12)
+    assert [truths[f"rank.m{k}"] for k in range(1, 7)] == [6, 5, 4, 3, 2, 1]
+    df = fam.simulate(np.random.default_rng(3), 200)
+    assert len(df) == 200 and df["prompt"].nunique() < 200       # several comparisons per prompt
+    assert set(df["verdict"].dropna()) == {"a", "b", "tie"}
+    got = fam.estimate(df)
+    assert set(got) == set(truths)
+    for name, (value, low, high) in got.items():
+        assert low <= value <= high, name
+    # the product's own fit: its strengths are centred and ordered by the ranks it reports
+    strengths = np.array([got[f"strength.m{k}"][0] for k in range(1, 7)])
+    assert strengths.sum() == pytest.approx(0.0, abs=1e-6)
+    assert [got[f"rank.m{k}"][0] for k in range(1, 7)] == list(fl.bt.ranks(strengths))

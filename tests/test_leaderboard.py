@@ -218,6 +218,21 @@ def test_leaderboard_json_contract_and_printed_table():
     json.dumps(result, allow_nan=False)
     text = format_leaderboard(result)
     assert "== j ==" in text and "related_term" in text and "not ranked" in text
+    # a table this small carries the coverage benchmark's warning, in the JSON and the printed table
+    raw = result["details"]["raw"]["j"]
+    assert raw["warning"] == bt.small_sample_warning(raw["n"], len(result["rankings"]["raw"]["j"]))
+    assert "raw: warning:" in text
+
+
+def test_small_sample_warning_threshold_in_comparisons_per_model():
+    # 6 models: each comparison involves 2, so n comparisons give 2n / 6 per model; the warning
+    # stops at the first n with 2n / 6 >= RELIABLE_PER_MODEL, which it names.
+    need = math.ceil(bt.RELIABLE_PER_MODEL * 6 / 2)
+    assert bt.small_sample_warning(need, 6) is None
+    warning = bt.small_sample_warning(need - 1, 6)
+    assert warning is not None and f"here {need} comparisons" in warning
+    assert warning.startswith(f"{need - 1} comparisons")
+    assert bt.small_sample_warning(need - 1, 2) is None   # two models: the same n is plenty
 
 
 def _cli(*args: str, mlflow_uri: str | None = None) -> subprocess.CompletedProcess:

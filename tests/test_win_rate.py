@@ -12,6 +12,7 @@ import pytest
 
 from judgebias.metrics.win_rate import (
     baseline_of,
+    glm_interval,
     length_controlled_glm,
     length_controlled_win_rate,
     length_controlled_win_rates,
@@ -109,6 +110,24 @@ def test_glm_given_difficulty_and_length_coef_by_hand():
                                     length_coefs={"m": 0.0}, reps=10)["m"]
     assert shifted.value == pytest.approx(7 / 12, abs=1e-6)
     assert shifted.details["psi"] == pytest.approx(math.log(10) / 4, abs=1e-6)
+
+
+def test_glm_interval_takes_the_wider_side_of_percentile_and_t_by_hand():
+    # Resamples 0.4, 0.5, 0.6 for two models over 10 instructions. Percentile bounds (linear
+    # interpolation): 0.4 + 0.025 * 2 * 0.1 = 0.405 and 0.595; bootstrap SE 0.1; Hesterberg's factor
+    # sqrt(10/9) * t_9 / z = 1.054093 * 2.262157 / 1.959964 = 1.216616; t bound +- 2.262157 * 0.1.
+    # Model 1 (LC 0.5): percentile 0.5 -+ 1.216616 * 0.095 = [0.384421, 0.615579], t [0.273784,
+    # 0.726216]: t is wider on both sides. Model 2 (LC 0.3, off-centre): percentile low
+    # 0.3 - 1.216616 * (0.3 - 0.405) = 0.427745 (above the estimate), t low 0.073784 (wider); percentile
+    # high 0.3 + 1.216616 * 0.295 = 0.658902, t high 0.526216: the percentile side is wider.
+    boot = np.array([[0.4, 0.4], [0.5, 0.5], [0.6, 0.6], [np.nan, 0.5]])[:3]
+    low, high, se = glm_interval(np.array([0.5, 0.3]), boot, 10)
+    assert low == pytest.approx([0.273784, 0.073784], abs=1e-6)
+    assert high == pytest.approx([0.726216, 0.658902], abs=1e-6)
+    assert se == pytest.approx([0.1, 0.1])
+    # A failed refit (NaN) is left out of both bounds; a bound past [0, 1] is clipped.
+    low, high, _ = glm_interval(np.array([0.05]), np.array([[0.04], [np.nan], [0.05], [0.2]]), 10)
+    assert low[0] == 0.0 and 0.05 < high[0] < 1.0
 
 
 def test_glm_errors():

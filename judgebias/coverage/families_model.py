@@ -253,7 +253,8 @@ OPT_IN: tuple[Family, ...] = (
            "difficulty, n = instructions)",
            "votes near 0 and 1 (Beta, concentration 1.5); difficulty sd 1.2 logits; length differences "
            "sd 400 characters around -500, +400 and 0",
-           tuple(Figure(k, "expanded percentile bootstrap over instructions, both stages refitted", v)
+           tuple(Figure(k, "bootstrap over instructions, both stages refitted: per side the wider of the "
+                        "expanded percentile and t x bootstrap SE", v)
                  for k, v in _glm_truths().items()),
            _simulate_win_rate_glm, _estimate_win_rate_glm),
 )

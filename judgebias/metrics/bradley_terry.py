@@ -19,6 +19,7 @@ iteration), so 2,000 resamples of a 1,000-comparison table take about a second.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -172,6 +173,25 @@ def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot
     return BTFit(tuple(str(m) for m in models), tuple(covariates), coef, boot, n=len(y),
                  method=f"{what}: {method or 'logistic fit (ties and P(A) as fractional outcomes)'}, 95% "
                         f"percentile intervals from {reps} bootstrap resamples of the prompts")
+
+
+# Below this many comparisons per model (2 n / M: each comparison involves two) the coverage
+# benchmark's bootstrap intervals of the strengths covered less than 93% (family `leaderboard`,
+# six models: 0.86-0.92 at 25 comparisons, 0.89-0.95 at 100-200; 0.936 or more at 400;
+# docs/benchmarks.md): the rankings carry a warning. 133 per model = 400 comparisons of six.
+RELIABLE_PER_MODEL = 133
+
+
+def small_sample_warning(n: int, n_models: int) -> str | None:
+    """The warning a ranking of ``n_models`` from ``n`` comparisons carries, or None."""
+    per = 2 * n / max(n_models, 1)
+    if per >= RELIABLE_PER_MODEL:
+        return None
+    need = math.ceil(RELIABLE_PER_MODEL * n_models / 2)
+    return (f"{n} comparisons of {n_models} models ({per:.0f} per model): below {RELIABLE_PER_MODEL} per "
+            f"model (here {need} comparisons) the 95% intervals of the strengths covered less than 93% of "
+            "the time in the coverage benchmark (ranks: less at 25 comparisons of six models); read them "
+            "as too narrow")
 
 
 TIE_TOL = 1e-6  # strengths closer than this are a tie (the ridge can part equal ones by ~1e-7)

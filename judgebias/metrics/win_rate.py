@@ -344,11 +344,7 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
         with np.errstate(all="ignore"):
             boot[r] = _glm_fit(m, x, _scaled(delta, m, len(models), counts[x]), vote, counts[x].astype(float),
                                len(models), len(instrs), difficulty, phis, start=params)[0]
-    lo, hi = np.nanquantile(boot, [ALPHA / 2, 1 - ALPHA / 2], axis=0)
-    # Hesterberg's small-sample expansion (as every percentile bootstrap here), on n = instructions,
-    # kept inside [0, 1].
-    factor = expansion(len(instrs))
-    lo, hi = np.clip(lc - factor * (lc - lo), 0.0, 1.0), np.clip(lc + factor * (hi - lc), 0.0, 1.0)
+    lo, hi, boot_se = glm_interval(lc, boot, len(instrs))
     form = ("AlpacaEval 2's GLM, full form: " +
             ("instruction difficulty as given" if difficulty is not None else
              f"instruction difficulty fitted jointly over {len(models)} models (ridge {DIFFICULTY_RIDGE})") +
@@ -367,9 +363,28 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
                    "theta": float(theta), "phi": float(phi), "psi": float(psi),
                    "n_instructions": len(np.unique(x[sel])), "bootstrap_reps": reps,
                    "bootstrap_failed": int(np.isnan(boot[:, k]).sum()),
-                   "bootstrap_se": float(np.nanstd(boot[:, k], ddof=1)),
+                   "bootstrap_se": float(boot_se[k]),
                    "mean_delta_chars": float(delta[sel].mean())}
         out[name] = Estimate(value=float(lc[k]), ci_low=float(lo[k]), ci_high=float(hi[k]), n=int(sel.sum()),
-                             method=f"{form}; expanded percentile bootstrap over instructions ({reps} "
-                                    "resamples, both stages refitted)", details=details)
+                             method=f"{form}; bootstrap over instructions ({reps} resamples, both stages "
+                                    "refitted): the wider, per side, of the expanded percentile interval "
+                                    "and LC +- t(instructions - 1) x bootstrap SE", details=details)
     return out
+
+
+def glm_interval(lc: np.ndarray, boot: np.ndarray, n_instr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per model (low, high) and the bootstrap SE from the point values ``lc`` (M,) and the
+    resampled ones ``boot`` (B, M; NaN for a failed refit), over ``n_instr`` instructions.
+
+    Each side is the farther of two bounds, kept inside [0, 1]: the percentile bound with
+    Hesterberg's expansion (``expansion``, as every percentile bootstrap here) and the t bound
+    LC -+ t_{n-1} x SE. The expanded percentile alone covered 0.89-0.95 (mean 0.927) in the coverage
+    benchmark, where a t interval on the bootstrap SE did better on some cells and not others; taking
+    the wider side covers whenever either does, at the cost of some width."""
+    lo, hi = np.nanquantile(boot, [ALPHA / 2, 1 - ALPHA / 2], axis=0)
+    factor = expansion(n_instr)
+    se = np.nanstd(boot, axis=0, ddof=1)
+    q = float(stats.t.ppf(1 - ALPHA / 2, max(n_instr - 1, 1)))
+    low = np.minimum(lc - factor * (lc - lo), lc - q * se)
+    high = np.maximum(lc + factor * (hi - lc), lc + q * se)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0), se
