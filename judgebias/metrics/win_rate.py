@@ -136,8 +136,9 @@ def length_controlled_win_rates(df: pd.DataFrame, judges: list[str], baseline: s
     or model without one (or a full form that fell back), why."""
     prepared = F.prepare(df)
     # Only these columns are read: per-judge slices then leave the table's other texts alone.
-    prepared = prepared[[c for c in ("judge", "generator_a", "generator_b", "response_a", "response_b",
-                                     *F.DERIVED) if c in prepared.columns]]
+    # The prompt is read too: the full form groups pairs by instruction.
+    prepared = prepared[[c for c in ("judge", "generator_a", "generator_b", "prompt", "response_a",
+                                     "response_b", *F.DERIVED) if c in prepared.columns]]
     generators = {str(g) for c in ("generator_a", "generator_b") for g in prepared[c].dropna().unique()}
     if baseline is not None and baseline not in generators:
         raise ValueError(f"baseline {baseline!r} is not a generator in the table (generators: "
