@@ -281,7 +281,7 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
     from judgebias.config import demo_config_path, load_config, parse_config
     from judgebias.layout import RunLayout
     from judgebias.runstore import RunStore
-    from tracking.experiment import log_run_traces, open_experiment_on, traces_links
+    from tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 
     store = RunStore(tmp_path / "run")
     store.write_frame(RunLayout().table, small_table())
@@ -321,7 +321,7 @@ def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stand
     import mlflow
     from mlflow import MlflowClient
 
-    from tracking.experiment import KIND_TAG, open_experiment_on
+    from tracking.experiment_traces import KIND_TAG, open_experiment_on
 
     client = MlflowClient(tracking_uri=mlflow_server)
     mlflow.set_tracking_uri(mlflow_server)
