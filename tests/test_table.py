@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from judgebias.io import read_table, write_table
+from judgebias.labels import normalize_label
 from judgebias.records import Judgment, Pair, combine_orders
 from judgebias.table import (
     CANONICAL,
@@ -17,7 +18,6 @@ from judgebias.table import (
     human_label,
     judge_choice,
     majority,
-    normalize_label,
     pairs,
     validate,
 )
