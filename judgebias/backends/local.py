@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from judgebias.backends.prompt_tokens import PromptTokens
 from judgebias.backends.protocol import (
     Generation,
     GenerationParams,
@@ -25,7 +26,6 @@ from judgebias.backends.protocol import (
 from judgebias.backends.token_batching import (
     attention_window,
     common_prefix,
-    option_variants,
     pair_groups,
     token_batches,
 )
@@ -38,7 +38,7 @@ from judgebias.models import LoadedModel, load_model
 PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma3_text"}
 MIN_SHARED_PREFIX = 16
 
-class LocalBackend:
+class LocalBackend(PromptTokens):
     """A transformers causal LM (alias, folder, GGUF or hub id; see ``judgebias.models``)."""
 
     def __init__(self, model: str | LoadedModel = "smollm2-135m-instruct", *, name: str | None = None,
@@ -65,7 +65,6 @@ class LocalBackend:
         model_type = getattr(self.model.config, "model_type", "")
         self.reuse_prefix = reuse_prefix and model_type in PREFIX_REUSE_TYPES
         self.window = attention_window(self.model.config)
-        self._variants: dict[tuple[str, ...], dict[str, list[int]]] = {}
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None) or 1 << 30
@@ -83,26 +82,6 @@ class LocalBackend:
     @property
     def is_chat(self) -> bool:
         return self.loaded.is_chat
-
-    def render(self, prompt: Prompt) -> str:
-        """The exact text the model reads (chat template applied, answer prefix appended)."""
-        if prompt.text is not None:
-            return prompt.text + prompt.assistant_prefix
-        if not self.is_chat:
-            raise ValueError(f"model {self.name!r} has no chat template: give it a raw (few-shot) prompt")
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text + prompt.assistant_prefix
-
-    def encode(self, prompt: Prompt) -> list[int]:
-        # A chat template writes its own BOS as text; raw text gets the tokenizer's usual specials.
-        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.text is not None).input_ids
-
-    def variants(self, options: Sequence[str]) -> dict[str, list[int]]:
-        key = tuple(options)
-        if key not in self._variants:
-            self._variants[key] = option_variants(self.tokenizer, key)
-        return self._variants[key]
 
     # ---------------------------------------------------------------- forward passes
     def _body(self):

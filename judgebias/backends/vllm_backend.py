@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from judgebias.backends.prompt_tokens import PromptTokens
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
-from judgebias.backends.token_batching import option_variants
 
 ENV_VLLM_PYTHON = "JUDGEBIAS_VLLM_PYTHON"
 VLLM_VENV = ".vllmvenv"
@@ -100,7 +100,7 @@ def vllm_folder(folder: str) -> str:
     return str(view)
 
 
-class VLLMBackend:
+class VLLMBackend(PromptTokens):
     """A local model (alias, folder, GGUF, hub id: as ``judgebias.models``) judged by vLLM.
 
     ``dtype``: "auto" is fp32 on CPU (comparable with the in-process engine's exact reference) and
@@ -129,7 +129,6 @@ class VLLMBackend:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self._variants: dict[tuple[str, ...], dict[str, list[int]]] = {}
         self._proc: subprocess.Popen | None = None
         self._log: Any = None
         self._lock = threading.Lock()
@@ -152,25 +151,6 @@ class VLLMBackend:
     @property
     def is_chat(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
-
-    def render(self, prompt: Prompt) -> str:
-        """The text the model reads, exactly as ``LocalBackend.render`` makes it."""
-        if prompt.text is not None:
-            return prompt.text + prompt.assistant_prefix
-        if not self.is_chat:
-            raise ValueError(f"model {self.name!r} has no chat template: give it a raw (few-shot) prompt")
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text + prompt.assistant_prefix
-
-    def encode(self, prompt: Prompt) -> list[int]:
-        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.text is not None).input_ids
-
-    def variants(self, options: Sequence[str]) -> dict[str, list[int]]:
-        key = tuple(options)
-        if key not in self._variants:
-            self._variants[key] = option_variants(self.tokenizer, key)
-        return self._variants[key]
 
     # ---------------------------------------------------------------- the worker
     def _start(self) -> subprocess.Popen:
