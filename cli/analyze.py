@@ -70,6 +70,7 @@ def analyze_cmd(
     Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
     A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
     """
+    from cli.options import origin_map, require_tracking
     from judgebias.analysis import analyze
     from judgebias.analysis_report import format_report
     from judgebias.display import terminal_safe
@@ -77,20 +78,8 @@ def analyze_cmd(
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
-    if mlflow:  # a tracking server that does not answer is said before the work, not minutes after
-        from tracking.settings import TrackingSettings
-
-        TrackingSettings().check_reachable()
-    try:
-        from judgebias.metrics.origin import parse_self_map
-
-        self_map = parse_self_map(self_ or [])
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--self") from None
-    try:
-        family_map = parse_self_map(family or [])
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--family") from None
+    require_tracking(mlflow)
+    self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")
     gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
     from judgebias.multiplicity import check_method
 

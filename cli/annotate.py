@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from cli.options import origin_map
+
 annotate_app = typer.Typer(
     name="annotate",
     help="Draw a probability sample of the pairs (each pair's chance of being drawn is known and "
@@ -30,15 +32,6 @@ _SELF_HELP = (
 def _fail(message: str, code: int = 1) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
-
-
-def _self_map(items: list[str] | None) -> dict[str, tuple[str, ...]]:
-    from judgebias.metrics.origin import parse_self_map
-
-    try:
-        return parse_self_map(items or [])
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--self") from None
 
 
 def _ledger_for(table: Path, ledger: Path | None) -> Path:
@@ -90,7 +83,7 @@ def push_cmd(
     from judgebias.table import TableError
 
     settings = DesignSettings(design=design, population=population, min_prob=min_prob, seed=seed,
-                              judges=judge or None, gold=gold or None, self_map=_self_map(self_))
+                              judges=judge or None, gold=gold or None, self_map=origin_map(self_))
     ledger_path = _ledger_for(table, ledger)
     try:
         project_title = title_ok(project_title)  # before the batch is drawn and recorded
@@ -190,7 +183,7 @@ def pull_cmd(
         judges=judge or (),
         ledger=_ledger_for(table, ledger),
         out=out,
-        self_map=_self_map(self_),
+        self_map=origin_map(self_),
         gold=gold or None,
         log_mlflow=mlflow,
         tracking_uri=tracking_uri,

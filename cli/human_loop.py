@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from cli.annotate import _SELF_HELP, _fail, _ledger_for, _self_map, annotate_app
+from cli.annotate import _SELF_HELP, _fail, _ledger_for, annotate_app
+from cli.options import origin_map
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):
@@ -51,7 +52,7 @@ def plan_cmd(
         _fail("give --half-width, --budget, or both")
     try:
         df = _table_with_ledger_labels(table, ledger)
-        sm = _self_map(self_)
+        sm = origin_map(self_)
         frame = population_frame(df, population, judges=[judge], gold_judges=gold or None, self_map=sm)
         rows = plan(frame, df, judge, figure, half_width=half_width, budgets=budget or (), self_map=sm,
                     gold=gold or None)
@@ -121,7 +122,7 @@ def replay_cmd(
         settings = ReplaySettings(judges=judge, budgets=budget_list, reps=reps,
                                   batch=batch, design=design, population=population,
                                   figures=tuple(f.strip() for f in figures.split(",")),
-                                  self_map=_self_map(self_), gold=gold or None, seed=seed)
+                                  self_map=origin_map(self_), gold=gold or None, seed=seed)
         results = replay(df, settings)
     except (TableError, ValueError) as exc:
         _fail(str(exc))

@@ -51,29 +51,21 @@ def leaderboard_cmd(
     intervals from a seeded bootstrap over prompts; Kendall tau and Spearman with the human ranking.
     Layout: docs/metrics.md "Leaderboard".
     """
+    from cli.options import origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.io import read_table
     from judgebias.leaderboard import format_leaderboard, leaderboard
-    from judgebias.metrics.origin import parse_self_map
     from judgebias.runstore import atomic_write_text
     from judgebias.table import TableError
 
-    if mlflow:  # a tracking server that does not answer is said before the work, not minutes after
-        from tracking.settings import TrackingSettings
-
-        TrackingSettings().check_reachable()
+    require_tracking(mlflow)
     try:
         timings = parse_timing(timing or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--timing") from None
     if target_half_width is not None and not target_half_width > 0:
         raise typer.BadParameter(f"must be > 0, got {target_half_width}", param_hint="--target-half-width")
-    maps = {}
-    for hint, spec in (("--self", self_), ("--family", family)):
-        try:
-            maps[hint] = parse_self_map(spec or [])
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint=hint) from None
+    maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
     try:
         table, _ = read_table(file, skip_invalid=skip_invalid)
         generators = {str(g) for col in ("generator_a", "generator_b") if col in table.columns
