@@ -3,8 +3,9 @@ labels back, the human-anchored figures recomputed (the Prefect flow ``flows/syn
 
 from __future__ import annotations
 
-from annotation.sync import SyncSettings, sync
-from judgebias.config import ExperimentConfig
+from judgebias.annotation.sync import SyncSettings, sync
+
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages import Progress, gold_for

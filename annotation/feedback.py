@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from judgebias.annotation.keys import keyed_pairs
 
-from annotation.keys import keyed_pairs
 from judgebias.labels import majority
 from judgebias.table import Exclusions
 
@@ -273,7 +273,7 @@ def recompute(
     """Merge the labels and compute the figures for ``judge``; returns (merged table, figures).
 
     ``design``: (``SampleDesign``, pair ids, info) of the ledger's probability batches
-    (``annotation.loop.design_from_ledger``); with it every human-label figure is estimated for the
+    (``judgebias.annotation.loop.design_from_ledger``); with it every human-label figure is estimated for the
     population, Hájek and PPI++ (``estimates``). ``labelled_only`` keeps the plain figures on the
     labelled pairs (EO with the table's own labels and with the merged ones, DBG against the
     human-augmented gold), labelled as that subset. ``dbg_panel`` needs no human label.

@@ -18,10 +18,10 @@ from importlib import resources
 from typing import Any
 
 import pandas as pd
+from judgebias.annotation.keys import content_key
+from judgebias.annotation.keys import swapped as seeded_swap
+from judgebias.annotation.store import Label, Ledger, PushedTask, UpsertCounts
 
-from annotation.keys import content_key
-from annotation.keys import swapped as seeded_swap
-from annotation.store import Label, Ledger, PushedTask, UpsertCounts
 from judgebias.table import Exclusions
 
 CHOICE_FIELD = "preference"
@@ -70,7 +70,7 @@ def project_title(title: str) -> str:
 
 
 def labeling_config() -> str:
-    return resources.files("annotation").joinpath("labeling_config.xml").read_text(encoding="utf-8")
+    return resources.files("judgebias.annotation").joinpath("labeling_config.xml").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,8 @@ class LabelStudioClient:
             maximum_annotations=max_annotations,
             description="judgebias pairwise preference: which response is better?",
             # Tasks are served in random order, so the pairs labelled so far are a random subset of
-            # those pushed: the estimators' nonresponse adjustment rests on it (annotation.sampling).
+            # those pushed: the estimators' nonresponse adjustment rests on it
+            # (judgebias.annotation.sampling).
             sampling="Uniform sampling",
             expert_instruction=INSTRUCTIONS,
             show_instruction=True,

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-
-from annotation.keys import keyed_pairs
-from annotation.sampling import (
+from judgebias.annotation.keys import keyed_pairs
+from judgebias.annotation.sampling import (
     DEFAULT_DESIGN,
     DEFAULT_POPULATION,
     combined_design,
     draw_batch,
     population_frame,
 )
-from annotation.store import Ledger
+from judgebias.annotation.store import Ledger
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
 def design_from_ledger(ledger: Ledger, table: pd.DataFrame):
     """(design, pair ids, info) of the labels so far, or None without a recorded batch. A pair counts
     as labelled when it has a live label for its current texts; draws whose texts changed are dropped."""
-    from annotation.feedback import latest_per_annotator
+    from judgebias.annotation.feedback import latest_per_annotator
 
     draws = ledger.draws()
     if draws.empty:

@@ -4,7 +4,7 @@ For each budget and repetition the labels are hidden, the loop buys them in batc
 drawn pairs' labels), and the figure is estimated; the all-labels figure over the same population is
 the truth. Four methods:
 
-* ``ranking``: the contested-pairs ranking (``annotation.selection``), top of the list first, with
+* ``ranking``: the contested-pairs ranking (``judgebias.annotation.selection``), top of the list first, with
   the plain estimate on the labelled pairs (deterministic: every repetition is the same);
 * ``uniform``: simple random sample, plain estimate (the standard metric on the labelled pairs);
 * ``design``: the probability design (default Poisson), Hájek estimate with design variance;
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from judgebias.annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_batch, population_frame
+from judgebias.annotation.selection import select_pairs
 
-from annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_batch, population_frame
-from annotation.selection import select_pairs
 from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
 from judgebias.metrics import frame as F
 from judgebias.metrics.human import ESTIMANDS, applicable, estimate, pair_features, population_variables

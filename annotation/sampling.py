@@ -10,10 +10,10 @@ known inclusion probability and the draw is random:
   sampling within each, Neyman allocation (n_h proportional to N_h S_h, S_h from the gold panel's
   uncertainty, at least 2 per stratum so its variance is estimable);
 * ``poisson``: each pair drawn independently with probability proportional to the usefulness score
-  of ``annotation.selection`` (self-judged, gold split, judge-gold disagreement, order flip), floored
-  at ``min_prob`` so no pair is left out: the score shapes probabilities, never decides.
+  of ``judgebias.annotation.selection`` (self-judged, gold split, judge-gold disagreement, order flip),
+  floored at ``min_prob`` so no pair is left out: the score shapes probabilities, never decides.
 
-Several pushes are batches, each recorded in the ledger (``annotation.store``) with the probability
+Several pushes are batches, each recorded in the ledger (``judgebias.annotation.store``) with the probability
 every pair of the population had in it: simple random batches draw from the pairs not drawn before,
 Poisson batches from all of them (a re-draw is free). ``combined_design`` turns the recorded batches
 and the labels received into the ``SampleDesign`` the estimators need.
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from judgebias.annotation.selection import Weights, score_pairs
 
-from annotation.selection import Weights, score_pairs
 from judgebias.metrics.survey import POISSON, STRATIFIED, SampleDesign
 
 DESIGNS = ("uniform", "stratified", "poisson")

@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotation.labelstudio import ServerSettings
+from judgebias.annotation.labelstudio import ServerSettings
 
 _REPO = Path(__file__).resolve().parents[1]
 

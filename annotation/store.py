@@ -6,7 +6,7 @@ server id and the latest ``updated_at`` wins, so pulling twice, or pulling an an
 since, never counts a label twice. The ledger is the only state: a server that is down or deleted
 leaves it intact, and the next pull catches up. Writes are single transactions.
 
-Pairs with byte-identical texts (``annotation.keys.content_key``) share one task: each keeps its own
+Pairs with byte-identical texts (``judgebias.annotation.keys.content_key``) share one task: each keeps its own
 row in ``tasks`` (its pair key, its draw) with the task id of the first, and an annotation of that
 task is stored once and read back as a label of every pair that shares the task.
 """

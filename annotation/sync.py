@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from annotation.labelstudio import (
+from judgebias.annotation.labelstudio import (
     KEY_ENV,
     URL_ENV,
     LabelStudioClient,
@@ -24,8 +24,8 @@ from annotation.labelstudio import (
     ServerSettings,
     project_title,
 )
-from annotation.sampling import DEFAULT_DESIGN, DEFAULT_POPULATION
-from annotation.store import Ledger, default_ledger_path
+from judgebias.annotation.sampling import DEFAULT_DESIGN, DEFAULT_POPULATION
+from judgebias.annotation.store import Ledger, default_ledger_path
 
 
 def default_output_path(table: str | Path) -> Path:
@@ -62,7 +62,7 @@ class SyncSettings:
     target_half_width: float | None = None
 
     def design_settings(self):
-        from annotation.loop import DesignSettings
+        from judgebias.annotation.loop import DesignSettings
 
         return DesignSettings(design=self.design, population=self.population, min_prob=self.min_prob,
                               seed=self.swap_seed, judges=list(self.judges) or None, gold=self.gold,
@@ -121,8 +121,9 @@ class SyncResult:
 
 def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
-    from annotation.feedback import recompute
-    from annotation.loop import design_from_ledger
+    from judgebias.annotation.feedback import recompute
+    from judgebias.annotation.loop import design_from_ledger
+
     from judgebias.io import read_table, write_table
 
     table, _ = read_table(settings.table)
@@ -173,7 +174,8 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     previous = settings.previous_figures()
     figures, metrics = recompute_from_ledger(settings)
     if settings.budget > 0:
-        from annotation.loop import next_batch
+        from judgebias.annotation.loop import next_batch
+
         from judgebias.io import read_table
 
         if settings.target_half_width is not None:
@@ -187,7 +189,7 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     status = ledger.status()
     run_id = None
     if settings.log_mlflow:
-        from tracking.feedback_run import log_feedback_run
+        from judgebias.tracking.feedback_run import log_feedback_run
 
         params = {
             "table": str(settings.table),

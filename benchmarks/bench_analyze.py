@@ -177,7 +177,7 @@ def _run_file(path: str) -> dict:
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
         importlib.import_module(module)
     import judgebias.io
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     # What `judgebias analyze` reads with in that version of the code.
     read = getattr(judgebias.io, "read_for_analysis", judgebias.io.read_table)
@@ -293,7 +293,7 @@ def main() -> None:
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
         importlib.import_module(module)
 
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
     from judgebias.table import validate
 
     t0 = time.perf_counter()

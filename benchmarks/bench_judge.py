@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from cli.bench import register
+from judgebias.cli.bench import register
 
 
 def main() -> None:

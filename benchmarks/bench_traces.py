@@ -61,10 +61,10 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
     import mlflow
+    from judgebias.tracking.judgment_traces import log_judgment_traces
+    from judgebias.tracking.trace_import import read_judgment_traces
 
     from judgebias.io import read_table
-    from tracking.judgment_traces import log_judgment_traces
-    from tracking.trace_import import read_judgment_traces
 
     table, _ = read_table(ROOT / "judgebias" / "data" / "pandalm_testset.parquet")
     table = table.head(args.rows)

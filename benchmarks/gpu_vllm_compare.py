@@ -31,13 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_vllm_compare: no CUDA GPU here (torch.cuda.is_available() is False); nothing measured")
         return 0
+    from judgebias.backends.loading import load_tokenizer
     from judgebias.backends.local import LocalBackend
+    from judgebias.backends.random_weights import random_model
     from judgebias.backends.vllm_backend import VLLMBackend, VLLMNotInstalled, vllm_python
-    from judgebias.hardware import gpu_peak_tflops
-    from judgebias.models import load_tokenizer
+    from judgebias.bench.hardware import gpu_peak_tflops
+    from judgebias.bench.throughput import bench_pairs
     from judgebias.prompts import DBG_AB
-    from judgebias.random_weights import random_model
-    from judgebias.throughput import bench_pairs
 
     try:
         vllm_python()

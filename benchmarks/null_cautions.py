@@ -18,7 +18,7 @@ metrics. Nothing in the generating process is biased:
 * a perturbation moves the judge's logit by symmetric noise (P(perturbed side) unchanged on
   average); recognition confidence is symmetric around 0.5 (chance).
 
-Every judge's statements are then made by the product's rules (``judgebias.trust.statements``)
+Every judge's statements are then made by the product's rules (``judgebias.reporting.trust.statements``)
 with the family adjusted by Holm (the default), by Benjamini-Hochberg, and not at all (each test at
 5% on its own: the behaviour before the adjustment). Printed: the share of judges with at least one
 caution under each, with Monte-Carlo standard errors (three judges of a table share its humans and
@@ -132,8 +132,8 @@ class JudgeOutcome:
 def judge_outcomes(result: dict, probes: dict) -> list[JudgeOutcome]:
     """The product's statements for every judge, with the family adjusted by Holm, by BH and not at
     all (the unadjusted family's "adjusted" p-values are its raw ones: each test alone at 5%)."""
-    from judgebias.trust import mutual_gold, probe_statements, trust_summary
-    from judgebias.trust_family import Family, family
+    from judgebias.reporting.trust import mutual_gold, probe_statements, trust_summary
+    from judgebias.reporting.trust_family import Family, family
 
     mutual = mutual_gold(result)
     out = []
@@ -152,7 +152,7 @@ def judge_outcomes(result: dict, probes: dict) -> list[JudgeOutcome]:
 
 def run(tables: int, pairs: int = 200, probe_pairs: int = 40, seed: int = 0, reps: int = 200) -> dict:
     """Simulate ``tables`` null tables (three judges each) and summarise the caution shares."""
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     rng = np.random.default_rng(seed)
     per_table: list[list[JudgeOutcome]] = []

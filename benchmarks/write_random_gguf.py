@@ -4,7 +4,7 @@ judge larger than the packaged ones, on a machine that cannot download one.
 
     python benchmarks/write_random_gguf.py --arch qwen2.5-1.5b --type Q4_0 --out /tmp/qwen1.5b-q4_0.gguf
 
-The weights are those of ``judgebias.random_weights.random_model(arch, seed=...)`` (the engine's
+The weights are those of ``judgebias.backends.random_weights.random_model(arch, seed=...)`` (the engine's
 bench rows use the same seed), quantized by the ``gguf`` package's own numpy quantizers; the
 tokenizer is the packaged SmolLM2 one (as in the engine's random-weights rows), its vocabulary
 padded with unused tokens to the architecture's size. Only the Qwen2 and Llama layouts are mapped.
@@ -56,8 +56,8 @@ def write(arch: str, out: Path, qtype: str, seed: int = 0, **overrides) -> dict:
     import gguf
     import torch
 
-    from judgebias import models
-    from judgebias.random_weights import random_model
+    from judgebias.backends import loading as models
+    from judgebias.backends.random_weights import random_model
 
     start = time.perf_counter()
     lm = random_model(arch, seed=seed, device="cpu", dtype="float32", **overrides)

@@ -1,11 +1,11 @@
 """Chunked judging and generation on a thread pool or a Dask cluster (wiring around
 ``judgebias.chunks`` and ``judgebias.workers``).
 
-    python -m flows.distributed_judging TABLE OUT --model DIR_OR_ALIAS --runner dask --workers 2
+    python -m judgebias.flows.distributed_judging TABLE OUT --model DIR_OR_ALIAS --runner dask --workers 2
 
 or, from another flow or stage, ``judge_in_chunks(pairs, spec, chunk_size=..., task_runner=...)``
 and ``generate_in_chunks(prompts, spec, params, ...)`` with a runner from
-``flows.task_runners.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
+``judgebias.flows.task_runners.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
 under ``store_dir`` and every model call is cached by content, so a rerun (or a chunk rescheduled
 after a worker died) repeats no finished work.
 """
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from judgebias.flows.task_runners import make_task_runner
 from prefect import flow, get_run_logger, task
 
-from flows.task_runners import make_task_runner
 from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.chunks import Chunk, ChunkStore, merge, merge_aligned, shard, shard_prompts
@@ -116,7 +116,7 @@ def distributed_judging(table: str, out: str, model: str, judge: str | None = No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flows.distributed_judging",
+    p = argparse.ArgumentParser(prog="python -m judgebias.flows.distributed_judging",
                                 description="Judge a judgment table's pairs in chunks on threads or Dask.")
     p.add_argument("table", help="judgment table with the pairs (.jsonl/.parquet/.csv)")
     p.add_argument("out", help="judgment table to write (.jsonl/.parquet)")

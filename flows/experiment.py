@@ -1,8 +1,8 @@
-"""Prefect flows of one experiment: wiring only; every step is a task in ``tasks.experiment``.
+"""Prefect flows of one experiment: wiring only; every step is a task in ``judgebias.tasks.experiment``.
 
 ``experiment`` is the parent flow (``judgebias run CONFIG``); the two ablations and the two probes
 are subflows that can also run alone. Rerunning a killed experiment repeats no model call and
-redoes only unfinished stages (see ``tasks.experiment`` for the caching policy).
+redoes only unfinished stages (see ``judgebias.tasks.experiment`` for the caching policy).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import os
 import time
 from typing import Any
 
+from judgebias.tasks import experiment as t
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from judgebias import stages
 from judgebias.backends.builder import release_resident_models
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
-from tasks import experiment as t
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
 # models judging at once would double memory and fight over the same cores.
@@ -26,7 +26,7 @@ SEQUENTIAL = ThreadPoolTaskRunner(max_workers=1)
 
 
 def _load(config_path: str, overrides: dict | None):
-    from judgebias.config import load_config
+    from judgebias.config.experiment import load_config
 
     return load_config(config_path, overrides)
 
@@ -38,8 +38,8 @@ def _store(cfg, run_dir: str | None):
 
 
 def configured(flow_obj, cfg):
-    """``flow_obj`` with the config's task runner (threads or Dask, ``flows.task_runners``)."""
-    from flows.task_runners import task_runner_from_config
+    """``flow_obj`` with the config's task runner (threads or Dask, ``judgebias.flows.task_runners``)."""
+    from judgebias.flows.task_runners import task_runner_from_config
 
     return flow_obj.with_options(task_runner=task_runner_from_config(cfg.task_runner))
 

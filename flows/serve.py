@@ -24,10 +24,9 @@ def build_deployments(
     config_path: str, schedule: Schedule = Schedule(), *, name_prefix: str = "judgebias"
 ) -> list:
     """The runner deployments of one experiment config (not yet registered)."""
+    from judgebias.flows.experiment import experiment
+    from judgebias.flows.sync import sync_annotations
     from prefect.schedules import Cron
-
-    from flows.experiment import experiment
-    from flows.sync import sync_annotations
 
     crons = {}
     for label, cron in (("sync_cron", schedule.sync_cron), ("experiment_cron", schedule.experiment_cron)):

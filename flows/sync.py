@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from judgebias.tasks import experiment as t
 from prefect import flow
-
-from tasks import experiment as t
 
 
 @flow(name="sync_annotations", log_prints=True)
@@ -13,7 +12,7 @@ def sync_annotations(
 ) -> dict:
     """Sync the experiment's judgment table with Label Studio and recompute every metric with the
     human labels merged in (a label-free table gives the same metrics; nothing is faked)."""
-    from judgebias.config import load_config
+    from judgebias.config.experiment import load_config
     from judgebias.runstore import RunStore
 
     cfg = load_config(config_path, overrides)

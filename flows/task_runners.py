@@ -30,7 +30,7 @@ def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | 
         return ThreadPoolTaskRunner(max_workers=max_workers)
     if kind != "dask":
         raise ValueError(f"unknown task runner {kind!r}; use 'thread' or 'dask'")
-    from flows.dask_runner import ApiAwareDaskTaskRunner
+    from judgebias.flows.dask_runner import ApiAwareDaskTaskRunner
 
     if address:
         return ApiAwareDaskTaskRunner(address=address)
@@ -41,6 +41,6 @@ def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | 
 
 
 def task_runner_from_config(cfg: Any):
-    """From a ``judgebias.config.TaskRunnerConfig`` (kind, max_workers, address)."""
+    """From a ``judgebias.config.experiment.TaskRunnerConfig`` (kind, max_workers, address)."""
     return make_task_runner(cfg.kind, cfg.max_workers, cfg.address)
 

@@ -119,7 +119,8 @@ class RunLayout:
 
     @property
     def leaderboard(self) -> str:
-        """The generators' bias-corrected leaderboard and its recommendation (judgebias.leaderboard)."""
+        """The generators' bias-corrected leaderboard and its recommendation
+        (judgebias.reporting.leaderboard)."""
         return self._at("leaderboard.json")
 
     @property
@@ -130,7 +131,7 @@ class RunLayout:
 
     @property
     def report_html(self) -> str:
-        """The run's report card, one self-contained page (judgebias.report_card)."""
+        """The run's report card, one self-contained page (judgebias.reporting.report_card)."""
         return self._at("report.html")
 
     @property

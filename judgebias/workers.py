@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cached
+from judgebias.backends.call_cache import on_results_kwargs
 from judgebias.backends.protocol import Generation, GenerationParams
-from judgebias.cache import on_results_kwargs
+from judgebias.backends.resident import Resident
 from judgebias.chunks import Chunk, ChunkStore
-from judgebias.resident import Resident
 from judgebias.table import Exclusions
 
 ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"

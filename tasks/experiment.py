@@ -77,7 +77,7 @@ def load_instructions(cfg, store):
 
 @stage_task
 def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = None):
-    from tracking.experiment import log_experiment
+    from judgebias.tracking.experiment import log_experiment
 
     result = log_experiment(cfg, store, config_source=config_source, started_at=started_at)
     _log(
@@ -90,7 +90,7 @@ def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = Non
 def publish_summary(cfg, store, tracking: dict):
     from prefect.artifacts import create_markdown_artifact
 
-    from judgebias.report import summary_markdown
+    from judgebias.reporting.experiment_summary import summary_markdown
     from judgebias.stages.results import refresh_report
 
     refresh_report(cfg, store)  # the run's page links its MLflow run (mlflow.json is written now)
@@ -105,6 +105,6 @@ def publish_summary(cfg, store, tracking: dict):
 
 @stage_task
 def sync_annotations(cfg, store, push: bool = True):
-    from annotation.experiment import sync_annotations as sync
+    from judgebias.annotation.experiment import sync_annotations as sync
 
     return sync(cfg, store, push=push, progress=_log)

@@ -56,7 +56,7 @@ def labelstudio_server():
     Skips when label-studio is not installed (scripts/labelstudio_install.sh)."""
     import shutil
 
-    from annotation.server import find_label_studio, start_temporary
+    from judgebias.annotation.server import find_label_studio, start_temporary
 
     if find_label_studio() is None:
         reason = "label-studio not installed (scripts/labelstudio_install.sh or LABEL_STUDIO_VENV)"
@@ -81,8 +81,7 @@ def prefect_harness():
 # A real `transformers serve` over SmolLM2-135M-Instruct, shared by the tests of API judges.
 @pytest.fixture(scope="session")
 def smollm2_folder() -> str:
-    from judgebias import models
-
+    from judgebias.backends import loading as models
     try:
         _, folder = models.local_folder("smollm2-135m-instruct")
     except models.ModelNotFound as exc:
@@ -108,8 +107,8 @@ def transformers_server(smollm2_folder, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
-    from judgebias import models
-    from judgebias.random_weights import random_model
+    from judgebias.backends import loading as models
+    from judgebias.backends.random_weights import random_model
 
     out = tmp_path_factory.mktemp("tiny-models")
     tok = models.load_tokenizer("smollm2-135m-instruct")
@@ -177,9 +176,9 @@ def _has_attention() -> bool:
 def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     """One experiment of the tiny config, shared by the flow tests (about a minute on 2 cores)."""
     import yaml
+    from judgebias.flows.experiment import experiment
 
-    from flows.experiment import experiment
-    from judgebias.config import load_config
+    from judgebias.config.experiment import load_config
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("experiment")
@@ -189,7 +188,7 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(base)  # MLflow's sqlite store puts artifacts in ./mlruns
     # As `judgebias run` calls it: the config parsed once, before Prefect starts, and handed down.
-    with mock.patch("judgebias.config.load_config", wraps=load_config) as parses:
+    with mock.patch("judgebias.config.experiment.load_config", wraps=load_config) as parses:
         try:
             result = experiment(str(config_path), cfg=cfg)
         finally:
@@ -221,9 +220,9 @@ def ls_server(labelstudio_server):
 @pytest.fixture(scope="module")
 def world(ls_server, tmp_path_factory):
     """Experiment folder with the scenario table, the client, and the two annotators' user ids."""
+    from judgebias.annotation.labelstudio import LabelStudioClient
     from test_annotation_selection import scenario_table
 
-    from annotation.labelstudio import LabelStudioClient
     from judgebias.io import write_table
 
     root = tmp_path_factory.mktemp("experiment")

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from judgebias.analysis import analyze
-from judgebias.analysis_report import format_report
 from judgebias.io import write_table
 from judgebias.metrics.origin import parse_self_map
-from judgebias.plots import DPI, FIGSIZE, figures_for, save_figures
+from judgebias.reporting.analysis import analyze
+from judgebias.reporting.console_table import format_report
+from judgebias.reporting.plots import DPI, FIGSIZE, figures_for, save_figures
 from judgebias.table import validate
 
 MAIN_KEYS = ("self_preference_eo", "self_preference_dp", "dbg", "verbosity_bias", "agreement_human",
@@ -165,11 +165,10 @@ def mlflow_uri(tmp_path_factory) -> str:
 
 def test_mlflow_round_trip(result, mlflow_uri):
     import mlflow
+    from judgebias.tracking.log_analysis import flatten_metrics, log_analysis
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
-
-    from tracking.log_analysis import flatten_metrics, log_analysis
-    from tracking.mlflow_run import mlflow_run
-    from tracking.settings import TrackingSettings
 
     settings = TrackingSettings(tracking_uri=mlflow_uri, experiment_name="judgebias-test")
     with mlflow_run("round trip", settings=settings) as parent, mlflow_run("child") as child:
@@ -198,10 +197,9 @@ def test_mlflow_round_trip(result, mlflow_uri):
 
 
 def test_tracking_settings(monkeypatch, tmp_path):
+    from judgebias.tracking.log_analysis import safe_params, sanitize
+    from judgebias.tracking.settings import TrackingSettings
     from pydantic import ValidationError
-
-    from tracking.log_analysis import safe_params, sanitize
-    from tracking.settings import TrackingSettings
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert TrackingSettings().resolved_uri(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
@@ -214,7 +212,7 @@ def test_tracking_settings(monkeypatch, tmp_path):
 
 
 def test_cli_analyze_writes_json_and_logs(tmp_path, mlflow_uri, monkeypatch):
-    from cli import app
+    from judgebias.cli import app
 
     table = tmp_path / "t.jsonl"
     write_table(synthetic(60), table)

@@ -9,14 +9,19 @@ import subprocess
 import sys
 
 import pytest
+from judgebias.annotation.keys import pair_key
+from judgebias.annotation.labelstudio import (
+    LabelStudioClient,
+    LabelStudioError,
+    ServerSettings,
+    project_title,
+)
+from judgebias.annotation.selection import select_pairs
+from judgebias.annotation.store import Label, Ledger, PushedTask
 from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
 from typer.testing import CliRunner
 
-from annotation.keys import pair_key
-from annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings, project_title
-from annotation.selection import select_pairs
-from annotation.store import Label, Ledger, PushedTask
-from cli import app
+from judgebias.cli import app
 from judgebias.io import read_table, write_table
 
 runner = CliRunner()
@@ -68,7 +73,7 @@ def test_bad_self_mapping_and_missing_ledger(table_path):
 
 
 def test_unreachable_server_names_url_and_keeps_ledger(tmp_path):
-    from annotation.server import free_port
+    from judgebias.annotation.server import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     ledger = Ledger(tmp_path / "l.sqlite")
@@ -224,7 +229,7 @@ def test_project_title_checked_before_the_batch_is_recorded(tmp_path):
 
     path = write_table(scenario_table(), tmp_path / "judgments.jsonl")
     env = {**os.environ, "LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "k"}
-    done = subprocess.run([sys.executable, "-m", "cli", "annotate", "push", str(path), "--budget", "2",
+    done = subprocess.run([sys.executable, "-m", "judgebias", "annotate", "push", str(path), "--budget", "2",
                            "--project-title", "x"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr

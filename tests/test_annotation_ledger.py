@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from annotation.keys import pair_key, swapped
-from annotation.labelstudio import (
+from judgebias.annotation.keys import pair_key, swapped
+from judgebias.annotation.labelstudio import (
     LabelStudioError,
     ServerSettings,
     parse_annotation,
     shown_to_original,
     task_data,
 )
-from annotation.store import Label, Ledger, PushedTask, default_ledger_path
+from judgebias.annotation.store import Label, Ledger, PushedTask, default_ledger_path
 
 
 def test_pair_key_changes_with_texts_and_hides_names():

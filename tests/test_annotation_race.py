@@ -11,12 +11,11 @@ import os
 import threading
 
 import pytest
+from judgebias.annotation.keys import keyed_pairs
+from judgebias.annotation.labelstudio import LabelStudioClient
+from judgebias.annotation.server import find_label_studio
+from judgebias.annotation.store import Ledger
 from test_annotation_selection import scenario_table
-
-from annotation.keys import keyed_pairs
-from annotation.labelstudio import LabelStudioClient
-from annotation.server import find_label_studio
-from annotation.store import Ledger
 
 pytestmark = [
     pytest.mark.server,

@@ -6,16 +6,16 @@ import math
 
 import pandas as pd
 import pytest
-
-from annotation.feedback import (
+from judgebias.annotation.feedback import (
     inter_annotator,
     latest_per_annotator,
     merge_labels,
     recompute,
     with_human_gold,
 )
-from annotation.keys import pair_key
-from annotation.selection import Weights, select_pairs
+from judgebias.annotation.keys import pair_key
+from judgebias.annotation.selection import Weights, select_pairs
+
 from judgebias.metrics.origin import parse_self_map
 from judgebias.table import validate
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError
+from judgebias.annotation.selection import select_pairs
+from judgebias.annotation.server import find_label_studio
+from judgebias.annotation.store import Ledger
+from judgebias.annotation.sync import SyncSettings, sync
 from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
 
-from annotation.labelstudio import LabelStudioClient, LabelStudioError
-from annotation.selection import select_pairs
-from annotation.server import find_label_studio
-from annotation.store import Ledger
-from annotation.sync import SyncSettings, sync
 from judgebias.io import read_table
 
 pytestmark = [
@@ -205,7 +205,7 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
 def test_server_down_clear_error_ledger_intact_then_catch_up(world, ls_server, monkeypatch):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     client = world["client"]
     ledger = Ledger(world["root"] / "judgments.labels.sqlite")
@@ -265,7 +265,7 @@ def test_start_stop_scripts(ls_server, tmp_path):
     import subprocess
     import urllib.request
 
-    from annotation.server import free_port
+    from judgebias.annotation.server import free_port
 
     repo = Path(__file__).resolve().parents[1]
     data = tmp_path / "lsdata"
@@ -318,10 +318,12 @@ def test_start_stop_scripts(ls_server, tmp_path):
 
 
 def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch, tmp_path):
-    """The nightly flow's stage (annotation.experiment.sync_annotations) on a run folder: push the next batch
-    from the config's budget, then pull labels, merge and log, through annotation.sync.sync."""
-    from annotation.experiment import sync_annotations
-    from judgebias.config import ExperimentConfig
+    """The nightly flow's stage (judgebias.annotation.experiment.sync_annotations) on a run folder: push the
+    next batch from the config's budget, then pull labels, merge and log, through
+    judgebias.annotation.sync.sync."""
+    from judgebias.annotation.experiment import sync_annotations
+
+    from judgebias.config.experiment import ExperimentConfig
     from judgebias.runstore import RunStore
 
     model = {"model": "smollm2-135m-instruct"}

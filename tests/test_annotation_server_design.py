@@ -10,11 +10,11 @@ import os
 import pandas as pd
 import pytest
 from conftest import annotator
+from judgebias.annotation.labelstudio import LabelStudioError
+from judgebias.annotation.server import find_label_studio
+from judgebias.annotation.store import Ledger
 from test_annotation_server import SHOWN
 
-from annotation.labelstudio import LabelStudioError
-from annotation.server import find_label_studio
-from annotation.store import Ledger
 from judgebias.io import write_table
 
 pytestmark = [
@@ -38,7 +38,7 @@ def test_probability_sample_pushed_labelled_pulled_and_estimated(world, ls_serve
     from conftest import DATA
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
     from judgebias.importers.pandalm import import_pandalm
     from judgebias.metrics.human import estimate, pair_features, variables
     from judgebias.metrics.survey import STRATIFIED, SampleDesign, wilson_design
@@ -134,7 +134,7 @@ def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, t
     path = write_table(table, tmp_path / "race.jsonl")
     title = "judgebias concurrent push"
     env = {**os.environ, "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.api_key}
-    cmd = [sys.executable, "-m", "cli", "annotate", "push", str(path), "--design", "uniform",
+    cmd = [sys.executable, "-m", "judgebias", "annotate", "push", str(path), "--design", "uniform",
            "--budget", "4", "--project-title", title]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
@@ -153,7 +153,7 @@ def test_concurrent_pushes_make_one_project_and_lose_no_task(world, ls_server, t
 
 def test_pull_from_another_server_than_the_ledgers_says_so(world, ls_server, tmp_path):
     ledger = Ledger(tmp_path / "other.labels.sqlite")
-    from annotation.store import PushedTask
+    from judgebias.annotation.store import PushedTask
 
     ledger.record_tasks([PushedTask("pk-x", "s1", 1, 1, False, "http://127.0.0.1:1")])
     with pytest.raises(LabelStudioError, match=r"pushed to http://127\.0\.0\.1:1, not here"):

@@ -87,12 +87,12 @@ def test_imported_reports_are_marked_and_recomputed_only_when_the_file_changes(t
 
 
 def test_imported_runs_are_logged_once_and_tagged(tmp_path, monkeypatch):
+    from judgebias.tracking.imported import DIGEST_TAG, log_imported
+    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
 
-    from judgebias.report import imported_lines
+    from judgebias.reporting.experiment_summary import imported_lines
     from judgebias.stages.imported import imported_reports
-    from tracking.imported import DIGEST_TAG, log_imported
-    from tracking.settings import TrackingSettings
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

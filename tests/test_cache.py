@@ -9,6 +9,12 @@ import sqlite3
 
 import pytest
 
+from judgebias.backends.call_cache import (
+    CachedBackend,
+    ResponseCache,
+    call_key,
+    default_cache_dir,
+)
 from judgebias.backends.protocol import (
     Backend,
     Generation,
@@ -16,12 +22,6 @@ from judgebias.backends.protocol import (
     OptionScores,
     Prompt,
     TokenLogprobs,
-)
-from judgebias.cache import (
-    CachedBackend,
-    ResponseCache,
-    call_key,
-    default_cache_dir,
 )
 
 
@@ -390,9 +390,9 @@ def test_an_interrupted_batch_keeps_what_was_reported_before_the_interrupt(cache
 def test_local_backend_reports_each_forward_pass_to_the_cache(cache):
     """The real local backend behind the cache: a batch of 6 prompts in forward passes of 2 is
     committed after each pass once the commit interval has passed (here: at every report)."""
-    from judgebias import models
+    from judgebias.backends import loading as models
     from judgebias.backends.local import LocalBackend
-    from judgebias.random_weights import random_model
+    from judgebias.backends.random_weights import random_model
 
     tok = models.load_tokenizer("smollm2-135m-instruct")
     lm = random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)

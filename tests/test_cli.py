@@ -15,7 +15,7 @@ COMMANDS = [["import"], ["analyze"], ["judge"], ["run"], ["demo"], ["serve"], ["
 
 
 def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "judgebias", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -27,9 +27,10 @@ def test_every_subcommand_has_help(command):
 
 
 def test_a_sample_larger_than_the_dataset_says_how_many_exist(tmp_path):
-    from judgebias.config import demo_config_path
+    from judgebias.config.experiment import demo_config_path
 
-    out = subprocess.run([sys.executable, "-m", "cli", "run", str(demo_config_path()), "--sample", "100000"],
+    out = subprocess.run([sys.executable, "-m", "judgebias", "run", str(demo_config_path()),
+                          "--sample", "100000"],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "dataset.sample is 100000 but" in out.stderr and "instructions: ask for at most" in out.stderr
@@ -80,7 +81,7 @@ def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y"}\n')
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     out = subprocess.run(
-        [sys.executable, "-m", "cli", "judge", str(table), "--backend", "openai", "--base-url", url,
+        [sys.executable, "-m", "judgebias", "judge", str(table), "--backend", "openai", "--base-url", url,
          "--judge", "m", "--out", str(tmp_path / "o.jsonl")],
         capture_output=True, text=True, timeout=180, env={**os.environ, "OPENAI_API_KEY": "k"})
     assert out.returncode == 2, out.stderr
@@ -91,7 +92,7 @@ def test_endpoint_down_is_one_line_naming_the_endpoint(tmp_path):
 @pytest.mark.parametrize("command", ["analyze", "run", "pull", "leaderboard"])
 def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command):
     # MLflow's client retries a closed port for minutes, then fails after the work is done.
-    from judgebias.config import demo_config_path
+    from judgebias.config.experiment import demo_config_path
 
     table = tmp_path / "t.jsonl"
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y", "judge": "j", '
@@ -101,7 +102,8 @@ def test_mlflow_server_down_is_said_up_front_naming_the_server(tmp_path, command
             "run": ["run", str(demo_config_path())],
             "pull": ["annotate", "pull", str(table)],
             "leaderboard": ["leaderboard", str(table), "--out", str(tmp_path / "lb.json")]}[command]
-    out = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-m", "judgebias", *args], capture_output=True, text=True,
+                         timeout=120,
                          cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"MLflow tracking server {uri} does not answer" in out.stderr
@@ -135,7 +137,7 @@ def test_mlflow_whose_api_fails_behind_a_healthy_health_check_is_said_up_front(t
     table.write_text('{"pair_id": "1", "prompt": "q", "response_a": "x", "response_b": "y", "judge": "j", '
                      '"p_a": 0.7}\n')
     try:
-        out = subprocess.run([sys.executable, "-m", "cli", "analyze", str(table), "--out",
+        out = subprocess.run([sys.executable, "-m", "judgebias", "analyze", str(table), "--out",
                               str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120,
                              cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
     finally:
@@ -149,7 +151,7 @@ def test_mlflow_whose_api_fails_behind_a_healthy_health_check_is_said_up_front(t
 def test_the_printed_mlflow_command_runs_as_pasted_without_an_activated_environment():
     import shlex
 
-    from judgebias.report import mlflow_command
+    from judgebias.reporting.experiment_summary import mlflow_command
 
     # The quick start never activates .venv: a bare "mlflow" would not be found from a new shell.
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"} | {"PATH": "/usr/bin:/bin"}

@@ -9,7 +9,7 @@ import itertools
 import typer
 from typer.testing import CliRunner
 
-from cli import app
+from judgebias.cli import app
 
 WIDTH = 80
 

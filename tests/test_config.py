@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from judgebias.tracking.params import flatten
 
-from judgebias.config import ConfigError, demo_config_path, load_config, parse_config
-from tracking.params import flatten
+from judgebias.config.experiment import ConfigError, demo_config_path, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,7 +185,7 @@ def test_overrides_are_validated_too():
 def test_cli_run_reports_config_errors_with_key_paths(tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     bad = tmp_path / "exp.yaml"
     data = minimal()

@@ -131,7 +131,7 @@ def test_inclusion_probabilities_sum_to_the_expected_labels_and_cap_at_one():
 
 
 def test_cli_lists_the_families():
-    out = subprocess.run([sys.executable, "-m", "cli", "coverage", "--list"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "judgebias", "coverage", "--list"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "self_preference_eo.tnr" in out.stdout and "human_loop" in out.stdout
@@ -158,7 +158,7 @@ def test_reliable_from_is_the_first_n_after_which_every_cell_holds():
 
 
 def test_mlflow_metric_names_per_figure_n_and_statistic():
-    from tracking.coverage_run import coverage_metrics
+    from judgebias.tracking.coverage_run import coverage_metrics
 
     summary = pd.DataFrame([{"family": "dbg", "figure": "dbg", "n": 10, "coverage": 0.93, "width": 0.5,
                              "bias": float("nan"), "defined": 1.0}])

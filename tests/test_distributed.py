@@ -8,13 +8,13 @@ import math
 import os
 
 import pytest
+from judgebias.flows.task_runners import make_task_runner
 
-from flows.task_runners import make_task_runner
 from judgebias import chunks as chunking
 from judgebias import workers
 from judgebias.backends.builder import JudgeSpec, ModelSpec
+from judgebias.backends.random_weights import random_model
 from judgebias.chunks import ChunkStore, merge, shard
-from judgebias.random_weights import random_model
 from judgebias.records import Pair
 
 
@@ -173,8 +173,7 @@ def test_task_runner_choices():
 def tiny_judge_folder(tmp_path_factory):
     """A tiny random Llama + the SmolLM2 tokenizer saved as a local folder, loadable by path in
     any worker process."""
-    from judgebias import models
-
+    from judgebias.backends import loading as models
     folder = tmp_path_factory.mktemp("tiny-judge")
     tok = models.load_tokenizer("smollm2-135m-instruct")
     lm = random_model("tiny-llama", tokenizer=tok, seed=3, device="cpu", initializer_range=0.2)
@@ -207,8 +206,8 @@ def _assert_same_judgments(rows, reference):
 def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, reference_rows,
                                                                       tmp_path):
     import pandas as pd
+    from judgebias.flows.distributed_judging import distributed_judging
 
-    from flows.distributed_judging import distributed_judging
     from judgebias.io import read_table, write_table
 
     pairs = _pairs(12)
@@ -244,7 +243,8 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
 
 @pytest.mark.slow
 def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny_judge_folder, tmp_path):
-    from flows.distributed_judging import generate_in_chunks
+    from judgebias.flows.distributed_judging import generate_in_chunks
+
     from judgebias.backends.local import LocalBackend
     from judgebias.backends.protocol import GenerationParams, Prompt
 
@@ -282,9 +282,8 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
     (one batch). Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
     from distributed_backends import MARKER_ENV
+    from judgebias.flows.distributed_judging import judge_in_chunks
     from prefect import flow
-
-    from flows.distributed_judging import judge_in_chunks
 
     marker = tmp_path / "crashed"
     monkeypatch.setenv(MARKER_ENV, str(marker))

@@ -8,16 +8,16 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from judgebias.tracking.log_analysis import flatten_metrics
 
-from judgebias.analysis import analyze
-from judgebias.analysis_report import format_report
 from judgebias.metrics import registry as R
-from judgebias.report_card import render_markdown
+from judgebias.reporting.analysis import analyze
+from judgebias.reporting.console_table import format_report
+from judgebias.reporting.report_card import render_markdown
+from judgebias.reporting.trust import statements
+from judgebias.reporting.trust_family import declare
 from judgebias.stats import Estimate
 from judgebias.table import validate
-from judgebias.trust import statements
-from judgebias.trust_family import declare
-from tracking.log_analysis import flatten_metrics
 
 # A figure with no source must be listed here on purpose: a plain descriptive share no paper defines.
 NO_PAPER = {"tie_rate"}

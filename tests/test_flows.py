@@ -58,8 +58,8 @@ def test_a_config_handed_to_the_flow_is_not_parsed_again(experiment_run):
 
 
 def test_metrics_and_gold_are_those_of_analyze_on_the_table(experiment_run):
-    from judgebias.analysis import analyze
     from judgebias.io import read_table
+    from judgebias.reporting.analysis import analyze
 
     store = experiment_run["store"]
     metrics = store.read_json("metrics.json")
@@ -102,7 +102,8 @@ def test_ablations_compare_dbg_before_and_after(experiment_run):
 
 def test_plots_are_real_pngs(experiment_run):
     cfg, store = experiment_run["cfg"], experiment_run["store"]
-    assert png_size(store.path("plots/dbg.png")) == (1200, 750)  # judgebias.plots: 8 x 5 in at 150 dpi
+    # judgebias.reporting.plots: 8 x 5 in at 150 dpi
+    assert png_size(store.path("plots/dbg.png")) == (1200, 750)
     width, height = png_size(store.path("plots/win_rates.png"))  # sized by its number of rows/columns
     assert width >= 300 and height >= 200
     if cfg.analyses.attention:
@@ -175,7 +176,7 @@ def test_mlflow_has_parent_nested_runs_params_and_artifacts(experiment_run):
     assert parent.info.start_time / 1000 <= min(finished) + 1
     assert parent.info.end_time - parent.info.start_time >= 1000 * (max(finished) - min(finished))
     # Each judge's own figures are in its nested run; the parent keeps those across judges.
-    from judgebias.plots import judge_figures
+    from judgebias.reporting.plots import judge_figures
 
     stems = [p.stem for p in experiment_run["store"].path("plots").glob("*.png")]
     in_parent = {Path(a.path).stem for a in client.list_artifacts(run_id, "plots")}
@@ -256,7 +257,7 @@ def test_prefect_markdown_artifact_names_the_mlflow_run(experiment_run):
 
 
 def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
-    from flows.experiment import experiment
+    from judgebias.flows.experiment import experiment
 
     store = experiment_run["store"]
     before = pd.read_parquet(store.path("table.parquet"))
@@ -292,10 +293,10 @@ def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
 
 @pytest.mark.server
 def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
+    from judgebias.tracking.experiment import log_experiment
     from mlflow.tracking import MlflowClient
 
     from judgebias.runstore import RunStore
-    from tracking.experiment import log_experiment
 
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -326,7 +327,7 @@ def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
 def test_nightly_sync_flow_pushes_pairs_and_recomputes_metrics(
     experiment_run, labelstudio_server, monkeypatch
 ):
-    from flows.sync import sync_annotations
+    from judgebias.flows.sync import sync_annotations
 
     settings = labelstudio_server.settings
     monkeypatch.setenv("LABEL_STUDIO_URL", settings.url)
@@ -347,7 +348,7 @@ def test_nightly_sync_flow_pushes_pairs_and_recomputes_metrics(
 
 
 def test_finetune_ablation_rerun_reuses_adapters_and_model_calls(experiment_run):
-    from flows.experiment import finetune_ablation
+    from judgebias.flows.experiment import finetune_ablation
 
     cfg, store = experiment_run["cfg"], experiment_run["store"]
     prefix = f"finetune-{cfg.ablation_hash('finetune')}/"

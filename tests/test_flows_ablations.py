@@ -10,7 +10,7 @@ import pytest
 
 from judgebias.ablations.finetune import IGNORE_INDEX, encode_example, load_sft_data
 from judgebias.ablations.style import clean_rewrite, cosine_rows, pca_2d, rewrite_prompt
-from judgebias.config import BUNDLED_SFT_DATA, bundled_file
+from judgebias.config.experiment import BUNDLED_SFT_DATA, bundled_file
 from judgebias.stages import attention_own_minus_other, read_instructions
 
 
@@ -106,7 +106,7 @@ def test_attention_own_minus_other_by_hand():
 
 
 def test_build_pairs_excludes_failed_responses_and_counts_them(tmp_path):
-    from judgebias.config import parse_config
+    from judgebias.config.experiment import parse_config
     from judgebias.runstore import RunStore
     from judgebias.stages import build_pairs
 
@@ -149,7 +149,7 @@ def test_api_judge_stage_over_a_local_openai_compatible_endpoint(tmp_path):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from pathlib import Path
 
-    from judgebias.config import parse_config
+    from judgebias.config.experiment import parse_config
     from judgebias.runstore import RunStore
     from judgebias.stages import judge_pairs
 

@@ -30,7 +30,7 @@ def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tin
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     started = threading.Event()
@@ -66,16 +66,15 @@ def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_pat
     # ablations): the parent would stay RUNNING forever and the rerun would add a second parent.
     import subprocess
 
+    from judgebias.tracking.experiment import log_experiment
     from mlflow.tracking import MlflowClient
-
-    from tracking.experiment import log_experiment
 
     cfg, config_path, base = experiment_run["cfg"], experiment_run["config_path"], experiment_run["base"]
     script = tmp_path / "die_while_logging.py"
     script.write_text(
         "import os, signal, sys\n"
-        "import tracking.experiment as te\n"
-        "from judgebias.config import load_config\n"
+        "import judgebias.tracking.experiment as te\n"
+        "from judgebias.config.experiment import load_config\n"
         "from judgebias.runstore import RunStore\n"
         "te._log_style = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
         "cfg = load_config(sys.argv[1])\n"
@@ -117,7 +116,7 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", str(config)], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     started = threading.Event()

@@ -13,8 +13,9 @@ from conftest import tiny_config
 
 @pytest.fixture(scope="module")
 def probe_run(prefect_harness, tiny_models, tmp_path_factory):
-    from flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.config import load_config
+    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
+
+    from judgebias.config.experiment import load_config
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("probes")
@@ -77,7 +78,8 @@ def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):
 
 
 def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
-    from flows.experiment import perturbation_probe, self_recognition_probe
+    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
+
     from judgebias.layout import RunLayout
 
     cfg, store = probe_run["cfg"], probe_run["store"]
@@ -104,11 +106,10 @@ def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
 
 
 def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
+    from judgebias.tracking.experiment import settings_for
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.probes import log_probes
     from mlflow.tracking import MlflowClient
-
-    from tracking.experiment import settings_for
-    from tracking.mlflow_run import mlflow_run
-    from tracking.probes import log_probes
 
     cfg, store = probe_run["cfg"], probe_run["store"]
     settings = settings_for(cfg)
@@ -138,7 +139,7 @@ def test_the_run_page_shows_the_probes(probe_run):
 def test_the_report_command_rebuilds_the_page_with_the_probes(probe_run, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     store = probe_run["store"]
     out = tmp_path / "again.html"
@@ -150,7 +151,7 @@ def test_the_report_command_rebuilds_the_page_with_the_probes(probe_run, tmp_pat
 
 
 def test_probe_statements_by_hand():
-    from judgebias.trust import probe_statements
+    from judgebias.reporting.trust import probe_statements
 
     # Four tests (Holm): shifts 0.001, 0.7, 0.002 and recognition 0.008. Sorted: 4*0.001 = 0.004,
     # 3*0.002 = 0.006, 2*0.008 = 0.016, 1*0.7 -> three rejections at 0.05.
@@ -184,7 +185,7 @@ def test_probe_statements_by_hand():
 
 
 def test_the_console_lists_every_perturbation_per_judge(probe_run):
-    from judgebias.report import perturbation_lines, probe_results
+    from judgebias.reporting.experiment_summary import perturbation_lines, probe_results
 
     lines = perturbation_lines(probe_results(probe_run["cfg"], probe_run["store"]))
     rows = lines[1:]

@@ -83,7 +83,7 @@ def test_refold_changes_the_hard_choice_and_names_rows_it_cannot_fold():
     ]))
     strict = refold(df, "agree-else-tie")
     assert strict["verdict"].tolist() == ["tie", "b"] and strict["p_a"].iat[0] == 0.65
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     # Agreement with the human majority: 2/2 under auto (0.65 -> a), 1/2 under agree-else-tie.
     assert analyze(df)["judges"]["j"]["agreement_human"]["value"] == 1.0
@@ -121,7 +121,7 @@ def test_importers_fold_with_the_table_rule(tmp_path):
 
 
 def test_analyze_cli_refolds(tmp_path):
-    from cli import app
+    from judgebias.cli import app
 
     df, _ = validate(pd.DataFrame([
         _row(p_a_ab=0.9, p_a_ba=0.4, p_a=0.65, human=["a"]),

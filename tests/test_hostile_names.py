@@ -33,7 +33,7 @@ def _table(path):
 def test_analyze_treats_hostile_judge_names_as_text(tmp_path):
     table = _table(tmp_path / "t.jsonl")
     plots = tmp_path / "plots"
-    out = subprocess.run([sys.executable, "-m", "cli", "analyze", str(table), "--out",
+    out = subprocess.run([sys.executable, "-m", "judgebias", "analyze", str(table), "--out",
                           str(tmp_path / "m.json"), "--plots-dir", str(plots), "--no-mlflow"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -49,7 +49,7 @@ def test_empty_files_and_contradictions_are_named(tmp_path):
 
 
 def test_cli_import_table(tmp_path):
-    from cli import app
+    from judgebias.cli import app
 
     (tmp_path / "t.csv").write_text(CSV)
     res = CliRunner().invoke(

@@ -330,7 +330,7 @@ def test_unknown_format():
 
 @pytest.fixture()
 def cli():
-    from cli import importers
+    from judgebias.cli import importers
 
     app = typer.Typer()
 

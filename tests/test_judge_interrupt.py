@@ -37,7 +37,7 @@ def table(tmp_path) -> Path:
 
 
 def _judge(table: Path, out: Path, cache: Path) -> list[str]:
-    return [sys.executable, "-m", "cli", "judge", str(table), "--judge", "smollm2-135m-instruct",
+    return [sys.executable, "-m", "judgebias", "judge", str(table), "--judge", "smollm2-135m-instruct",
             "--out", str(out), "--batch-size", "2", "--cache-dir", str(cache), "--device", "cpu"]
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from judgebias import models
+from judgebias.backends import loading as models
+from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
-from judgebias.cache import CachedBackend, ResponseCache
+from judgebias.backends.random_weights import random_model
 from judgebias.io import read_table
 from judgebias.judging import OFF_FORMAT, judge_pairs, pairs_from_table
 from judgebias.prompts import DBG_AB, MTBENCH_PAIR
-from judgebias.random_weights import random_model
 from judgebias.records import Pair
 from judgebias.table import validate
 
@@ -167,7 +167,7 @@ def tiny_folder(tmp_path_factory):
 def test_cli_judge_writes_a_table_analyze_reads(tiny_folder, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     out = tmp_path / "judged.jsonl"
     args = ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out), "--name", "tiny",
@@ -212,7 +212,7 @@ def test_real_smollm2_judges_real_pairs(smollm2):
 def test_cli_explain_first_off_format_is_counted_not_scored(tiny_folder, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     out = tmp_path / "mt.jsonl"
     res = CliRunner().invoke(app, ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out),

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judgebias.leaderboard import format_leaderboard, leaderboard
 from judgebias.metrics import bradley_terry as bt
 from judgebias.metrics.leaderboard import fit_leaderboard, style_covariates
 from judgebias.metrics.rank_agreement import agreement, kendall_tau_b, rank_change, spearman
+from judgebias.reporting.leaderboard import format_leaderboard, leaderboard
 
 PANDALM = Path(__file__).resolve().parents[1] / "judgebias" / "data" / "pandalm_testset.parquet"
 LN3, LN4 = math.log(3), math.log(4)
@@ -238,7 +238,7 @@ def test_small_sample_warning_threshold_in_comparisons_per_model():
 def _cli(*args: str, mlflow_uri: str | None = None) -> subprocess.CompletedProcess:
     """The command with ``--no-mlflow``, or logging to ``mlflow_uri``."""
     env = {**os.environ, **({"MLFLOW_TRACKING_URI": mlflow_uri} if mlflow_uri else {})}
-    return subprocess.run([sys.executable, "-m", "cli", "leaderboard", *args,
+    return subprocess.run([sys.executable, "-m", "judgebias", "leaderboard", *args,
                            *([] if mlflow_uri else ["--no-mlflow"])], capture_output=True, text=True,
                           timeout=600, env=env)
 
@@ -362,12 +362,12 @@ def test_human_anchored_with_every_label_is_the_humans_ranking():
 
 
 def test_mlflow_logging_round_trip(tmp_path):
+    from judgebias.tracking.log_leaderboard import flatten_leaderboard, log_leaderboard
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
 
-    from judgebias.plots_leaderboard import leaderboard_figures
-    from tracking.log_leaderboard import flatten_leaderboard, log_leaderboard
-    from tracking.mlflow_run import mlflow_run
-    from tracking.settings import TrackingSettings
+    from judgebias.reporting.plots_leaderboard import leaderboard_figures
 
     result = leaderboard(_related_table(), family_map={"j": ["a"]}, reps=50)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -11,12 +11,12 @@ import math
 import pytest
 import torch
 
-from judgebias import models
+from judgebias.backends import loading as models
 from judgebias.backends.local import MIN_SHARED_PREFIX, LocalBackend
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
+from judgebias.backends.random_weights import random_model
 from judgebias.backends.token_batching import option_variants, pair_groups, token_batches
 from judgebias.prompts import DBG_AB
-from judgebias.random_weights import random_model
 
 ALIAS = "smollm2-135m-instruct"
 
@@ -297,8 +297,7 @@ def test_sliding_window_models_reuse_prefixes_only_inside_the_window(tokenizer, 
 
 
 def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
-    from judgebias import throughput as bench
-
+    from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
                                  explain_tokens=4, modes=["batched", "unbatched", "explain"], device="cpu",
@@ -312,7 +311,7 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
         modes["batched"]["pairs_per_s"] / modes["unbatched"]["pairs_per_s"])
     table = bench.markdown(report)
     assert "| batched | float32 |" in table and "not measured" in table
-    from judgebias.hardware import gpu_peak_tflops
+    from judgebias.bench.hardware import gpu_peak_tflops
 
     assert gpu_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert gpu_peak_tflops("NVIDIA H100 PCIe") == 756.0
@@ -320,8 +319,7 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
 
 
 def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
-    from judgebias import throughput as bench
-
+    from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,
                                  explain_tokens=4, modes=["batched", "unbatched"], device="cpu",

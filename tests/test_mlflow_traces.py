@@ -1,4 +1,4 @@
-"""Judgments as MLflow traces and back (``tracking.judgment_traces``, ``judgebias import mlflow``),
+"""Judgments as MLflow traces and back (``judgebias.tracking.judgment_traces``, ``judgebias import mlflow``),
 against a real MLflow server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import sys
 import pandas as pd
 import pytest
 from conftest import free_port
+from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 from servers import running
 from typer.testing import CliRunner
 
 from judgebias.io import read_table, write_table
 from judgebias.table import validate
-from tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 
 SECRET = "sk-do-not-log-0123456789"
 
@@ -98,7 +98,7 @@ def mlflow_server(tmp_path_factory):
 
 
 def _cli(args: list[str], uri: str, experiment: str):
-    from cli import app
+    from judgebias.cli import app
 
     env = {"MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": experiment}
     result = CliRunner().invoke(app, args, env=env)
@@ -216,7 +216,7 @@ def test_import_reads_traces_a_team_logged_with_mlflow_itself(mlflow_server, tmp
     assert got.loc["q1", "prompt"] == "What is q1?" and got.loc["q1", "response_b"] == "two"
     assert (got["generator_a"] == "m1").all() and got.loc["q1", "judge_reason"] == "because"
 
-    from cli import app
+    from judgebias.cli import app
 
     missing = CliRunner().invoke(app, ["import", "mlflow", "--experiment", "no-such", "--out", "x.jsonl"],
                                  env={"MLFLOW_TRACKING_URI": mlflow_server})
@@ -224,7 +224,7 @@ def test_import_reads_traces_a_team_logged_with_mlflow_itself(mlflow_server, tmp
 
 
 def test_import_mlflow_needs_an_experiment():
-    from cli import app
+    from judgebias.cli import app
 
     result = CliRunner().invoke(app, ["import", "mlflow", "--out", "x.jsonl"])
     assert result.exit_code == 2 and "--experiment" in result.output
@@ -233,7 +233,7 @@ def test_import_mlflow_needs_an_experiment():
 def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
     from test_config import minimal
 
-    from judgebias.config import parse_config
+    from judgebias.config.experiment import parse_config
 
     off, on = parse_config(minimal()), parse_config(minimal(tracking={"traces": True}))
     assert (off.tracking.traces, on.tracking.traces) == (False, True)
@@ -243,10 +243,10 @@ def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
 @pytest.mark.server
 def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_server, tmp_path, monkeypatch):
     import mlflow
+    from judgebias.tracking.scorer import pairwise_scorer
     from test_judging import ScriptedBackend
 
     from judgebias.backends.protocol import OptionScores
-    from tracking.scorer import pairwise_scorer
 
     monkeypatch.chdir(tmp_path)
     mlflow.set_tracking_uri(mlflow_server)
@@ -272,16 +272,16 @@ def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_ser
 
 @pytest.mark.server
 def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_server, tmp_path):
-    """tracking.experiment's step on a small run folder: off logs nothing, on links every row of
+    """judgebias.tracking.experiment's step on a small run folder: off logs nothing, on links every row of
     the run's table to the run as a trace, and a rerun in a new run adds none."""
     import mlflow
+    from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
     from mlflow import MlflowClient
     from test_config import minimal
 
-    from judgebias.config import demo_config_path, load_config, parse_config
+    from judgebias.config.experiment import demo_config_path, load_config, parse_config
     from judgebias.layout import RunLayout
     from judgebias.runstore import RunStore
-    from tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 
     store = RunStore(tmp_path / "run")
     store.write_frame(RunLayout().table, small_table())
@@ -319,9 +319,8 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
 @pytest.mark.server
 def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stands(mlflow_server):
     import mlflow
+    from judgebias.tracking.experiment_traces import KIND_TAG, open_experiment_on
     from mlflow import MlflowClient
-
-    from tracking.experiment_traces import KIND_TAG, open_experiment_on
 
     client = MlflowClient(tracking_uri=mlflow_server)
     mlflow.set_tracking_uri(mlflow_server)
@@ -340,7 +339,7 @@ def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stand
 
 
 def test_the_traces_page_is_on_the_tracking_server_or_mlflow_uis_default_address():
-    from tracking.judgment_traces import filter_strings, traces_page
+    from judgebias.tracking.judgment_traces import filter_strings, traces_page
 
     assert traces_page("http://mlflow.example:5000/", "7") == "http://mlflow.example:5000/#/experiments/7/traces"
     # A local store has no UI of its own: the link names `mlflow ui`'s default address.
@@ -369,8 +368,7 @@ def test_mlflows_traces_page_lists_the_judgments_with_their_assessment(mlflow_se
     every judgment listed with the ``preference`` assessment as a column."""
     pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
     import mlflow
-
-    from tracking.judgment_traces import log_judgment_traces
+    from judgebias.tracking.judgment_traces import log_judgment_traces
 
     mlflow.set_tracking_uri(mlflow_server)
     try:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from judgebias import conversion, models
 from judgebias.backends import builder
-from judgebias.random_weights import random_model
+from judgebias.backends import gguf as conversion
+from judgebias.backends import loading as models
+from judgebias.backends.random_weights import random_model
 
 ALIAS = "smollm2-135m-instruct"
 
@@ -15,7 +16,7 @@ ALIAS = "smollm2-135m-instruct"
 def test_the_prefetch_child_and_a_stage_convert_a_model_once_between_them(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("JUDGEBIAS_MODEL_CACHE", str(tmp_path / "models"))
     assert models.needs_conversion(ALIAS)
-    child = conversion.prefetch([ALIAS, ALIAS])  # named twice: converted once
+    child = models.prefetch([ALIAS, ALIAS])  # named twice: converted once
     assert child is not None
     parses = []
     import gguf
@@ -34,7 +35,7 @@ def test_the_prefetch_child_and_a_stage_convert_a_model_once_between_them(tmp_pa
     assert by_child != bool(parses), (by_child, parses)  # one of them parsed it, never both
     assert (f"model {ALIAS}: ready" in capfd.readouterr().out) == by_child  # says so only if it did
     assert (tmp_path / "models").joinpath(folder).exists() and not models.needs_conversion(ALIAS)
-    assert conversion.prefetch([ALIAS]) is None  # nothing left to convert: no child at all
+    assert models.prefetch([ALIAS]) is None  # nothing left to convert: no child at all
 
 
 def test_one_conversion_parses_the_gguf_once(tmp_path, monkeypatch):

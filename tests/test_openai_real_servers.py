@@ -19,9 +19,9 @@ from conftest import free_port
 from servers import running
 from test_openai_server import judge_prompt
 
+from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.openai_compat import OpenAICompatBackend
 from judgebias.backends.protocol import GenerationParams, OptionScores, Prompt
-from judgebias.cache import CachedBackend, ResponseCache
 from judgebias.records import Judgment, Pair, combine_orders
 
 # ------------------------------------------------------------------ real transformers serve
@@ -110,7 +110,7 @@ def test_judge_cli_sends_fewshot_prompts_to_the_completions_route(transformers_s
     # template counted, is checked in test_real_server_generates_and_has_no_prompt_logprobs).
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
     from judgebias.io import read_table, write_table
 
     table = write_table(pd.DataFrame([p.__dict__ for p in PAIRS[:2]]), tmp_path / "pairs.jsonl")
@@ -132,8 +132,7 @@ def test_judge_cli_sends_fewshot_prompts_to_the_completions_route(transformers_s
 @pytest.mark.slow
 @pytest.mark.server
 def test_bench_times_a_real_server_beside_the_engine(transformers_server, monkeypatch):
-    from judgebias import throughput as bench
-
+    from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model="smollm2-135m-instruct", arch=None, n_pairs=2, prompt_tokens=0,
                                  explain_pairs=1, explain_tokens=4, modes=["batched"], device="cpu",
@@ -210,9 +209,8 @@ _NOT_INSTALLED = {
 @pytest.mark.parametrize("model", ["smollm2-135m-instruct", "gemma-3-270m"])
 def test_bench_beside_llamacpp_server_on_the_packaged_gguf(engine, model, tmp_path, monkeypatch):
     # gemma-3-270m is a base model: its few-shot prompts go to /v1/completions.
-    from judgebias import models
-    from judgebias import throughput as bench
-
+    from judgebias.backends import loading as models
+    from judgebias.bench import throughput as bench
     port = free_port()
     argv = _server_argv(engine, str(models.resolve(model).source), port)
     if argv is None:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
+from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.openai_compat import EndpointError, OpenAICompatBackend, ServiceUnavailable
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
-from judgebias.cache import CachedBackend, ResponseCache
 
 PAYLOADS = Path(__file__).parent / "data" / "openai_payloads"
 

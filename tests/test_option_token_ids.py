@@ -9,8 +9,8 @@ import pytest
 from test_openai_server import PROMPT, backend_for, payload, scripted  # noqa: F401 (fixture)
 
 from judgebias.backends import option_token_ids as oti
+from judgebias.backends.loading import load_tokenizer
 from judgebias.backends.token_batching import option_variants
-from judgebias.models import load_tokenizer
 
 ALIAS = "smollm2-135m-instruct"
 
@@ -109,7 +109,7 @@ def test_the_spec_carries_the_option_tokenizer_to_the_backend():
 
 def test_a_config_entry_sets_the_option_tokenizer():
     from judgebias.backends.builder import JudgeSpec
-    from judgebias.config import JudgeConfig
+    from judgebias.config.experiment import JudgeConfig
 
     ref = JudgeConfig(name="j", model="m", backend="openai", base_url="http://127.0.0.1:9/v1",
                       option_tokenizer=ALIAS)

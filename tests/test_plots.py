@@ -13,7 +13,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from judgebias import plots
+from judgebias.reporting import plots as plots
 
 
 def _render(fig, tmp_path, name):

@@ -12,8 +12,9 @@ from matplotlib.colors import to_rgba
 from PIL import Image
 from test_plots import _outside, _render
 
-from judgebias import plots, plots_probes
 from judgebias.probes.perturbations import PERTURBATIONS
+from judgebias.reporting import plots as plots
+from judgebias.reporting import plots_probes as plots_probes
 
 
 def _probe(judges=("smollm2", "gemma")):
@@ -113,7 +114,7 @@ def test_figures_are_saved_at_150_dpi_with_legible_ticks(tmp_path):
 def test_verbosity_curves_of_the_judges_share_one_figure(tmp_path):
     from test_analyze import synthetic
 
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     figs = plots.figures_for(analyze(synthetic(60), reps=100))
     fig = figs["verbosity_judges"]

@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
+from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.protocol import Generation, OptionScores, TokenLogprobs
-from judgebias.cache import CachedBackend, ResponseCache
 from judgebias.judging_pointwise import (
     PARSED_NO_LOGPROBS,
     ScoreItem,
@@ -169,7 +169,7 @@ def test_validation_names_row_and_field():
 def test_import_table_reads_a_pointwise_file_and_items_come_from_pairs_too(tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     src = tmp_path / "scores.jsonl"
     rows = [

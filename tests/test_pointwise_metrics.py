@@ -12,8 +12,8 @@ from scipy import stats
 
 from judgebias.metrics import pointwise as P
 from judgebias.metrics import pointwise_origin as O
-from judgebias.pointwise_analysis import analyze_pointwise, format_pointwise
 from judgebias.pointwise_table import validate_pointwise
+from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
 from judgebias.stats import InsufficientData
 from judgebias.table import validate
 
@@ -248,7 +248,7 @@ def test_family_preference_on_scores_leaves_own_responses_out():
 def test_analyze_command_on_a_pointwise_file_with_a_pairwise_table(tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
     from judgebias.io import write_table
 
     scores, pairs, out = tmp_path / "scores.jsonl", tmp_path / "pairs.jsonl", tmp_path / "m.json"

@@ -9,13 +9,13 @@ import re
 
 import pandas as pd
 import pytest
+from judgebias.tracking.log_pointwise import flatten_pointwise
 from typer.testing import CliRunner
 
 from judgebias.display import file_stem
 from judgebias.io import write_table
-from judgebias.plots_pointwise import pointwise_figures
 from judgebias.pointwise_table import validate_pointwise
-from tracking.log_pointwise import flatten_pointwise
+from judgebias.reporting.plots_pointwise import pointwise_figures
 
 # Judge j on 1..5 wrote i1 and i2 itself; m wrote i3..i5.
 SCORES = [2, 3, 3, 4, 5]
@@ -62,7 +62,7 @@ def test_score_distribution_plot_judge_vs_humans():
 
 
 def test_flattened_names_say_what_the_number_is():
-    from judgebias.pointwise_analysis import analyze_pointwise
+    from judgebias.reporting.pointwise_analysis import analyze_pointwise
 
     flat = flatten_pointwise(analyze_pointwise(table(), reps=200))
     # Bias: diffs 0, 0, 0, -1, 0, mean -0.2. MAE: 1/5 = 0.2.
@@ -83,7 +83,7 @@ def test_flattened_names_say_what_the_number_is():
 def test_cli_analyze_pointwise_logs_to_mlflow(tmp_path, mlflow_uri, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from cli import app
+    from judgebias.cli import app
 
     path, out, plots = tmp_path / "scores.jsonl", tmp_path / "m.json", tmp_path / "plots"
     write_table(table(), path)

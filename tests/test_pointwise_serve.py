@@ -19,7 +19,7 @@ from judgebias.pointwise_table import validate_pointwise
 def test_pointwise_judge_through_transformers_serve(transformers_server, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     src = tmp_path / "items.jsonl"
     rows = [

@@ -52,7 +52,7 @@ def test_judge_pointwise_then_analyze_on_smollm2(smollm2, items, tmp_path, monke
     from typer.testing import CliRunner
 
     import judgebias.backends.builder as builder
-    from cli import app
+    from judgebias.cli import app
 
     # The module's loaded model stands in for the CLI's own load of the same packaged model.
     monkeypatch.setattr(builder, "build_backend", lambda spec, **_: smollm2)
@@ -155,7 +155,7 @@ def test_direct_scores_of_smollm2_then_analyze_figures(smollm2, items, tmp_path,
     from typer.testing import CliRunner
 
     import judgebias.backends.builder as builder
-    from cli import app
+    from judgebias.cli import app
 
     monkeypatch.setattr(builder, "build_backend", lambda spec, **_: smollm2)
     out = tmp_path / "direct.jsonl"

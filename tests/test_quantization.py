@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cached
+from judgebias.backends.call_cache import ResponseCache
 from judgebias.backends.protocol import Prompt
-from judgebias.cache import ResponseCache
 
 pytest.importorskip("torchao", reason="the `quant` extra (torchao) is not installed")
 
@@ -19,8 +19,8 @@ PROMPTS = [Prompt.chat(("user", f"Question {i}: which is better?\nA: yes\nB: no\
 
 
 def test_int8_stores_linear_weights_in_a_quarter_of_fp32_and_says_so(tiny_models):
-    from judgebias import models
-    from judgebias.quantization import quantize_weights, weight_bytes
+    from judgebias.backends import loading as models
+    from judgebias.backends.quantization import quantize_weights, weight_bytes
 
     plain = models.load_model(tiny_models["tiny-a"], dtype="float32", device="cpu")
     before = weight_bytes(plain.model)
@@ -67,7 +67,7 @@ def test_quantize_applies_to_local_models_only_and_names_the_choices(tiny_models
     with pytest.raises(ValueError, match="use one of none, int8"):
         ModelSpec(name="j", model=tiny_models["tiny-a"], quantize="int3")
 
-    from judgebias.config import ConfigError, load_config
+    from judgebias.config.experiment import ConfigError, load_config
 
     base = {"name": "q", "dataset": {"source": "mt-bench-40", "sample": 2},
             "generators": [{"name": "g1", "model": tiny_models["tiny-a"]},
@@ -91,8 +91,8 @@ def test_quantize_applies_to_local_models_only_and_names_the_choices(tiny_models
 
 
 def test_without_torchao_a_quantized_judge_is_an_error_not_full_weights(tiny_models, monkeypatch):
-    from judgebias import models
-    from judgebias.quantization import quantize_weights
+    from judgebias.backends import loading as models
+    from judgebias.backends.quantization import quantize_weights
 
     plain = models.load_model(tiny_models["tiny-a"], dtype="float32", device="cpu")
     monkeypatch.setitem(sys.modules, "torchao", None)
@@ -103,7 +103,7 @@ def test_without_torchao_a_quantized_judge_is_an_error_not_full_weights(tiny_mod
 def test_judge_command_rejects_an_unknown_scheme_naming_the_option(tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     table = tmp_path / "t.jsonl"
     table.write_text('{"prompt": "q", "response_a": "a", "response_b": "b"}\n')
@@ -114,8 +114,7 @@ def test_judge_command_rejects_an_unknown_scheme_naming_the_option(tmp_path):
 
 
 def test_bench_rows_of_a_quantized_engine_name_it_and_weigh_both_copies(monkeypatch):
-    from judgebias import throughput as bench
-
+    from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=3, prompt_tokens=0, explain_pairs=1,
                                  explain_tokens=4, modes=["batched", "unbatched"], device="cpu",

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from test_analyze import synthetic
 
-from judgebias.analysis import analyze
 from judgebias.io import read_for_analysis, read_table, write_table
+from judgebias.reporting.analysis import analyze
 from judgebias.table import TableError
 
 

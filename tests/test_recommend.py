@@ -123,7 +123,7 @@ def test_judging_time_is_measured_only_from_uncached_calls(tmp_path):
 
 
 def test_timing_option_parsing():
-    from cli.leaderboard import parse_timing
+    from judgebias.cli.leaderboard import parse_timing
 
     assert parse_timing(["j=40:1.5", "panel=80"]) == {
         "j": {"seconds_per_1000": 40.0, "usd_per_1000": 1.5, "source": "given with --timing"},

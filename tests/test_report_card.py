@@ -13,8 +13,8 @@ from test_analyze import synthetic
 from typer.testing import CliRunner
 
 from judgebias.io import write_table
-from judgebias.report_card import render_html, render_markdown, write_report
-from judgebias.trust import mutual_gold, trust_summary
+from judgebias.reporting.report_card import render_html, render_markdown, write_report
+from judgebias.reporting.trust import mutual_gold, trust_summary
 
 RENDER = Path(__file__).with_name("render_page.py")
 
@@ -97,7 +97,7 @@ def test_trust_statements_follow_the_adjusted_tests():
 
 @pytest.fixture(scope="module")
 def analyzed(tmp_path_factory):
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     return analyze(synthetic(80), self_map={"j1": {"other"}}, reps=200)
 
@@ -121,7 +121,7 @@ def test_page_holds_every_figure_with_interval_and_source(analyzed, tmp_path):
 
 
 def test_multiplicity_option_of_analyze_and_report(tmp_path):
-    from cli import app
+    from judgebias.cli import app
 
     table = write_table(synthetic(40), tmp_path / "t.jsonl")
     out = tmp_path / "m.json"
@@ -141,7 +141,7 @@ def test_multiplicity_option_of_analyze_and_report(tmp_path):
 def test_analyze_writes_the_page_logs_it_and_report_reopens_it(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from cli import app
+    from judgebias.cli import app
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -175,7 +175,7 @@ def test_analyze_writes_the_page_logs_it_and_report_reopens_it(tmp_path, monkeyp
 
 def test_the_page_renders_in_a_headless_browser(analyzed, tmp_path):
     pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
-    from judgebias.plots import figures_for, save_figures
+    from judgebias.reporting.plots import figures_for, save_figures
 
     save_figures(figures_for(analyzed), tmp_path / "plots")
     page, _ = write_report(
@@ -201,7 +201,7 @@ def test_the_page_renders_in_a_headless_browser(analyzed, tmp_path):
 
 
 def test_console_headline_signs_differences_only():
-    from judgebias.report import headline_rows
+    from judgebias.reporting.experiment_summary import headline_rows
 
     # A probability (P(first shown wins)) printed "+0.675" reads like a difference from 0.
     metrics = {"judges": {"J": {"position_bias": {"value": 0.675, "ci_low": 0.6, "ci_high": 0.75, "n": 40},

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from judgebias.leaderboard import leaderboard
-from judgebias.report_card import write_report
+from judgebias.reporting.leaderboard import leaderboard
+from judgebias.reporting.report_card import write_report
 
 HOSTILE = "<script>alert(1)</script>|*x*"
 
@@ -36,7 +36,7 @@ def board():
 
 
 def test_the_page_ends_with_the_leaderboard_section_and_names_are_inert(board, tmp_path):
-    from judgebias.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
+    from judgebias.reporting.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
 
     plots = tmp_path / "lbplots"
     save_leaderboard_figures(leaderboard_figures(board), plots)
@@ -71,7 +71,7 @@ def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
 
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
     from judgebias.layout import RunLayout
 
     layout = RunLayout()
@@ -85,7 +85,7 @@ def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
 
 def test_console_report_lines_say_the_recommendation(board, tmp_path):
     from judgebias.layout import RunLayout
-    from judgebias.report import leaderboard_lines
+    from judgebias.reporting.experiment_summary import leaderboard_lines
     from judgebias.runstore import RunStore
 
     store = RunStore(tmp_path)

@@ -18,8 +18,9 @@ from test_analyze import synthetic
 from test_plots_readable import _probe
 from typer.testing import CliRunner
 
-from judgebias import plots, plots_probes
-from judgebias.report import WEAK_JUDGES_NOTE
+from judgebias.reporting import plots as plots
+from judgebias.reporting import plots_probes as plots_probes
+from judgebias.reporting.experiment_summary import WEAK_JUDGES_NOTE
 
 RENDER = Path(__file__).with_name("render_page.py")
 RUN_URL = "http://127.0.0.1:5000/#/experiments/1/runs/abc123"
@@ -65,8 +66,8 @@ class _Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory) -> Path:
-    from judgebias.analysis import analyze
     from judgebias.layout import RunLayout
+    from judgebias.reporting.analysis import analyze
 
     root = tmp_path_factory.mktemp("run")
     result = analyze(synthetic(60), self_map={"j1": {"j1"}, "j2": {"j2"}, "j3": {"j3"}}, reps=100)
@@ -97,7 +98,7 @@ def run_folder(tmp_path_factory) -> Path:
     plots.save_figure(plots_probes.perturbation_shifts(probe),
                       root / "perturb-cc33" / "plots" / "perturbations.png")
     (root / "probes.json").write_text(json.dumps({"perturbations": "perturb-cc33/probe.json"}))
-    from cli import app
+    from judgebias.cli import app
 
     res = CliRunner().invoke(app, ["report", str(root)])
     assert res.exit_code == 0, res.output

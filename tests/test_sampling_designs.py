@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA
-
-from annotation.replay import ReplaySettings, replay, summarize
-from annotation.sampling import (
+from judgebias.annotation.replay import ReplaySettings, replay, summarize
+from judgebias.annotation.sampling import (
     Frame,
     combined_design,
     draw_batch,
@@ -16,6 +15,7 @@ from annotation.sampling import (
     poisson_probabilities,
     population_frame,
 )
+
 from judgebias.importers.pandalm import import_pandalm
 from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
 from judgebias.metrics.human import ESTIMANDS, estimate, human_figures, pair_features, variables
@@ -172,7 +172,7 @@ def test_replay_runs_every_method_and_scores_it_against_the_census(pandalm):
 def test_replay_refuses_a_bad_budget_with_a_clear_message(budgets, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from judgebias.cli import app
 
     res = CliRunner().invoke(app, ["annotate", "replay", str(tmp_path / "never-read.parquet"), "-j", "J",
                                    "--budgets", budgets, "--out", str(tmp_path / "out")])
@@ -181,7 +181,7 @@ def test_replay_refuses_a_bad_budget_with_a_clear_message(budgets, tmp_path):
 
 
 def test_labels_saved_interpolates_the_hajek_labels_for_the_ppi_width():
-    from annotation.replay import labels_saved, saved_markdown
+    from judgebias.annotation.replay import labels_saved, saved_markdown
 
     # Hájek widths 0.4 at 25 and 0.2 at 100 labels (w ~ 1/sqrt(n)); PPI++ width 0.2828 at 25 lies
     # between: log-log interpolation gives n = 25 * (0.4 / 0.2828)^2 = 50, so 25 labels saved (+100%).
@@ -198,10 +198,10 @@ def test_labels_saved_interpolates_the_hajek_labels_for_the_ppi_width():
 
 
 def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pandalm, tmp_path):
+    from judgebias.annotation.planning import labels_needed, pilot
     from typer.testing import CliRunner
 
-    from annotation.planning import labels_needed, pilot
-    from cli import app
+    from judgebias.cli import app
     from judgebias.metrics.survey import required_labels
 
     frame = population_frame(pandalm, "all", judges=["pandalm-7b"], self_map=SELF)
@@ -230,7 +230,7 @@ def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pa
 
 
 def test_sync_stops_when_the_target_half_width_is_met():
-    from annotation.sync import target_reached
+    from judgebias.annotation.sync import target_reached
 
     figs = {"J": {"estimates": {"eo": {"ppi": {"value": 0.1, "ci_low": 0.06, "ci_high": 0.14}}}},
             "K": {"estimates": {"agreement_human": {}}}}  # K has no EO: it does not hold the loop open
@@ -242,8 +242,7 @@ def test_sync_stops_when_the_target_half_width_is_met():
 
 def test_replay_summary_is_logged_to_mlflow(pandalm, tmp_path, monkeypatch):
     import mlflow
-
-    from tracking.replay_run import log_replay
+    from judgebias.tracking.replay_run import log_replay
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

@@ -130,7 +130,7 @@ def test_serve_registers_cron_deployments_and_server_schedules_runs(prefect_serv
 
 
 def test_build_deployments_rejects_a_bad_cron():
-    from flows.serve import Schedule, build_deployments
+    from judgebias.flows.serve import Schedule, build_deployments
 
     with pytest.raises(ValueError, match="sync_cron: '61 \\* \\* \\* \\*' is not a valid cron schedule"):
         build_deployments(str(ROOT / "configs" / "demo.yaml"), Schedule(sync_cron="61 * * * *"))

@@ -21,11 +21,10 @@ def mlflow_uri(tmp_path) -> str:
 
 
 def _run(uri: str, path: Path, max_bytes: int | None):
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
+    from judgebias.tracking.table_ref import log_table
     from mlflow.tracking import MlflowClient
-
-    from tracking.mlflow_run import mlflow_run
-    from tracking.settings import TrackingSettings
-    from tracking.table_ref import log_table
 
     with mlflow_run("table", settings=TrackingSettings(tracking_uri=uri, experiment_name="t")) as run:
         ref = log_table(path, max_bytes=max_bytes)
@@ -67,7 +66,7 @@ def test_small_table_is_copied(tmp_path, mlflow_uri):
 
 
 def test_limit_from_the_environment(monkeypatch):
-    from tracking.table_ref import max_copy_bytes
+    from judgebias.tracking.table_ref import max_copy_bytes
 
     monkeypatch.setenv("JUDGEBIAS_MLFLOW_TABLE_MAX_MB", "0.5")
     assert max_copy_bytes() == 2**19
@@ -79,7 +78,7 @@ def test_limit_from_the_environment(monkeypatch):
 def test_cli_analyze_references_a_table_over_the_limit(tmp_path, mlflow_uri, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from cli import app
+    from judgebias.cli import app
 
     path = write_table(synthetic(60), tmp_path / "t.parquet")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)

@@ -49,7 +49,7 @@ def test_a_python_without_vllm_is_refused(tmp_path):
 
 
 def test_spec_and_config_accept_vllm_but_not_endpoint_settings():
-    from judgebias.config_base import _ModelRef
+    from judgebias.config.base import _ModelRef
 
     assert JudgeSpec(name="j", model=ALIAS, backend="vllm", dtype="bfloat16").backend == "vllm"
     with pytest.raises(ValueError, match="backend 'openai' with its base_url"):
@@ -98,8 +98,8 @@ def vllm_judge():
 
 @pytest.mark.slow
 def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
+    from judgebias.backends.call_cache import CachedBackend, ResponseCache
     from judgebias.backends.local import LocalBackend
-    from judgebias.cache import CachedBackend, ResponseCache
 
     prompts = [DBG_AB.build(q, a, b) for q, a, b in QUERIES] + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
     judge = CachedBackend(vllm_judge, ResponseCache(tmp_path / "cache"))
@@ -142,7 +142,8 @@ def test_judge_command_names_the_missing_vllm_environment(tmp_path):
 
     table = Path(__file__).parent / "data" / "local_judge" / "llmbar_mtbench_4.jsonl"
     env = {**os.environ, vllm_backend.ENV_VLLM_PYTHON: str(tmp_path / "no-env" / "python")}
-    out = subprocess.run([sys.executable, "-m", "cli", "judge", str(table), "--judge", ALIAS, "--backend",
+    out = subprocess.run([sys.executable, "-m", "judgebias", "judge", str(table), "--judge", ALIAS,
+                          "--backend",
                           "vllm", "--out", str(tmp_path / "out.jsonl")], capture_output=True, text=True,
                          timeout=300, env=env)
     assert out.returncode == 2, out.stderr[-2000:]
@@ -150,8 +151,7 @@ def test_judge_command_names_the_missing_vllm_environment(tmp_path):
 
 
 def test_bench_says_why_random_weights_have_no_vllm_row(monkeypatch):
-    from judgebias import throughput as bench
-
+    from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)
     report = bench.run_benchmark(model=None, arch="tiny-llama", n_pairs=2, prompt_tokens=0, explain_pairs=1,
                                  explain_tokens=4, modes=["batched", "vllm"], device="cpu",
@@ -163,7 +163,7 @@ def test_bench_says_why_random_weights_have_no_vllm_row(monkeypatch):
 def test_peak_memory_of_a_process_tree_counts_this_process():
     import os
 
-    from judgebias.vllm_bench import tree_peak_gib
+    from judgebias.bench.vllm import tree_peak_gib
 
     peak = tree_peak_gib(os.getpid())
     assert peak is not None and peak > 0.01  # this Python with torch holds well over 10 MiB

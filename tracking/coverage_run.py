@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracking.log_analysis import sanitize
-from tracking.mlflow_run import mlflow_run
+from judgebias.tracking.log_analysis import sanitize
+from judgebias.tracking.mlflow_run import mlflow_run
 
 
 def coverage_metrics(summary) -> dict[str, float]:

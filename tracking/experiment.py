@@ -2,7 +2,7 @@
 
 One parent run per experiment invocation; nested runs per judge (its metrics without the judge in
 the name, so runs of different judges compare column by column) and per ablation. Metric names are
-those of ``tracking.log_analysis`` (``<judge>.<metric>`` with ``.ci_low``, ``.ci_high``, ``.n``,
+those of ``judgebias.tracking.log_analysis`` (``<judge>.<metric>`` with ``.ci_low``, ``.ci_high``, ``.n``,
 ``.p_value``), fixed by metric, judge and condition, never by time or hash, so the MLflow UI lines
 up runs of the same config.
 
@@ -21,13 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from judgebias.config import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.plots import judge_figures
-from judgebias.report import headline_rows, headline_table, summary_markdown
-from judgebias.runstore import RunStore
-from tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
-from tracking.log_analysis import (
+from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
+from judgebias.tracking.log_analysis import (
     estimate_metrics,
     flatten_metrics,
     log_analysis,
@@ -37,10 +32,16 @@ from tracking.log_analysis import (
     safe_params,
     sanitize,
 )
-from tracking.mlflow_run import mlflow_run
-from tracking.params import flatten
-from tracking.probes import log_probes
-from tracking.settings import TrackingSettings
+from judgebias.tracking.mlflow_run import mlflow_run
+from judgebias.tracking.params import flatten
+from judgebias.tracking.probes import log_probes
+from judgebias.tracking.settings import TrackingSettings
+
+from judgebias.config.experiment import ExperimentConfig
+from judgebias.layout import RunLayout
+from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
+from judgebias.reporting.plots import judge_figures
+from judgebias.runstore import RunStore
 
 PACKAGES = ("judgebias", "torch", "transformers", "peft", "prefect", "mlflow", "pandas", "numpy")
 
@@ -109,7 +110,7 @@ def _log_pngs(folder: Path, artifact_dir: str, *, only: Iterable[str] | None = N
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The run's page: on the tracking server, or on ``mlflow ui``'s default address for a local
     store. A direct link: a fresh UI otherwise opens an experiment on its traces view."""
-    from tracking.judgment_traces import ui_base
+    from judgebias.tracking.judgment_traces import ui_base
 
     return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
@@ -267,7 +268,7 @@ def _attention_metrics(cfg: ExperimentConfig, store: RunStore) -> dict[str, floa
 def _log_leaderboard(store: RunStore, tags: dict) -> None:
     """The generators' leaderboard (when the run has one) in its own nested run: its numbers, JSON
     and plots under the names ``judgebias leaderboard`` logs."""
-    from tracking.log_leaderboard import log_leaderboard
+    from judgebias.tracking.log_leaderboard import log_leaderboard
 
     layout = RunLayout()
     if not store.has(layout.leaderboard):

@@ -1,11 +1,12 @@
 """An experiment's judgments in MLflow's GenAI pages: the run folder's judgment table logged as
 traces of the experiment's run, the run page's paragraph that links them, and which tab the
 experiment opens on (Traces once judgebias logged some, else Runs). The trace layout itself is
-``tracking.judgment_traces``; the experiment's other MLflow records are ``tracking.experiment``."""
+``judgebias.tracking.judgment_traces``; the experiment's other MLflow records are
+``judgebias.tracking.experiment``."""
 
 from __future__ import annotations
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 
@@ -16,8 +17,7 @@ def log_run_traces(cfg: ExperimentConfig, store: RunStore) -> dict[str, int] | N
     if not cfg.tracking.traces:
         return None
     import mlflow
-
-    from tracking.judgment_traces import log_judgment_traces
+    from judgebias.tracking.judgment_traces import log_judgment_traces
 
     counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())
     mlflow.set_tag("judgebias.traces", str(counts["rows"]))
@@ -30,7 +30,7 @@ def traces_links(counts: dict[str, int] | None) -> str:
     empty when no traces were logged. Called inside the run."""
     if not counts:
         return ""
-    from tracking.judgment_traces import traces_note
+    from judgebias.tracking.judgment_traces import traces_note
 
     return "\n" + traces_note(counts)
 

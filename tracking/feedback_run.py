@@ -2,8 +2,9 @@
 
 The run goes into the parent's MLflow experiment with ``mlflow.parentRunId`` (the UI nests it under
 the experiment run, so before/after sit side by side) and ``judgebias.parent_run_id``. Store and
-experiment resolution and run opening are the project's (``tracking.settings``, ``tracking.mlflow_run``).
-Only figures, paths and the server URL are logged: the Label Studio API key never reaches this module.
+experiment resolution and run opening are the project's (``judgebias.tracking.settings``,
+``judgebias.tracking.mlflow_run``). Only figures, paths and the server URL are logged: the Label Studio API
+key never reaches this module.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ def log_feedback_run(metrics: Mapping[str, float], figures: Mapping[str, Any], p
     ``tracking_uri`` / ``experiment`` default to the environment (``TrackingSettings``); with a
     ``parent_run_id`` the run lands in that run's experiment whatever ``experiment`` says."""
     import mlflow
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
-
-    from tracking.mlflow_run import mlflow_run
-    from tracking.settings import TrackingSettings
 
     overrides: dict[str, str] = {}
     if tracking_uri:

@@ -151,19 +151,20 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
                  reports: Iterable[str | Path] = ()) -> dict[str, int]:
     """Log one ``analyze`` result into the ACTIVE run: params, every metric, the JSON, the table
     file (or, above ``JUDGEBIAS_MLFLOW_TABLE_MAX_MB``, its reference and a sample:
-    ``tracking.table_ref``), the plots and the report card pages (at the artifact root, where the
+    ``judgebias.tracking.table_ref``), the plots and the report card pages (at the artifact root, where the
     UI lists them first). Returns counts of what was logged."""
     import mlflow
 
     if mlflow.active_run() is None:
-        raise RuntimeError("log_analysis needs an active MLflow run (use tracking.mlflow_run.mlflow_run)")
+        raise RuntimeError("log_analysis needs an active MLflow run "
+                           "(use judgebias.tracking.mlflow_run.mlflow_run)")
     params = analysis_params(result, str(table_path) if table_path else None)
     params.update(extra_params or {})
     log_params_dict(params)
     n = log_metrics_dict(flatten_metrics(result))
     mlflow.log_dict(dict(result), "metrics.json")
     if table_path is not None:  # a copy when small, else a reference (digest, path, rows) and a sample
-        from tracking.table_ref import log_table
+        from judgebias.tracking.table_ref import log_table
 
         log_table(table_path)
     figs = log_figures(figures) if figures else []

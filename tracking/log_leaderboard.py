@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracking.log_analysis import (
+from judgebias.tracking.log_analysis import (
     _finite,
     estimate_metrics,
     log_figures,
@@ -63,7 +63,8 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
     import mlflow
 
     if mlflow.active_run() is None:
-        raise RuntimeError("log_leaderboard needs an active MLflow run (use tracking.mlflow_run.mlflow_run)")
+        raise RuntimeError("log_leaderboard needs an active MLflow run "
+                           "(use judgebias.tracking.mlflow_run.mlflow_run)")
     settings = result.get("settings") or {}
     params = log_params_dict({
         "leaderboard.reps": settings.get("reps"), "leaderboard.seed": settings.get("seed"),

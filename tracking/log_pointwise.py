@@ -1,5 +1,5 @@
 """Logging an ``analyze`` result of a pointwise table to MLflow, in the pairwise path's shape
-(``tracking.log_analysis``): ``<judge>.<figure>`` for the value with ``.ci_low``, ``.ci_high``,
+(``judgebias.tracking.log_analysis``): ``<judge>.<figure>`` for the value with ``.ci_low``, ``.ci_high``,
 ``.n``, ``.p_value``; NaN/None left out; params; the JSON, the table and the plots as artifacts.
 
 Where a JSON key alone would not say what its value is, the MLflow name adds it (``VALUE_NAMES``):
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracking.log_analysis import (
+from judgebias.tracking.log_analysis import (
     _finite,
     estimate_metrics,
     log_figures,
@@ -98,7 +98,8 @@ def log_pointwise_analysis(
     import mlflow
 
     if mlflow.active_run() is None:
-        raise RuntimeError("log_pointwise_analysis needs an active MLflow run (tracking.mlflow_run)")
+        raise RuntimeError("log_pointwise_analysis needs an active MLflow run "
+                           "(judgebias.tracking.mlflow_run)")
     params = log_params_dict(pointwise_params(result, str(table_path) if table_path else None))
     n = log_metrics_dict(flatten_pointwise(result))
     mlflow.log_dict(dict(result), "metrics.json")

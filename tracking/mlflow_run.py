@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from tracking.settings import TrackingSettings
+from judgebias.tracking.settings import TrackingSettings
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 
 
 def flatten(cfg: ExperimentConfig) -> dict[str, str]:

@@ -4,11 +4,12 @@ as ``<judge>.<perturbation>.robustness_rate`` / ``.shift`` and ``<judge>.self_re
 
 from __future__ import annotations
 
-from judgebias.config import ExperimentConfig
+from judgebias.tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
+
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
-from judgebias.report import probe_results
+from judgebias.reporting.experiment_summary import probe_results
 from judgebias.runstore import RunStore
-from tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
 
 
 def probe_metrics(result: dict) -> dict[str, float]:
@@ -27,8 +28,7 @@ def probe_metrics(result: dict) -> dict[str, float]:
 def log_probes(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     """Inside the experiment's parent run: one nested run per probe that has its figures."""
     import mlflow
-
-    from tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.mlflow_run import mlflow_run
 
     pert = cfg.probes.perturbations
     params = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracking.mlflow_run import mlflow_run
+from judgebias.tracking.mlflow_run import mlflow_run
 
 
 def log_replay(summary, folder, params: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """A judgebias judge as an ``mlflow.genai`` scorer (issue 35, item 3).
 
 ``pairwise_scorer(backend, template)`` wraps any judgebias backend (local model or endpoint; wrap it
-in ``judgebias.cache.CachedBackend`` to reuse answers) so ``mlflow.genai.evaluate(data,
+in ``judgebias.backends.call_cache.CachedBackend`` to reuse answers) so ``mlflow.genai.evaluate(data,
 scorers=[...])`` judges each row in BOTH presentation orders, with P(A) from the option
 probabilities, and records one feedback per row: value ``a``/``b``/``tie``, source LLM_JUDGE named
 after the judge, P(A) per order and the per-order verdicts in its metadata. ``judgebias import

@@ -14,7 +14,7 @@ string) and makes one row per (trace, judge assessment):
 
 Where the prompt, responses and generators come from is a field spec per column: ``request.KEY``
 (the root span's inputs; dots go deeper), ``response.KEY`` (its outputs), ``tag.NAME`` or
-``metadata.NAME``. The defaults read the layout ``tracking.judgment_traces`` writes; for traces
+``metadata.NAME``. The defaults read the layout ``judgebias.tracking.judgment_traces`` writes; for traces
 written in that layout the verdict, P(A), per-order figures, raw outputs and the row's other columns
 are read from the span outputs (the assessment only names the judge), so a table logged and
 imported again gives the same figures.
@@ -30,11 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from judgebias.tracking.judgment_traces import ASSESSMENT, LAYOUT, LAYOUT_TAG, ORDER_COLUMNS
 
 from judgebias.importers._common import finish
 from judgebias.labels import normalize_label
 from judgebias.table import Exclusions, TableError
-from tracking.judgment_traces import ASSESSMENT, LAYOUT, LAYOUT_TAG, ORDER_COLUMNS
 
 TEXT_FIELDS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b")
 DEFAULT_FIELDS = {c: f"request.{c}" for c in TEXT_FIELDS}

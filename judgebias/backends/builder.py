@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from judgebias.backends.protocol import Backend
-from judgebias.quantization import check_quantization
-from judgebias.resident import Resident
+from judgebias.backends.quantization import check_quantization
+from judgebias.backends.resident import Resident
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BACKENDS = ("local", "openai", "vllm")
@@ -47,7 +47,7 @@ class ModelSpec:
     max_batch: int | None = None  # local: most prompts per forward pass (None: the backend's default)
     token_budget: int | None = None  # local: most tokens per forward pass (None: by device)
     prefix_mode: str = "none"  # openai: how an answer prefix is sent
-    quantize: str = "none"  # local: weight-only quantization (judgebias.quantization)
+    quantize: str = "none"  # local: weight-only quantization (judgebias.backends.quantization)
     # openai: the served model's tokenizer (alias, folder, hub id): exact P(A) from a server that
     # returns named token ids (vLLM's logprob_token_ids); others keep their top-k bounds.
     option_tokenizer: str | None = None
@@ -87,8 +87,8 @@ class ModelSpec:
 
     @classmethod
     def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any):
-        """From a model entry of ``judgebias.config`` (model, backend, ...); ``name`` defaults to the
-        entry's own (a rewriter has none)."""
+        """From a model entry of ``judgebias.config.experiment`` (model, backend, ...); ``name`` defaults to
+        the entry's own (a rewriter has none)."""
         extra.setdefault("name", getattr(ref, "name", None) or ref.model)
         return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
                    api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
@@ -122,7 +122,7 @@ class JudgeSpec(ModelSpec):
 
     @classmethod
     def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
-        """From a ``judgebias.config.JudgeConfig`` entry."""
+        """From a ``judgebias.config.experiment.JudgeConfig`` entry."""
         return super().from_config(ref, cache_dir, template=ref.template, chat=chat_for(ref.prompt_kind),
                                    **extra)
 
@@ -159,7 +159,7 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
     from judgebias.backends.local import LocalBackend
 
     if spec.quantize != "none":  # LocalBackend loads plain weights; a quantized model is handed to it
-        from judgebias.quantization import quantize_weights
+        from judgebias.backends.quantization import quantize_weights
 
         loaded = _load(spec) if loaded is None else quantize_weights(loaded, spec.quantize)
     kwargs = {"name": spec.name or None, "device": spec.device, "dtype": spec.dtype,
@@ -173,7 +173,7 @@ def cached(inner: Backend, spec: ModelSpec, cache: Any = None):
     """``inner`` behind the content-keyed call cache, one transaction per ``spec.batch_size`` calls
     and every ``COMMIT_SECONDS`` within one.
     ``cache``: a ``ResponseCache`` (default: ``spec.cache_dir``, else $JUDGEBIAS_CACHE_DIR)."""
-    from judgebias.cache import CachedBackend, ResponseCache
+    from judgebias.backends.call_cache import CachedBackend, ResponseCache
 
     if cache is None:
         cache = ResponseCache(spec.cache_dir) if spec.cache_dir else ResponseCache.from_env()
@@ -198,8 +198,8 @@ def resident_model(spec: ModelSpec):
 
 def _load(spec: ModelSpec):
     """The local model ``spec`` names, in its dtype, quantized as it asks."""
-    from judgebias.models import load_model
-    from judgebias.quantization import quantize_weights
+    from judgebias.backends.loading import load_model
+    from judgebias.backends.quantization import quantize_weights
 
     plain = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
     return quantize_weights(plain, spec.quantize)

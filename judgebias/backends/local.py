@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from judgebias.backends.loading import LoadedModel, load_model
 from judgebias.backends.prompt_tokens import PromptTokens
 from judgebias.backends.protocol import (
     Generation,
@@ -29,7 +30,6 @@ from judgebias.backends.token_batching import (
     pair_groups,
     token_batches,
 )
-from judgebias.models import LoadedModel, load_model
 
 # Architectures whose DynamicCache + explicit position ids reproduce a full forward pass (checked
 # by tests); others are scored without prefix reuse. A model with a sliding-window attention
@@ -39,7 +39,7 @@ PREFIX_REUSE_TYPES = {"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma3_text
 MIN_SHARED_PREFIX = 16
 
 class LocalBackend(PromptTokens):
-    """A transformers causal LM (alias, folder, GGUF or hub id; see ``judgebias.models``)."""
+    """A transformers causal LM (alias, folder, GGUF or hub id; see ``judgebias.backends.loading``)."""
 
     def __init__(self, model: str | LoadedModel = "smollm2-135m-instruct", *, name: str | None = None,
                  device: str | None = None, dtype=None, gguf_file: str | None = None,

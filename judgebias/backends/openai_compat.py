@@ -320,7 +320,7 @@ class OpenAICompatBackend:
             return None
         with self._lock:
             if self._tokenizer is None:
-                from judgebias.models import load_tokenizer
+                from judgebias.backends.loading import load_tokenizer
 
                 self._tokenizer = load_tokenizer(self.option_tokenizer)
         from judgebias.backends.token_batching import option_variants

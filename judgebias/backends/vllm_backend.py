@@ -101,7 +101,7 @@ def vllm_folder(folder: str) -> str:
 
 
 class VLLMBackend(PromptTokens):
-    """A local model (alias, folder, GGUF, hub id: as ``judgebias.models``) judged by vLLM.
+    """A local model (alias, folder, GGUF, hub id: as ``judgebias.backends.loading``) judged by vLLM.
 
     ``dtype``: "auto" is fp32 on CPU (comparable with the in-process engine's exact reference) and
     bf16 on a GPU. ``engine``: extra keyword arguments for vLLM's ``LLM`` (e.g. ``gpu_memory_utilization``).
@@ -112,7 +112,7 @@ class VLLMBackend(PromptTokens):
     def __init__(self, model: str = "smollm2-135m-instruct", *, name: str | None = None, dtype: str = "auto",
                  gguf_file: str | None = None, max_model_len: int | None = None,
                  engine: dict[str, Any] | None = None, python: str | None = None) -> None:
-        from judgebias.models import _folder_fingerprint, local_folder
+        from judgebias.backends.loading import _folder_fingerprint, local_folder
 
         self.python = python or vllm_python()
         info = _probe(self.python)

@@ -55,7 +55,7 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
     conf = mean_t(own.to_numpy(), null=0.5, bounds=(0.0, 1.0))
     return Estimate(
         value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
-        # The test behind the self-recognition statement (judgebias.trust_family): exact binomial
+        # The test behind the self-recognition statement (judgebias.reporting.trust_family): exact binomial
         # test of chance (0.5) on the decided pairs; the interval stays Agresti-Coull.
         statistic=float(correct), p_value=sign_test(correct, n - correct),
         method="share of pairs with P(own is mine) > 0.5; Agresti-Coull interval",

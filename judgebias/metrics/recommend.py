@@ -45,7 +45,7 @@ import numpy as np
 
 from judgebias.metrics.survey import Z, required_labels
 
-CONSISTENT = 0.9  # as judgebias.trust.CONSISTENT (a reading aid there, a flag here)
+CONSISTENT = 0.9  # as judgebias.reporting.trust.CONSISTENT (a reading aid there, a flag here)
 PANEL = "panel"
 RULES = {
     "R1": "a judge related (self or family) to a candidate is not used alone: its ranking carries its "

@@ -2,10 +2,10 @@
 
 A ``Figure`` says what the figure needs from the table, how it is computed, what it means and where
 it comes from, how the terminal labels it, which sign signals the bias, which report-card statement
-it feeds and how MLflow names it. The analysis plan (``judgebias.analysis``), the terminal table
-(``judgebias.analysis_report``), the report card (``judgebias.report_card``) and the MLflow metric
-names (``tracking.log_analysis``) are all read from ``FIGURES``; adding a figure is one entry in
-``_CATALOGUE`` below (docs/metrics.md, "Adding a figure"). The catalogue's order is the papers'
+it feeds and how MLflow names it. The analysis plan (``judgebias.reporting.analysis``), the terminal table
+(``judgebias.reporting.console_table``), the report card (``judgebias.reporting.report_card``) and the MLflow
+metric names (``judgebias.tracking.log_analysis``) are all read from ``FIGURES``; adding a figure is one
+entry in ``_CATALOGUE`` below (docs/metrics.md, "Adding a figure"). The catalogue's order is the papers'
 order and the order of every output.
 """
 
@@ -45,7 +45,7 @@ from judgebias.stats import Estimate
 @dataclass(frozen=True)
 class Need:
     """One input a figure cannot do without. ``check`` reads the whole (prepared) table; a need
-    without one depends on the judge or the settings and is decided by ``judgebias.analysis``.
+    without one depends on the judge or the settings and is decided by ``judgebias.reporting.analysis``.
     ``reason`` is what "not computed" says when it is missing."""
 
     name: str
@@ -83,7 +83,7 @@ class Direction(Enum):
     UNSIGNED = "a share, rate, odds ratio or R2: its null is named in its reading"
 
 
-# The report card's statements (judgebias.trust), by the title each one's text starts with.
+# The report card's statements (judgebias.reporting.trust), by the title each one's text starts with.
 ORDER, HUMANS_SAY, SELF, FAMILY_SAY, GOLD_PANEL, LENGTH, STYLE = (
     "Order", "Humans", "Self-preference", "Family preference", "Against the gold panel", "Length", "Style")
 STATEMENTS = (ORDER, HUMANS_SAY, SELF, FAMILY_SAY, GOLD_PANEL, LENGTH, STYLE)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.runstore import RunStore
 
 log = logging.getLogger("judgebias.stages")
@@ -30,7 +30,7 @@ def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
 
 
 def call_cache(cfg: ExperimentConfig):
-    from judgebias.cache import ResponseCache, default_cache_dir
+    from judgebias.backends.call_cache import ResponseCache, default_cache_dir
 
     return ResponseCache(cfg.cache_dir or default_cache_dir())
 
@@ -59,7 +59,7 @@ def _adapted(ref, adapter: dict | None):
     if not adapter:
         return None
     from judgebias.ablations.finetune import merge_adapter
-    from judgebias.models import LoadedModel, load_model
+    from judgebias.backends.loading import LoadedModel, load_model
 
     base = load_model(ref.model, dtype=ref.dtype)
     merged = merge_adapter(base.model, adapter["adapter_dir"])

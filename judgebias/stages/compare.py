@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 
 
 def _dbg(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str] | None) -> dict:

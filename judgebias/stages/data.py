@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from judgebias.config import BUNDLED_DATASETS, ExperimentConfig, bundled_file
+from judgebias.config.experiment import BUNDLED_DATASETS, ExperimentConfig, bundled_file
 from judgebias.io import iter_jsonl
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
@@ -87,8 +87,7 @@ def attention_analysis(
         info.update(pairs=len(plist))
         store.write_frame(name, df)
         if len(df):
-            from judgebias import plots
-
+            from judgebias.reporting import plots as plots
             plots.save_figure(plots.attention_layers(attention_by_generator(df), judge),
                               store.path(RunLayout().plot(f"attention_{slug(judge)}")))
     progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")

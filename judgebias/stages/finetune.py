@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.config import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
+from judgebias.config.experiment import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
 from judgebias.layout import ADAPTER_RESULT, RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache
@@ -24,8 +24,8 @@ def finetune_generator(
 ) -> dict:
     """A LoRA adapter for ``generator``'s model trained on the shared instruction data."""
     from judgebias.ablations.finetune import load_sft_data, lora_finetune
+    from judgebias.backends.loading import load_model
     from judgebias.backends.local import LocalBackend
-    from judgebias.models import load_model
     from judgebias.prompts import generation_template
 
     variant = RunLayout.finetune(cfg)
@@ -166,8 +166,7 @@ def compare_finetune(
             }
         compute_metrics(cfg, store, after, variant=variant)
         store.write_json(name, out)
-        from judgebias import plots
-
+        from judgebias.reporting import plots as plots
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
                           store.path(variant.plot("dbg_before_after")))
     progress("fine-tune ablation DBG: " + _fmt_compare(out))

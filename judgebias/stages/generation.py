@@ -6,7 +6,7 @@ import itertools
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore

@@ -12,8 +12,8 @@ from judgebias.stages._common import Progress, _noop, _timed
 def imported_reports(store: RunStore, *, progress: Progress = _noop) -> list[tuple[BundledTable, dict]]:
     """(entry, analyze result) of every bundled table, each with its metrics.json, plots and
     report.html under ``RunLayout.imported(name)``."""
-    from judgebias import plots
-    from judgebias.report_card import write_report
+    from judgebias.reporting import plots as plots
+    from judgebias.reporting.report_card import write_report
 
     out = []
     for entry in BUNDLED:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
@@ -76,9 +76,9 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     ``sample`` pairs re-scored in float32 (both orders), their P(A) and verdicts compared with the
     run's own. None for a float32 or API judge. A few pairs bound the cost, not the distribution:
     docs/benchmarks.md has the measurement over many."""
+    from judgebias.backends.loading import load_model
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.metrics import precision_cost
-    from judgebias.models import load_model
     from judgebias.prompts import judge_template
 
     j = cfg.judge(judge)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed
@@ -54,8 +54,8 @@ def compute_leaderboard(
     if len(gens) < 2:
         progress(f"leaderboard: not computed ({len(gens)} generator(s) in the table; it ranks two or more)")
         return None
-    from judgebias.leaderboard import leaderboard
-    from judgebias.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
+    from judgebias.reporting.leaderboard import leaderboard
+    from judgebias.reporting.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
 
     with _timed(store, variant.stage("compute_leaderboard")):
         judges = sorted({str(j) for j in table["judge"].dropna()})

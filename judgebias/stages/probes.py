@@ -11,7 +11,7 @@ from functools import partial
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed
@@ -62,9 +62,10 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
                         *, progress: Progress = _noop) -> dict:
     """Robustness rate and shift per judge and perturbation (``metrics.robustness``), one plot of
     the shifts with every judge overlaid; ``after[judge]`` are the perturbed pairs' judgments."""
-    from judgebias import plots, plots_probes
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
     from judgebias.probes.perturbations import perturbation
+    from judgebias.reporting import plots as plots
+    from judgebias.reporting import plots_probes as plots_probes
     from judgebias.stats import InsufficientData
 
     layout = RunLayout.perturbation(cfg)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed
@@ -115,7 +115,7 @@ def compute_metrics(
     progress: Progress = _noop,
 ) -> dict:
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
-    from judgebias.analysis import analyze
+    from judgebias.reporting.analysis import analyze
 
     name = variant.metrics
     if store.has(name):
@@ -139,9 +139,9 @@ def compute_metrics(
 
 
 def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLayout) -> None:
-    from judgebias.report import page_notes
-    from judgebias.report_card import write_report
-    from judgebias.run_page import run_extras, write_page_notes
+    from judgebias.reporting.experiment_summary import page_notes
+    from judgebias.reporting.report_card import write_report
+    from judgebias.reporting.run_page import run_extras, write_page_notes
 
     extras = None
     if layout == RunLayout():  # the run's own page: its links, ablations, probes and caveats
@@ -162,7 +162,7 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLay
 def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
     """The run's page again, with the probes' figures beside the main ones (the probes run after
     the metrics wrote it)."""
-    from judgebias.report import indexed_probe_results, probe_index
+    from judgebias.reporting.experiment_summary import indexed_probe_results, probe_index
 
     layout = RunLayout()
     if store.has(layout.metrics):
@@ -172,8 +172,7 @@ def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
 
 
 def _plots(result: dict, folder: Path) -> list[Path]:
-    from judgebias import plots
-
+    from judgebias.reporting import plots as plots
     return plots.save_figures(plots.figures_for(result), folder)
 
 

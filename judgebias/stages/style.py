@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.config import ExperimentConfig
+from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
@@ -87,8 +87,7 @@ def semantic_preservation(
         both = pd.concat(frames, ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
         if len(sem) >= 1:
-            from judgebias import plots
-
+            from judgebias.reporting import plots as plots
             plots.save_figure(plots.semantic_shift(sem), store.path(base.plot("semantic_shift")))
         store.write_frame(name, sem)
     summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
@@ -132,8 +131,7 @@ def compare_style(
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
             compute_metrics(cfg, store, table, variant=RunLayout.style(cfg, style), exclude=exclude)
         store.write_json(name, out)
-        from judgebias import plots
-
+        from judgebias.reporting import plots as plots
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after style rewrite"),
                           store.path(base.plot("dbg_before_after")))
     progress("style ablation DBG: " + _fmt_compare(out))

@@ -1,0 +1,3 @@
+from judgebias.cli import main
+
+main()

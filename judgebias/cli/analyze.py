@@ -1,0 +1,177 @@
+"""``judgebias analyze FILE --out metrics.json``: every bias figure the table allows, per judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+# MLflow's store writes each trace in its own transactions (about 10 traces/s on a 2-core machine,
+# docs/benchmarks.md): the default keeps an analyze of a large table from waiting minutes on them.
+TRACES_AUTO_ROWS = 50
+
+
+def analyze_cmd(
+    file: Path = typer.Argument(..., metavar="FILE", help="Judgment table: .jsonl, .parquet or .csv."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the metrics JSON."),
+    self_: list[str] = typer.Option(
+        None, "--self", metavar="JUDGE=GENERATOR",
+        help="GENERATOR is JUDGE itself under another name (e.g. gpt4-judge=gpt-4). Repeatable; "
+             "GENERATOR may be a comma list. A judge's own name always counts, and so does the "
+             "table's judge_generator column."),
+    family: list[str] = typer.Option(
+        None, "--family", metavar="JUDGE=GENERATOR",
+        help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b: PandaLM is fine-tuned from "
+             "LLaMA): family figures (family_preference_eo/dp, family_dbg, the regression's "
+             "family_origin term) beside the exact-self ones. Repeatable; comma lists allowed."),
+    gold: str = typer.Option(None, "--gold", metavar="J1,J2,...",
+                             help="Gold panel for DBG and agreement_gold (default: all other judges; "
+                                  "the measured judge is never part of its own gold)."),
+    baseline: str = typer.Option(None, "--baseline", metavar="GENERATOR",
+                                 help="Reference model of the length-controlled win rates (default: the "
+                                      "one generator in every pair a judge judged, as in AlpacaEval)."),
+    human_as_gold: bool = typer.Option(False, "--human-as-gold",
+                                       help="DBG against the human labels instead of a judge panel."),
+    fold: str = typer.Option(None, "--fold", metavar="RULE",
+                             help="Refold every row with both presentation orders under RULE "
+                                  "(auto, agree-else-tie, mean-probability) before the figures; default: "
+                                  "each row's fold_rule as written."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid",
+                                      help="Exclude invalid rows (counted by reason) instead of failing."),
+    mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
+                                help="Log params, metrics, the JSON, the table and the plots to MLflow "
+                                     "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here). A table "
+                                     "over JUDGEBIAS_MLFLOW_TABLE_MAX_MB (default 50) is logged as "
+                                     "its path, size, rows and SHA-256 plus a sample of its first rows."),
+    traces: bool = typer.Option(None, "--traces/--no-traces",
+                                help="With --mlflow, also log every row as an MLflow trace with the "
+                                     f"judge's and the humans' feedback (docs/mlflow-genai.md). Default: "
+                                     f"on for tables of up to {TRACES_AUTO_ROWS} rows."),
+    plots_dir: Path = typer.Option(None, "--plots-dir",
+                                   help="Folder for the PNG plots (default: <out stem>_plots beside --out)."),
+    report: bool = typer.Option(True, "--report/--no-report",
+                                help="Write the report card <out stem>_report.html (+ .md) beside --out."),
+    reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    multiplicity: str = typer.Option(
+        "holm", "--multiplicity", metavar="holm|bh",
+        help="How each judge's statement tests are adjusted together: holm (default; the chance of "
+             "any false caution about a judge is at most 5%) or bh (Benjamini-Hochberg; at most 5% "
+             "of the cautions false on average). Intervals stay per-figure 95%."),
+    run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
+    pairwise: Path = typer.Option(None, "--pairwise", metavar="TABLE",
+                                  help="Pointwise FILE only: a pairwise judgment table over the same "
+                                       "responses, for pointwise_pairwise_consistency."),
+) -> None:
+    """Bias figures of every judge in a judgment table, with 95% intervals.
+
+    Self-preference (EO, DP), DBG, verbosity, perplexity, position and agreement with humans/gold.
+    Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
+    A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
+    """
+    from judgebias.cli.options import origin_map, require_tracking
+    from judgebias.display import terminal_safe
+    from judgebias.io import read_for_analysis
+    from judgebias.reporting.analysis import analyze
+    from judgebias.reporting.console_table import format_report
+    from judgebias.runstore import atomic_write_text
+    from judgebias.table import TableError
+
+    require_tracking(mlflow)
+    self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")
+    gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
+    from judgebias.multiplicity import check_method
+
+    try:
+        multiplicity = check_method(multiplicity)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if file_is_pointwise(file):  # the one dispatch point: a pointwise table has its own figures
+        from judgebias.cli.pointwise import analyze_pointwise_file
+
+        analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
+                               pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
+        return
+    try:
+        table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
+        if fold is not None:
+            from judgebias.folding import refold
+
+            table = refold(table, fold)
+        result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
+                         exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
+                         family_map=family_map, multiplicity=multiplicity)
+    except TableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        typer.echo(f"error: {file}: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
+    typer.echo(terminal_safe(format_report(result), keep="\n"))
+    typer.echo(f"\nwrote {out}")
+
+    figures = None
+    if plots_dir is not None or mlflow or report:
+        from judgebias.reporting.plots import figures_for, save_figures
+        from judgebias.reporting.report_card import analyze_outputs
+
+        figures = figures_for(result)
+        plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
+        paths = save_figures(figures, plots_dir)
+        typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+    pages = []
+    if report:
+        from judgebias.reporting.report_card import write_report
+
+        pages = list(write_report(analyze_outputs(out)[1], result,
+                                  title=f"Judge report card: {file.name}", plot_dir=plots_dir,
+                                  provenance=[f"judgebias analyze {file}", f"metrics: {out}"]))
+        typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
+    if mlflow:
+        from judgebias.tracking.log_analysis import log_analysis
+        from judgebias.tracking.mlflow_run import mlflow_run
+        from judgebias.tracking.settings import TrackingSettings
+
+        settings = TrackingSettings()
+        with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
+                        tags={"judgebias.command": "analyze"}) as run:
+            counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
+            import mlflow as _mlflow
+
+            from judgebias.reporting.experiment_summary import headline_rows, headline_table
+
+            # The run page leads with the answer (MLflow folds a long description after its first lines).
+            note = "\n".join(headline_table(headline_rows(result))) + "\n"
+            _mlflow.set_tag("mlflow.note.content", note)
+            logged = None
+            if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
+                from mlflow.exceptions import MlflowException
+
+                from judgebias.tracking.judgment_traces import log_judgment_traces, traces_note
+
+                try:
+                    logged = log_judgment_traces(table, self_map=self_map)
+                    _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
+                except MlflowException as exc:  # the figures are logged; the run stays a success
+                    typer.echo(f"warning: MLflow refused the traces, none or only some logged: "
+                               f"{terminal_safe(str(exc))[:500]}", err=True)
+        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+                   f"({counts['metrics']} metrics, {counts['figures']} plots)")
+        if logged is not None:
+            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
+                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
+                       + " (filter them in the experiment's Traces tab: docs/mlflow-genai.md)")
+            from judgebias.tracking.judgment_traces import filter_strings
+
+            typer.echo(f"  {logged['position flips']} of the table's rows flip with the order; filter: "
+                       + filter_strings()["position flips"])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_cmd)

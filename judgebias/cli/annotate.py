@@ -1,0 +1,249 @@
+"""``judgebias annotate push|pull|status``: the human annotation loop on a Label Studio server.
+
+The server URL and API key come from LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY (never a flag: a token
+on a command line ends up in shell history and process lists).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+import typer
+
+from judgebias.cli.options import origin_map
+
+annotate_app = typer.Typer(
+    name="annotate",
+    help="Draw a probability sample of the pairs (each pair's chance of being drawn is known and "
+    "recorded), have human annotators label it in Label Studio, and estimate every human-anchored figure "
+    "for all pairs from those labels. Needs LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
+    "(scripts/labelstudio_start.sh writes both to <data dir>/labelstudio.env).",
+    no_args_is_help=True,
+)
+
+_SELF_HELP = (
+    "Responses of GENERATOR count as JUDGE's own (repeatable; a judge named like a generator "
+    "is always its own)."
+)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _ledger_for(table: Path, ledger: Path | None) -> Path:
+    from judgebias.annotation.store import default_ledger_path
+
+    return ledger or default_ledger_path(table)
+
+
+@annotate_app.command("push")
+def push_cmd(
+    table: Path = typer.Argument(..., help="The experiment's judgment table (.jsonl/.parquet/.csv)."),
+    budget: int = typer.Option(50, "--budget", "-n", min=1,
+                               help="Pairs to draw in this batch (expected number for --design poisson)."),
+    design: str = typer.Option("poisson", help="Probability design: poisson (each pair with probability "
+                               "proportional to its usefulness score, floored at --min-prob), stratified "
+                               "(Neyman allocation over own/other x judge-gold agreement x order flip), "
+                               "or uniform."),
+    population: str = typer.Option("all", help="Pairs the figures describe and the draw covers: all "
+                                   "(every pair a measured judge rated) or own (pairs with the judge's "
+                                   "own response)."),
+    min_prob: float = typer.Option(None, min=0.0, max=1.0,
+                                   help="poisson: inclusion-probability floor (default: half the "
+                                   "uniform rate)."),
+    judge: list[str] = typer.Option(None, "--judge", "-j", help="Measured judge(s) (default: all judges)."),
+    gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    project_title: str = typer.Option(
+        "judgebias pairwise preferences",
+        help="Label Studio project (created with the pairwise config when absent, reused otherwise).",
+    ),
+    ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite next to TABLE)."),
+    seed: int = typer.Option(0, help="Seed of the draw and of the left/right swap shown to annotators."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Show the batch's design; record and push nothing."),
+) -> None:
+    """Draw the next batch of pairs by a probability design and push it to Label Studio.
+
+    Every pair of the population gets a known inclusion probability, recorded in the ledger with the
+    batch before any task is created, so `annotate pull` can estimate each figure for the whole
+    population (Hájek and PPI++) instead of averaging hand-picked pairs (docs/annotation.md). A push
+    interrupted mid-way finishes its batch on the next run. Annotators see only the prompt and the two
+    responses, in a seeded random order.
+    """
+    from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+    from judgebias.annotation.labelstudio import project_title as title_ok
+    from judgebias.annotation.loop import DesignSettings
+    from judgebias.annotation.store import Ledger
+    from judgebias.io import read_table
+    from judgebias.table import TableError
+
+    settings = DesignSettings(design=design, population=population, min_prob=min_prob, seed=seed,
+                              judges=judge or None, gold=gold or None, self_map=origin_map(self_))
+    ledger_path = _ledger_for(table, ledger)
+    try:
+        project_title = title_ok(project_title)  # before the batch is drawn and recorded
+        df, _ = read_table(table)
+        client = None if dry_run else LabelStudioClient(ServerSettings.from_env())
+        # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
+        store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
+    except (TableError, ValueError, LabelStudioError) as exc:
+        _fail(str(exc))
+    with store.lock() if store is not None else nullcontext():
+        _push_locked(df, store, client, budget, settings, project_title, seed, dry_run)
+
+
+def _poisson_count_line(sm: dict) -> str:
+    """Why a Poisson batch holds more or fewer pairs than --budget: the size is random."""
+    total = sm["drawn"] + sm["redrawn"]
+    line = (f"  the poisson design draws each pair on its own with its probability, so the batch size is "
+            f"random: expected {sm['expected']:.1f} (--budget {sm['budget']}), drawn {total}")
+    if sm["redrawn"]:
+        line += f", of which {sm['redrawn']} drawn in an earlier batch (no new label needed)"
+    return line
+
+
+def _push_locked(df, store, client, budget, settings, project_title, seed, dry_run) -> None:
+    """Draw (or resume) and push while holding the ledger's lock."""
+    from judgebias.annotation.labelstudio import LabelStudioError
+    from judgebias.annotation.loop import next_batch
+
+    try:
+        batch = next_batch(df, store, budget, settings, record=not dry_run)
+    except ValueError as exc:
+        _fail(str(exc))
+    sm = batch.summary
+    if batch.resumed:
+        typer.echo(f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
+                   f"{sm['to_push']} remaining pair(s), no new draw")
+    else:
+        typer.echo(f"batch {sm['batch']}: {sm['design']} design over population {sm['population']!r} "
+                   f"({sm['population_size']} pairs, {sm['left_to_draw']} not drawn before); drew "
+                   f"{sm['drawn']}; inclusion probability {sm['pi_min']:.3f}-{sm['pi_max']:.3f}")
+        if sm["design"] == "poisson":
+            typer.echo(_poisson_count_line(sm))
+        for stratum, k in sorted(sm["per_stratum"].items()):
+            typer.echo(f"  {stratum:<28} {k}")
+        if sm["design"] == "stratified":
+            from judgebias.metrics.human import STRATIFIED_DIFFERENCE_WARNING
+
+            typer.echo(f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)")
+    if dry_run or batch.rows.empty:
+        return
+    try:
+        result = client.push(batch.rows, store, project_title=project_title, seed=seed)
+    except LabelStudioError as exc:
+        _fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
+    typer.echo(
+        f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
+        f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
+    )
+    typer.echo(f"open it: {client.url}/projects/{result.project_id}/data")
+    if result.shared:
+        typer.echo(f"{result.shared} pair(s) have the same texts as a pair already pushed: they share its "
+                   "task (labelled once, counted for each pair)")
+
+
+@annotate_app.command("pull")
+def pull_cmd(
+    table: Path = typer.Argument(..., help="The experiment's judgment table."),
+    judge: list[str] = typer.Option(None, "--judge", "-j", help="Judge(s) to recompute (default: all)."),
+    gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite)."),
+    out: Path = typer.Option(None, help="Merged table to write (default: <table>.human.jsonl)."),
+    mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log the figures as a new MLflow run."),
+    tracking_uri: str = typer.Option(None, envvar="MLFLOW_TRACKING_URI", help="MLflow tracking URI."),
+    experiment: str = typer.Option(None, envvar="MLFLOW_EXPERIMENT_NAME",
+                                   help="MLflow experiment when no --parent-run-id (default: judgebias)."),
+    parent_run_id: str = typer.Option(None, help="The experiment's MLflow run: the new run is linked to it."),
+    offline: bool = typer.Option(False, "--offline", help="Skip the server; recompute from the ledger."),
+    reps: int = typer.Option(2000, min=100, help="Bootstrap replicates of the DBG interval."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON after the summary."),
+) -> None:
+    """Pull labels, merge them into the table, estimate every human-label figure, log to MLflow.
+
+    Takes every annotator, skips and edits (the latest version of an annotation wins, nothing counts
+    twice) and writes the table with the merged `human` column. Each figure (EO, TPR/TNR, human
+    own-preference, judge-human and gold-human agreement, DBG against humans, verbosity parity) is
+    estimated for the population the batches were drawn from: Hájek with the design's variance and
+    PPI++ with the gold panel as predictor, each with its 95% interval, labels used and effective
+    sample size. Figures on the labelled pairs alone are printed as that subset only.
+    """
+    from judgebias.annotation.labelstudio import LabelStudioError
+    from judgebias.annotation.sync import SyncSettings, recompute_from_ledger, sync
+    from judgebias.table import TableError
+
+    settings = SyncSettings(
+        table=table,
+        judges=judge or (),
+        ledger=_ledger_for(table, ledger),
+        out=out,
+        self_map=origin_map(self_),
+        gold=gold or None,
+        log_mlflow=mlflow,
+        tracking_uri=tracking_uri,
+        experiment=experiment,
+        parent_run_id=parent_run_id,
+        reps=reps,
+    )
+    if mlflow and not offline:
+        from judgebias.tracking.settings import TrackingSettings
+
+        TrackingSettings(**({"tracking_uri": tracking_uri} if tracking_uri else {})).check_reachable()
+    try:
+        if offline:
+            previous = settings.previous_figures()
+            figures, _ = recompute_from_ledger(settings)
+            summary = {"figures": figures, "previous_figures": previous, "out": str(settings.out_path)}
+        else:
+            summary = sync(settings).summary()
+    except LabelStudioError as exc:
+        _fail(
+            f"{exc}\nThe ledger {settings.ledger_path} is intact; run pull again when the server is back "
+            "(or --offline to recompute from the labels already pulled)."
+        )
+    except (TableError, ValueError) as exc:
+        _fail(str(exc))
+    from judgebias.annotation.summary import sync_lines
+
+    if offline:
+        typer.echo("offline: Label Studio not contacted; figures recomputed from the ledger's labels")
+    if not mlflow:
+        typer.echo("--no-mlflow: nothing logged to MLflow")
+    elif offline:
+        typer.echo("offline: nothing logged to MLflow either")
+    typer.echo("\n".join(sync_lines(summary)))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
+
+
+@annotate_app.command("status")
+def status_cmd(
+    table: Path = typer.Argument(None, help="Judgment table (locates the default ledger)."),
+    ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite)."),
+) -> None:
+    """Pushed / labelled / pending counts and labels per annotator (from the ledger; no server)."""
+    from judgebias.annotation.store import Ledger
+
+    if table is None and ledger is None:
+        raise typer.BadParameter("give TABLE or --ledger")
+    path = ledger or _ledger_for(table, None)
+    if not Path(path).exists():
+        _fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
+    st = Ledger(path).status()
+    typer.echo(f"ledger {path}")
+    from judgebias.annotation.summary import ledger_line
+
+    typer.echo(ledger_line(st))
+    for who, counts in sorted(st["per_annotator"].items()):
+        typer.echo(f"  {who:<16} labelled {counts['labelled']:>5}  skipped {counts['skipped']:>5}  "
+                   f"both bad {counts.get('both_bad', 0):>4}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(annotate_app, name="annotate")

@@ -1,0 +1,213 @@
+"""``judgebias judge``: fill a judgment table's p_a / verdict / perplexity columns with one judge."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _progress(label: str):
+    start = time.perf_counter()
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - last[0] > 2:
+            last[0] = now
+            rate = done / max(now - start, 1e-9)
+            print(f"\r{label}: {done}/{total} ({rate:.1f}/s)", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+    return report
+
+
+def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
+               device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
+               dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
+               quantize: str = "none", chat: bool | None = None, option_tokenizer: str | None = None):
+    """The judge the options describe, as the one spec every command builds backends from."""
+    from judgebias.backends.builder import JudgeSpec
+
+    try:
+        return JudgeSpec(name=name or "", model=judge, backend=backend, base_url=base_url,
+                         gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
+                         token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
+                         cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat,
+                         option_tokenizer=option_tokenizer)
+    except ValueError as exc:
+        message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
+        raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
+
+
+def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool | None = None,
+                perplexity: bool = False,
+                ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
+                progress: bool = True, chunk_size: int = 256):
+    """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``."""
+    import pandas as pd
+
+    from judgebias.backends.protocol import GenerationParams
+    from judgebias.judging import judge_pairs, pairs_from_table
+    from judgebias.perplexity import fill_perplexity
+    from judgebias.prompts import judge_template
+    from judgebias.table import CANONICAL
+
+    template = judge_template(template_name)
+    pairs = pairs_from_table(df)
+    result = judge_pairs(pairs, backend, template, judge=judge_name, chat=chat,
+                         params=GenerationParams(max_new_tokens=max_new_tokens), chunk_size=chunk_size,
+                         progress=_progress(f"judging {len(pairs)} pairs x 2 orders") if progress else None)
+    out = result.table()
+    # Pair-level extra columns of the input (categories, sources) travel with the pair.
+    extras = [c for c in df.columns if c not in CANONICAL and c not in out.columns]
+    if extras:
+        first = df.drop_duplicates("pair_id").set_index("pair_id")[extras]
+        out = out.join(first, on="pair_id")
+    if perplexity:
+        n = len(out)
+        report = _progress(f"perplexity of {2 * n} responses") if progress else None
+        done = [0]
+
+        def tick(k: int) -> None:
+            done[0] += k
+            if report:
+                report(done[0], 2 * n)
+        out = fill_perplexity(out, backend, context=ppl_context, chunk_size=chunk_size, progress=tick)
+    if keep_other_judges:
+        others = df[df["judge"].fillna("") != judge_name]
+        out = pd.concat([others, out], ignore_index=True)
+    return out, result.exclusions
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("judge")
+    def judge_cmd(
+        table: Annotated[Path, typer.Argument(
+            help="Judgment table (.jsonl/.parquet/.csv) whose pairs to judge.", exists=True, dir_okay=False)],
+        judge: Annotated[str, typer.Option(
+            "--judge", help="Model: alias (smollm2-135m-instruct, gemma-3-270m), local folder, .gguf file, "
+            "hub id; or the API model name.")],
+        out: Annotated[Path, typer.Option("--out", help="Output table (.jsonl or .parquet).")],
+        template: Annotated[str | None, typer.Option(
+            help="Pairwise: dbg-ab (default) | dbg-truthful (answer A or B) or mtbench-pair (explain, then "
+                 "[[A]]/[[B]]/[[C]]). Pointwise: mtbench-single (default; 1-10, [[rating]]), "
+                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k).")] = None,
+        mode: Annotated[str, typer.Option(
+            help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
+                 "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
+        backend: Annotated[str, typer.Option(help="local (transformers), vllm (vLLM in its own environment: "
+                                             "scripts/install.sh --vllm) or openai (OpenAI-compatible API).")
+                           ] = "local",
+        base_url: Annotated[str | None, typer.Option(help="API base URL for --backend openai.")] = None,
+        name: Annotated[str | None, typer.Option(help="Judge name in the table (default: the model's).")
+                        ] = None,
+        gguf_file: Annotated[str | None, typer.Option(help="GGUF file name inside the --judge folder.")
+                             ] = None,
+        device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")
+                          ] = None,
+        batch_size: Annotated[int, typer.Option(help="Most prompts per forward pass.")] = 64,
+        token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
+                                                         "(default 1024 on CPU, 65536 on GPU).")] = None,
+        dtype: Annotated[str, typer.Option(help="Local weights and activations: auto (bf16 on GPU, exact "
+                                           "fp32 on CPU), float32, bfloat16 (~3x faster on CPUs with "
+                                           "AVX512-BF16/AMX; see docs/benchmarks.md) or float16.")] = "auto",
+        quantize: Annotated[str, typer.Option(help="Local: none, or int8 (linear weights stored as int8 "
+                                              "with torchao, the `quant` extra: a larger judge in about "
+                                              "half the memory of bf16; docs/benchmarks.md).")] = "none",
+        prompt_kind: Annotated[str, typer.Option(
+            help="auto (chat, unless a local model has no chat template), chat, or few-shot (a base "
+                 "model's few-shot text; with --backend openai it goes to the /completions route).")
+                               ] = "auto",
+        max_new_tokens: Annotated[int, typer.Option(
+            help="Explanation length limit (mtbench-pair and the explain-first pointwise templates).")] = 512,
+        prefix_mode: Annotated[str, typer.Option(
+            help="--backend openai: how an answer prefix (the text up to '[[' in mtbench-pair) is sent: "
+                 "none, continue or message.")] = "none",
+        option_tokenizer: Annotated[str | None, typer.Option(
+            help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
+                 "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
+                                    ] = None,
+        perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
+        ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
+                                                 "template:dbg-generate.")] = "auto",
+        keep_other_judges: Annotated[bool, typer.Option(help="Also copy the input's rows of other judges.")
+                                     ] = False,
+        no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the call cache.")
+                            ] = False,
+        cache_dir: Annotated[Path | None, typer.Option(help="Call cache folder (default $JUDGEBIAS_CACHE_DIR "
+                                                       "or ~/.cache/judgebias/calls).")] = None,
+    ) -> None:
+        """Judge every pair of TABLE in both presentation orders and write a table for `judgebias analyze`.
+
+        p_a is P(response A better) averaged over both orders; p_a_ab / p_a_ba are the per-order
+        values; off-format answers are excluded with their reason in judge_error, never scored 0.5.
+        Model calls are cached by content, so a rerun only computes what is missing.
+        """
+        from judgebias import interrupts
+        from judgebias.backends.builder import build_backend, cached, chat_for
+        from judgebias.backends.call_cache import ResponseCache
+        from judgebias.io import read_table, write_table
+
+        if mode not in ("pairwise", "pointwise"):
+            raise typer.BadParameter(f"unknown mode {mode!r}; use pairwise or pointwise", param_hint="--mode")
+        template = template or ("mtbench-single" if mode == "pointwise" else "dbg-ab")
+        if mode == "pointwise":
+            from judgebias.prompts.pointwise import pointwise_template
+
+            try:
+                pointwise_template(template)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--template") from None
+        try:
+            chat = chat_for(prompt_kind)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--prompt-kind") from None
+        spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
+                          batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
+                          dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
+                          chat=chat, option_tokenizer=option_tokenizer)
+        if mode == "pointwise":
+            from judgebias.io import read_raw
+            from judgebias.pointwise_table import is_pointwise
+
+            df = read_raw(table)
+            if not is_pointwise(df):
+                df, _ = read_table(table)
+        else:
+            df, _ = read_table(table)
+        inner = build_backend(spec)
+        # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
+        runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
+        if mode == "pointwise":
+            from judgebias.cli.pointwise import judge_pointwise_table
+
+            with interrupts.stop_between_batches():
+                judged, exclusions = judge_pointwise_table(
+                    df, runner, template, judge_name=name or inner.name, chat=spec.chat,
+                    max_new_tokens=max_new_tokens, chunk_size=batch_size,
+                    progress=_progress("scoring responses"))
+                interrupts.check()
+            path = write_table(judged, out)
+            by_source = judged["score_source"].value_counts().to_dict()
+            typer.echo(f"wrote {path}: {len(judged)} rows, scores by source {by_source}; "
+                       f"judge {inner.name!r}, template {template}; cache hits {runner.hits}, "
+                       f"computed {runner.calls}")
+            if exclusions.total:
+                typer.echo(f"excluded or parsed judgments: {exclusions}")
+            return
+        with interrupts.stop_between_batches():
+            judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
+                                             chat=spec.chat, perplexity=perplexity, ppl_context=ppl_context,
+                                             max_new_tokens=max_new_tokens,
+                                             keep_other_judges=keep_other_judges, chunk_size=batch_size)
+            interrupts.check()  # a stop asked after the last batch: still no table from a stopped run
+        path = write_table(judged, out)
+        scored = int(sum(1 for p in judged["p_a"] if isinstance(p, float) and not math.isnan(p)))
+        typer.echo(f"wrote {path}: {len(judged)} rows, {scored} with p_a; judge {inner.name!r}, "
+                   f"template {template}; cache hits {runner.hits}, computed {runner.calls}")
+        if exclusions.total:
+            typer.echo(f"excluded judgments (per order): {exclusions}")

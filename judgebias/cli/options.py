@@ -1,0 +1,26 @@
+"""Option checks more than one command shares: the ``--self``/``--family`` maps and the MLflow
+server that must answer before any work is done."""
+
+from __future__ import annotations
+
+import typer
+
+
+def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple[str, ...]]:
+    """``--self J=G1,G2`` / ``--family J=G1,G2`` as the metrics' map; a malformed entry is a usage
+    error naming the option."""
+    from judgebias.metrics.origin import parse_self_map
+
+    try:
+        return parse_self_map(items or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+
+def require_tracking(mlflow: bool) -> None:
+    """With ``--mlflow``, a tracking server that does not answer is said before the work, not
+    minutes after (``TrackingSettings.check_reachable``)."""
+    if mlflow:
+        from judgebias.tracking.settings import TrackingSettings
+
+        TrackingSettings().check_reachable()

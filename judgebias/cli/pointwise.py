@@ -1,0 +1,105 @@
+"""The pointwise branches of ``judgebias judge --mode pointwise`` and ``judgebias analyze`` (a
+pointwise table, told by its columns), kept out of the pairwise commands' code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def judge_pointwise_table(
+    df,
+    backend,
+    template_name: str,
+    *,
+    judge_name: str,
+    chat: bool | None,
+    max_new_tokens: int,
+    chunk_size: int,
+    progress=None,
+):
+    """The pointwise table of ``judge_name`` over every response of ``df`` (a pointwise or a
+    pairwise table): one row per response."""
+    from judgebias.backends.protocol import GenerationParams
+    from judgebias.judging_pointwise import items_from_frame, judge_responses
+    from judgebias.prompts.pointwise import pointwise_template
+
+    template = pointwise_template(template_name)
+    items = items_from_frame(df)
+    result = judge_responses(
+        items,
+        backend,
+        template,
+        judge=judge_name,
+        chat=chat,
+        params=GenerationParams(max_new_tokens=max_new_tokens),
+        chunk_size=chunk_size,
+        progress=progress,
+    )
+    return result.table(), result.exclusions
+
+
+def analyze_pointwise_file(
+    file: Path,
+    out: Path,
+    *,
+    self_map,
+    family_map,
+    gold,
+    pairwise: Path | None,
+    skip_invalid: bool,
+    reps: int,
+    seed: int,
+    plots_dir: Path | None = None,
+    mlflow: bool = False,
+    run_name: str | None = None,
+) -> None:
+    """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
+    per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
+    params, metrics, the JSON, the table and the plots (``judgebias.tracking.log_pointwise``). No report card
+    or traces for pointwise tables yet: said on the terminal."""
+    from judgebias.display import terminal_safe
+    from judgebias.io import read_raw, read_table
+    from judgebias.pointwise_table import validate_pointwise
+    from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
+    from judgebias.runstore import atomic_write_text
+    from judgebias.table import TableError
+
+    try:
+        table, exclusions = validate_pointwise(read_raw(file), source=str(file), skip_invalid=skip_invalid)
+        pairs = read_table(pairwise)[0] if pairwise is not None else None
+        result = analyze_pointwise(
+            table, self_map=self_map, family_map=family_map, gold=gold, pairwise=pairs, reps=reps, seed=seed
+        )
+    except TableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        typer.echo(f"error: {file}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    result["exclusions"] = dict(exclusions.counts)
+    atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
+    typer.echo(terminal_safe(format_pointwise(result), keep="\n"))
+    typer.echo(f"\nwrote {out}")
+    from judgebias.reporting.plots import save_figures
+    from judgebias.reporting.plots_pointwise import pointwise_figures
+    from judgebias.reporting.report_card import analyze_outputs
+
+    figures = pointwise_figures(table, result["settings"]["judges"])
+    plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
+    paths = save_figures(figures, plots_dir)
+    typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
+    typer.echo("(pointwise table: no report card or MLflow traces yet)")
+    if mlflow:
+        from judgebias.tracking.log_pointwise import log_pointwise_analysis
+        from judgebias.tracking.mlflow_run import mlflow_run
+        from judgebias.tracking.settings import TrackingSettings
+
+        settings = TrackingSettings()
+        with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
+                        tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
+            counts = log_pointwise_analysis(result, table_path=file, figures=figures)
+        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+                   f"({counts['metrics']} metrics, {counts['figures']} plots)")

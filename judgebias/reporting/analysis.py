@@ -1,0 +1,188 @@
+"""``analyze``: every bias figure the table's columns allow, per judge, as one JSON-ready dict.
+
+Shape (documented in docs/metrics.md)::
+
+    {"schema": 1, "settings": {...}, "dataset": {...}, "humans": {...}, "win_rates": [...],
+     "judges": {<judge>: {<metric>: {"value", "ci_low", "ci_high", "n", "exclusions", ...},
+                          "multiplicity": {"method", "tests", "members", ...},
+                          "skipped": {<metric>: <reason>}}}}
+
+A metric the data cannot support is absent and its reason is under ``skipped``: never a fake 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics import origin
+from judgebias.metrics import registry as R
+from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
+from judgebias.metrics.verbosity import human_verbosity
+from judgebias.metrics.win_rate import length_controlled_win_rates
+from judgebias.multiplicity import HOLM, check_method
+from judgebias.reporting.trust_family import attach
+from judgebias.stats import InsufficientData, jsonable
+from judgebias.table import Exclusions
+
+SCHEMA_VERSION = 1
+# What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
+# and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
+_LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
+         "verdict_ba", "ppl_a", "ppl_b", *F.DERIVED)
+_CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
+
+
+def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
+    lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy()
+    for c in _CATEGORICAL:
+        if c in lean.columns:
+            codes, uniques = pd.factorize(lean[c], use_na_sentinel=True)
+            lean[c] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+    return lean
+
+
+def _has(df: pd.DataFrame, column: str) -> bool:
+    return F.has_values(df, column)
+
+
+def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = None,
+            gold: Sequence[str] | None = None, human_as_gold: bool = False,
+            exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
+            baseline: str | None = None,
+            family_map: Mapping[str, Iterable[str]] | None = None,
+            multiplicity: str = HOLM) -> dict[str, Any]:
+    """Compute every metric the columns allow for every judge of a validated judgment table.
+
+    ``self_map`` names more generators that are the judge itself; ``family_map`` its relatives
+    (fine-tuned from, same base model): they get their own figures (``family_preference_*``,
+    ``family_dbg``, the regression's ``family_origin``) beside the exact-self ones.
+
+    ``baseline`` names the reference model of the length-controlled win rates (default: per judge,
+    the one generator in every pair it judged, if there is one).
+
+    ``multiplicity`` ("holm" or "bh") adjusts the p-values of each judge's statement tests together
+    (``judgebias.reporting.trust_family``): ``p_adjusted`` beside each member's ``p_value`` and the family
+    under the judge's ``multiplicity`` key."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
+    multiplicity = check_method(multiplicity)  # a typo fails before the work, not after it
+    F.require(df, ["pair_id", "judge"], "analyze")
+    if len(df) == 0:
+        raise ValueError("analyze: the judgment table has no rows")
+    self_map = {k: set([v] if isinstance(v, str) else v) for k, v in (self_map or {}).items()}
+    family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
+    gold = list(gold) if gold else None
+    prepared = F.prepare(df)
+    lean = _lean(prepared)
+    judges = F.judges(lean)
+    if gold:
+        gold_panel(lean, None, gold)  # fail early on unknown gold judges
+    _check_family(lean, judges, family_map)
+
+    # Which of the table-wide inputs are there: the figures' needs (judgebias.metrics.registry).
+    flags = {n.name: (n.check(lean), n.reason) for n in R.TABLE_NEEDS}
+    has_human, has_gen = flags[R.HUMAN.name][0], flags[R.GENERATORS.name][0]
+
+    result: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
+                     "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
+                     "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
+                     "baseline": baseline, "multiplicity": multiplicity},
+        "dataset": _dataset(prepared, lean, judges, exclusions),
+        "humans": {}, "win_rates": [], "judges": {},
+    }
+    if has_human:
+        try:
+            result["humans"]["verbosity"] = human_verbosity(prepared).to_dict()
+        except InsufficientData as exc:
+            result["humans"]["skipped"] = {"verbosity": str(exc)}
+    else:
+        result["humans"]["skipped"] = {"verbosity": R.HUMAN.reason}
+    if has_gen:
+        wr = pairwise_win_rates(lean)
+        result["win_rates"] = jsonable(wr.to_dict(orient="records"))
+        rates, why = length_controlled_win_rates(prepared, judges, baseline)
+        result["length_controlled"] = {"rates": rates, "skipped": why}
+
+    positions = lean.groupby("judge", sort=True, observed=True).indices
+    result["settings"]["self_generators"] = {j: sorted(origin.self_set(lean, j, self_map)) for j in judges}
+    result["settings"]["family_generators"] = {
+        j: sorted(set(family_map[j]) - origin.self_set(lean, j, self_map))
+        for j in judges if family_map.get(j)
+    }
+    for judge in judges:
+        rows = lean.take(positions[judge])
+        result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, family_map, gold,
+                                                 human_as_gold, reps, seed)
+    return attach(jsonable(result), method=multiplicity)
+
+
+def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str, set[str]]) -> None:
+    """A misspelt family name would only show up as a skipped figure: name it before the work."""
+    unknown = sorted(j for j in family_map if j not in judges)
+    if unknown:
+        raise ValueError(f"family map names judge(s) {unknown} not in the table (judges: {judges})")
+    gens = {str(g) for c in ("generator_a", "generator_b") if c in lean.columns
+            for g in lean[c].dropna().unique()}
+    for judge, members in family_map.items():
+        missing = sorted(m for m in members if m not in gens)
+        if missing:
+            raise ValueError(f"family of {judge!r}: generator(s) {missing} not in the table "
+                             f"(generators: {sorted(gens)[:20]})")
+
+
+def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: dict, self_map, family_map,
+                   gold, human_as_gold: bool, reps: int, seed: int) -> dict[str, Any]:
+    """Every figure of the registry's plan for one judge; ``rows`` are its rows, ``lean`` the whole
+    table (gold panels). A figure whose needs are missing is skipped with the first missing one's
+    reason."""
+    out: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    met = dict(flags)
+    met[R.GOLD.name] = (bool(gold_panel(lean, judge, gold)), R.GOLD.reason)
+    met[R.FAMILY.name] = (bool(family_map.get(judge)), R.FAMILY.reason)
+    met[R.REFERENCE.name] = met[R.HUMAN.name if human_as_gold else R.GOLD.name]
+    inputs = R.Inputs(lean, rows, judge, self_map, family_map, gold, human_as_gold, reps, seed)
+    for fig in R.plan(bool(family_map)):
+        missing = [met[need.name][1] for need in fig.needs if not met[need.name][0]]
+        if missing:
+            skipped[fig.key] = missing[0]
+            continue
+        try:
+            out[fig.key] = fig.compute(inputs).to_dict()
+        except InsufficientData as exc:
+            skipped[fig.key] = str(exc)
+    out["skipped"] = skipped
+    return out
+
+
+def _dataset(prepared: pd.DataFrame, lean: pd.DataFrame, judges: list[str],
+             exclusions: Exclusions | None) -> dict[str, Any]:
+    pair = lean[F.PAIR].to_numpy()
+    hn = lean[F.HUMAN_N].to_numpy()
+    labelled = np.unique(pair[hn > 0]).size
+    gens = set()
+    for col in ("generator_a", "generator_b"):
+        if col in lean.columns:
+            gens.update(str(g) for g in lean[col].dropna().unique())
+    present = [c for c in ("p_a", "p_a_ab", "p_a_ba", "verdict", "verdict_ab", "verdict_ba", "ppl_a", "ppl_b",
+                           "generator_a", "generator_b") if _has(lean, c)]
+    if hn.any():
+        present.append("human")
+    return {
+        "rows": len(prepared), "pairs": int(np.unique(pair).size), "judges": judges,
+        "rows_per_judge": {str(k): int(v) for k, v in lean["judge"].value_counts().sort_index().items()},
+        "human_only_rows": int(lean["judge"].isna().sum()),
+        "human_labelled_pairs": int(labelled), "generators": sorted(gens),
+        "columns_with_values": present,
+        # Which rule made each judge row's verdict from its two orders (judgebias.folding).
+        "fold_rules": ({str(k): int(v) for k, v in prepared["fold_rule"].value_counts().sort_index().items()}
+                       if "fold_rule" in prepared.columns else {}),
+        "exclusions": exclusions.to_dict() if exclusions is not None else {},
+    }

@@ -1,0 +1,61 @@
+"""The perturbation probe's figure (CALM, ``judgebias.stages.probes``): the judges overlaid on one
+axis, as the other figures of ``judgebias.reporting.plots`` (same size rules, same DPI)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from judgebias.reporting.plots import _figure, _span, label
+
+# A shift of P(perturbed side) under this is "detectable but small" in the report card's statements
+# (judgebias.reporting.trust.MATERIAL_SHIFT): drawn as a reading aid, never a test.
+READING_AID_SHIFT = 0.05
+
+
+def perturbation_shifts(probe: Mapping[str, Any]) -> Figure:
+    """CALM perturbation probe: the shift of P(perturbed side) per perturbation (rows) with its 95%
+    interval, every judge overlaid in its own colour on the same axis (``probe``: the probe's
+    ``probe.json``). Names go on the vertical axis, where seven of them never overlap; the zero line
+    and the +-0.05 reading aid are drawn."""
+    tags = list(probe.get("perturbations") or {})
+    judges = list(probe.get("judges") or {})
+    if not tags or not judges:
+        raise ValueError("no perturbation figures to plot")
+    fig, ax = _figure((8.0, max(3.2, 0.4 * len(tags) * max(1, len(judges)) ** 0.5 + 1.4)))
+    step = 0.7 / max(1, len(judges))
+    ends: list[float] = [-READING_AID_SHIFT, READING_AID_SHIFT]
+    for k, (judge, marker) in enumerate(zip(judges, "osD^v<>ph*", strict=False)):
+        y, v, lo, hi, ns = [], [], [], [], []
+        for i, tag in enumerate(tags):
+            e = ((probe["judges"][judge].get(tag) or {}).get("shift")) or {}
+            if e.get("value") is None:
+                continue
+            y.append(i + (k - (len(judges) - 1) / 2) * step)
+            v.append(e["value"])
+            lo.append(e["value"] if e.get("ci_low") is None else e["ci_low"])
+            hi.append(e["value"] if e.get("ci_high") is None else e["ci_high"])
+            ns.append(e.get("n"))
+        if not y:
+            continue
+        v_, lo_, hi_ = (np.asarray(a, dtype=float) for a in (v, lo, hi))
+        ax.errorbar(v_, y, xerr=[v_ - lo_, hi_ - v_], fmt=marker, capsize=3, label=label(judge))
+        ends += [*lo, *hi]
+    ax.axvline(0, color="black", linewidth=1.0)
+    for side in (-1, 1):
+        ax.axvline(side * READING_AID_SHIFT, color="0.4", linewidth=0.9, linestyle="--",
+                   label=f"±{READING_AID_SHIFT} (reading aid)" if side > 0 else None)
+    lo_x, hi_x = _span(ends)
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_ylim(len(tags) - 0.5, -0.5)  # the first perturbation on top
+    ax.set_yticks(range(len(tags)), [label(t.split("@")[0]).replace("_", " ") for t in tags])
+    ax.set_xlabel("shift of P(perturbed side wins), after - before "
+                  "(95% intervals; > 0: the perturbation helps)")
+    ax.set_title("How much each perturbation moves the judges (CALM)")
+    # Below the axes: wide intervals leave no corner free of data for a legend inside.
+    longest = max([len(label(j)) for j in judges] + [20])
+    fig.legend(loc="outside lower center", ncol=max(1, min(len(judges) + 1, 4, 100 // longest)), fontsize=8)
+    return fig

@@ -1,0 +1,342 @@
+"""One readable page per run: a judge's report card as self-contained HTML and as markdown.
+
+Built from an ``analyze`` result only (never recomputed, never text from a model): the headline
+figures with interval, sample size and what each means with its source (both declared in the
+figure registry, ``judgebias.metrics.registry``), the length-controlled win
+rates, the plots, the exclusions, and a short "what this judge can be trusted for" derived from the
+figures by the rules in ``judgebias.reporting.trust`` (each statement names the figure it rests on; whether it
+claims a finding is decided by its test, adjusted for the judge's family of tests, and the page
+says in one sentence what that adjustment promises).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judgebias.display import markdown_safe
+from judgebias.metrics import registry
+from judgebias.reporting import report_card_sections as sections_mod
+from judgebias.reporting.plot_captions import caption
+from judgebias.reporting.run_page import RunExtras
+from judgebias.reporting.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
+from judgebias.reporting.trust_family import Family
+from judgebias.runstore import atomic_write_text
+
+
+def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The judge's figures in the registry's order, each with what it means and its source."""
+    rows = []
+    for key, fig in registry.FIGURES.items():
+        est = metrics.get(key)
+        if not est:
+            continue
+        rows.append(
+            {
+                "figure": fig.label.strip(" ."),
+                "value": fmt(est.get("value"), fig.signed),
+                "ci": fmt_ci(est, fig.signed),
+                "n": str(est.get("n", "")),
+                "meaning": fig.meaning,
+                "source": fig.source,
+            }
+        )
+    return rows
+
+
+CALM = "Ye et al. 2024 (CALM)"
+PANICKSSERY = "Panickssery et al. 2024"
+
+
+def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
+    """The probes' figures of one judge (``result["probes"]``, written by the probe stages)."""
+    rows = []
+
+    def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
+        if est and est.get("value") is not None:
+            rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
+                         "n": str(est.get("n", "")), "meaning": meaning, "source": source})
+
+    pert = probes.get("perturbations") or {}
+    for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
+        what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
+        add(f"robust to {tag.split('@')[0]}", entry.get("robustness_rate"), False,
+            f"share of verdicts unchanged when one side gets {what}", CALM)
+        add(f"shift toward {tag.split('@')[0]}", entry.get("shift"), True,
+            "P(perturbed side) after - before; 0 = not moved", CALM)
+    rec = ((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}
+    add("self-recognition accuracy", rec.get("self_recognition"), False,
+        "picks its own answer when asked which it wrote; 0.5 = chance", PANICKSSERY)
+    add("recognition vs self-preference (r)", rec.get("recognition_preference"), True,
+        "per pair: confidence it wrote its answer against its preference for it", PANICKSSERY)
+    return rows
+
+
+def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
+    return [
+        {
+            "model": r["model"],
+            "baseline": r["baseline"],
+            "raw": f"{fmt(r['raw_win_rate']['value'])} {fmt_ci(r['raw_win_rate'], False)}",
+            "lc": f"{fmt(r['value'])} {fmt_ci(r, False)}",
+            "n": str(r["n"]),
+        }
+        for r in (result.get("length_controlled") or {}).get("rates") or []
+        if r["judge"] == judge
+    ]
+
+
+@dataclass(frozen=True)
+class JudgeSection:
+    judge: str
+    trust: list[tuple[str, str]]
+    rows: list[dict[str, str]]
+    lc: list[dict[str, str]]
+    skipped: Mapping[str, str]
+    family: str = ""  # what "adjusted for N tests" means, one sentence
+    tests: str = ""  # the family's members with raw and adjusted p-values
+    regression_intro: str = ""  # the style regression: what its coefficients are (report_sections)
+    regression: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the page says, built once from a result; the HTML and the markdown only format it."""
+
+    title: str
+    provenance: list[str]
+    sections: list[JudgeSection]
+    # The judges side by side (report_sections.side_by_side) and what a run folder adds (run_page).
+    compare: tuple[list[str], list[tuple[str, list[str]]]] = ([], [])
+    extras: RunExtras | None = None
+
+
+def _tests_line(fam: Family) -> str:
+    if not fam.size:
+        return ""
+    return f"The {fam.size} tests (raw p -> adjusted p): " + "; ".join(
+        f"{t.key} {fmt_p(t.p_value)} -> {fmt_p(a)}"
+        for t, a in zip(fam.tests, fam.adjusted, strict=True)) + "."
+
+
+def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
+               multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
+    """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
+    families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
+    adds (``judgebias.reporting.run_page.run_extras``)."""
+    mutual, probes = mutual_gold(result), result.get("probes") or {}
+    sections = []
+    for judge, m in (result.get("judges") or {}).items():
+        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
+        sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
+                                     _lc_rows(result, judge), m.get("skipped") or {},
+                                     family_sentence(fam), _tests_line(fam),
+                                     sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
+                sections_mod.side_by_side(result), extras)
+
+
+def _dataset_line(ds: Mapping[str, Any]) -> str:
+    text = (
+        f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
+        f"{ds.get('human_labelled_pairs', 0)} pairs with human labels"
+    )
+    if ds.get("fold_rules"):
+        text += "; verdicts folded from both orders by " + ", ".join(
+            f"{k} ({v} rows)" for k, v in ds["fold_rules"].items()
+        )
+    if ds.get("exclusions"):
+        text += "; excluded by validation: " + ", ".join(f"{k} {v}" for k, v in ds["exclusions"].items())
+    return text
+
+
+_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
+
+
+def render_markdown(
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plots: Mapping[str, str] | None = None,
+    multiplicity: str | None = None,
+    extras: RunExtras | None = None,
+) -> str:
+    """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
+    return _markdown(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
+                                extras=extras), plots or {})
+
+
+def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
+    lines = [f"# {markdown_safe(page.title)}", "", *[f"- {markdown_safe(p)}" for p in page.provenance], ""]
+    lines += sections_mod.head_markdown(page.extras) + sections_mod.side_by_side_markdown(*page.compare)
+    for sec in page.sections:
+        lines += [f"## {markdown_safe(sec.judge)}", "", "**What this judge can be trusted for**", ""]
+        lines += [f"- {_MARK[k]} {markdown_safe(t)}" for k, t in sec.trust] or ["- (no figure to judge by)"]
+        lines += [x for line in (sec.family, sec.tests) if line for x in ("", f"*{line}*")]
+        lines += ["", "| figure | value | 95% CI | n | meaning | source |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
+            for r in sec.rows
+        ]
+        lines += sections_mod.regression_markdown(sec.regression_intro, sec.regression)
+        if sec.lc:
+            lines += [
+                "",
+                "| model | baseline | raw win rate | length-controlled | n |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {markdown_safe(r['model'])} | {markdown_safe(r['baseline'])} | {r['raw']} | {r['lc']} "
+                f"| {r['n']} |" for r in sec.lc
+            ]
+        if sec.skipped:
+            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in sec.skipped.items())]
+        lines.append("")
+    lines += sections_mod.tail_markdown(page.extras)
+    judges = [sec.judge for sec in page.sections]
+    for name, path in plots.items():
+        text = markdown_safe(caption(name, judges))
+        lines += [f"![{text}](<{path}>)", "", f"*{text}*", ""]
+    if tail:  # the leaderboard section (judgebias.reporting.report_card_leaderboard): the page ends with it
+        lines += [tail, ""]
+    return "\n".join(lines)
+
+
+_CSS = """body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;width:100%}th,td{border:1px solid #ccc;padding:.3em .5em;
+text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
+border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
+li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
+.prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
+.caveat{border-left:5px solid #d08000;background:#fff8ec;padding:.5em .8em}
+figcaption{color:#444;font-size:.9em}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
+
+
+def render_html(
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plots: Mapping[str, bytes] | None = None,
+    multiplicity: str | None = None,
+    extras: RunExtras | None = None,
+) -> str:
+    """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
+    return _html(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
+                            extras=extras), plots or {})
+
+
+def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
+    e = html.escape
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(page.title)}</title>"
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{e(page.title)}</h1>",
+        "<ul class='prov'>",
+    ]
+    parts += [f"<li>{e(p)}</li>" for p in page.provenance] + ["</ul>"]
+    parts += sections_mod.head_html(page.extras) + sections_mod.side_by_side_html(*page.compare)
+    for sec in page.sections:
+        parts += [
+            f"<h2 id='judge-{e(sec.judge)}'>{e(sec.judge)}</h2>",
+            "<h3>What this judge can be trusted for</h3>",
+            "<ul class='trust'>",
+        ]
+        parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
+        parts.append("</ul>")
+        parts += [f"<p class='family'>{e(line)}</p>" for line in (sec.family, sec.tests) if line]
+        parts += [
+            "<table class='figures'><tr><th>figure</th><th>value</th><th>95% CI</th><th>n</th>"
+            "<th>meaning</th><th>source</th></tr>",
+        ]
+        parts += [
+            f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
+            f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
+            for r in sec.rows
+        ] + ["</table>"]
+        parts += sections_mod.regression_html(sec.regression_intro, sec.regression)
+        if sec.lc:
+            parts += [
+                "<table class='lc'><tr><th>model</th><th>baseline</th><th>raw win rate</th>"
+                "<th>length-controlled win rate</th><th>n</th></tr>"
+            ]
+            parts += [
+                f"<tr><td>{e(r['model'])}</td><td>{e(r['baseline'])}</td><td class='num'>{r['raw']}</td>"
+                f"<td class='num'>{r['lc']}</td><td class='num'>{r['n']}</td></tr>"
+                for r in sec.lc
+            ]
+            parts.append("</table>")
+        if sec.skipped:
+            parts.append(
+                "<p class='skipped'>Not computed: "
+                + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in sec.skipped.items())
+                + "</p>"
+            )
+    parts += sections_mod.tail_html(page.extras)
+    if plots:
+        parts.append("<h2>Plots</h2>")
+        judges = [sec.judge for sec in page.sections]
+        for name, png in plots.items():
+            data, text = base64.b64encode(png).decode("ascii"), e(caption(name, judges))
+            parts.append(
+                f"<figure><img alt='{text}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{text}</figcaption></figure>"
+            )
+    if tail:  # the leaderboard section (judgebias.reporting.report_card_leaderboard): the page ends with it
+        parts.append(tail)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def analyze_outputs(metrics_json: str | Path) -> tuple[Path, Path]:
+    """(plots folder, report page) that ``analyze`` writes beside its metrics JSON."""
+    path = Path(metrics_json)
+    return path.with_name(f"{path.stem}_plots"), path.with_name(f"{path.stem}_report.html")
+
+
+def write_report(
+    html_path: str | Path,
+    result: Mapping[str, Any],
+    *,
+    title: str,
+    provenance: Sequence[str] = (),
+    plot_dir: str | Path | None = None,
+    multiplicity: str | None = None,
+    extras: RunExtras | None = None,
+    leaderboard: Mapping[str, Any] | None = None,
+    leaderboard_plots: str | Path | None = None,
+) -> tuple[Path, Path]:
+    """Write ``html_path`` and the markdown beside it (``.md``) from ``result`` and the PNGs in
+    ``plot_dir`` (inlined in the HTML, linked relatively from the markdown); returns both paths.
+    ``multiplicity`` and ``extras``: as in ``build_page``. ``leaderboard``: a ``judgebias
+    leaderboard`` result the page ends with, with the PNGs of ``leaderboard_plots``."""
+    html_path = Path(html_path)
+    md_path = html_path.with_suffix(".md")
+    pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
+    tails = _leaderboard_tails(leaderboard, leaderboard_plots, md_path.parent)
+    atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}, tails[0]))
+    atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs},
+                                         tails[1]))
+    return html_path, md_path
+
+
+def _leaderboard_tails(result: Mapping[str, Any] | None, plot_dir: str | Path | None,
+                       md_dir: Path) -> tuple[str, str]:
+    """(HTML, markdown) of the leaderboard section, or empty strings without a leaderboard."""
+    if not result:
+        return "", ""
+    from judgebias.reporting.report_card_leaderboard import leaderboard_html, leaderboard_markdown
+
+    pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
+    return (leaderboard_html(result, {p.stem: p.read_bytes() for p in pngs}),
+            leaderboard_markdown(result, {p.stem: os.path.relpath(p, md_dir) for p in pngs}))

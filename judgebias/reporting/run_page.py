@@ -1,0 +1,130 @@
+"""What an experiment's page shows beyond its own ``analyze`` result, read from the run folder only
+(so ``judgebias report RUN_FOLDER`` shows the same without the config): links to the MLflow run,
+the imported data's pages and the ablations' pages, the ablations' DBG before and after with their
+plot, the probes' plot, and the notes the run wrote for its page (the weak-judge caveat).
+
+Every name here comes from the run folder (folder names, condition names, judge names): the page
+escapes it; a link is relative to the page, or an http(s) address for MLflow's UI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judgebias.layout import RunLayout
+from judgebias.runstore import RunStore
+
+# Written by the stage that knows the config (judgebias.stages.results): notes that depend on it.
+PAGE_NOTES = "page_notes.json"
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One ablation: DBG per judge and condition (formatted), its plot and caption, its pages."""
+
+    title: str
+    conditions: list[str]
+    rows: list[tuple[str, list[str]]]  # (judge, one cell per condition)
+    plot: bytes | None = None
+    caption: str = ""
+    pages: list[Link] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunExtras:
+    notes: list[str] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    ablations: list[Ablation] = field(default_factory=list)
+    plots: list[tuple[str, bytes]] = field(default_factory=list)  # (caption, PNG)
+
+
+def _cell(e: Mapping[str, Any] | None) -> str:
+    from judgebias.reporting.trust import fmt, fmt_ci
+
+    if not e or e.get("value") is None:
+        reason = (e or {}).get("skipped")
+        return f"n/a ({reason})" if reason else "n/a"
+    return f"{fmt(e['value'], True)} {fmt_ci(e, True)} n={e.get('n', '?')}"
+
+
+def _ordered(row: Mapping[str, Any]) -> list[str]:
+    return sorted(row, key=lambda c: (c != "before", c))  # "before" first; JSON keys come sorted
+
+
+def _ablation(store: RunStore, folder: Path, title: str, page_dir: Path) -> Ablation | None:
+    from judgebias.reporting.plot_captions import caption
+
+    rel = folder.relative_to(store.root).as_posix() + "/"
+    comp_path = RunLayout(rel).comparison
+    if not store.has(comp_path):
+        return None
+    comp = store.read_json(comp_path)
+    judges = comp.get("judges") or {}
+    conditions = _ordered(next(iter(judges.values()))) if judges else []
+    rows = [(j, [_cell(row.get(c)) for c in conditions]) for j, row in judges.items()]
+    png = store.path(RunLayout(rel).plot("dbg_before_after"))
+    pages = []
+    for page in sorted(folder.glob("*/report.html")) + sorted(folder.glob("report.html")):
+        where = page.parent.relative_to(folder).as_posix()
+        pages.append(Link(f"{title}: {'page' if where == '.' else where}",
+                          Path(_rel(page, page_dir)).as_posix()))
+    excluded = comp.get("excluded_from_gold") or []
+    note = (f" The rewriter {comp.get('rewriter', '')!r} is left out of the gold panel "
+            f"({', '.join(excluded)}), so a judge without another gold judge has no DBG here."
+            if excluded else "")
+    return Ablation(title, conditions, rows, png.read_bytes() if png.is_file() else None,
+                    caption("dbg_before_after") + note, pages)
+
+
+def _rel(path: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(path, start)
+
+
+def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtras:
+    """What ``root`` (an experiment's run folder) holds for its page at ``page_dir`` (default: the
+    run folder itself): an empty ``RunExtras`` for a folder without any of it."""
+    from judgebias.reporting.plot_captions import caption
+
+    store, root = RunStore(root), Path(root)
+    page_dir = Path(page_dir) if page_dir is not None else root
+    extras = RunExtras()
+    if store.has(PAGE_NOTES):
+        extras.notes.extend(str(n) for n in store.read_json(PAGE_NOTES) if n)
+    if store.has(RunLayout.mlflow_link):
+        link = store.read_json(RunLayout.mlflow_link)
+        url, run = str(link.get("run_url") or ""), str(link.get("run_id") or "")
+        if url.startswith(("http://", "https://")):
+            extras.links.append(Link(f"MLflow run {run}", url,
+                                     f"tracking URI {link.get('tracking_uri', '')}; the UI must be running"))
+        elif run:
+            extras.links.append(Link(f"MLflow run {run}", "", f"tracking URI {link.get('tracking_uri', '')}"))
+    for page in sorted(root.glob("imported/*/report.html")):
+        extras.links.append(Link(f"imported data: {page.parent.name}", Path(_rel(page, page_dir)).as_posix(),
+                                 "real judges on real data, bundled with judgebias (not from this run)"))
+    for pattern, title in (("style-*", "style-rewrite ablation"), ("finetune-*", "fine-tune ablation")):
+        for folder in sorted(p for p in root.glob(pattern) if p.is_dir()):
+            ab = _ablation(store, folder, title, page_dir)
+            if ab:
+                extras.ablations.append(ab)
+                extras.links.extend(ab.pages)
+    for folder in sorted(p for p in root.glob("perturb-*") if p.is_dir()):
+        for png in sorted((folder / "plots").glob("*.png")):
+            extras.plots.append((caption(png.stem), png.read_bytes()))
+    return extras
+
+
+def write_page_notes(store: RunStore, notes: list[str]) -> None:
+    """The notes the page shows that only the config can decide (``PAGE_NOTES``)."""
+    store.write_json(PAGE_NOTES, list(notes))

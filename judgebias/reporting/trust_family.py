@@ -1,0 +1,226 @@
+"""The declared family of tests behind a judge's statements, and its multiplicity adjustment.
+
+Every statement of ``judgebias.reporting.trust`` that can become a "caution" (or that claims a detection,
+like self-recognition) rests on exactly one test of one figure, declared here and nowhere else
+(``declare``). The tests of one judge (its analyze figures and, when the probes ran, its probe
+figures) form one family; their p-values are adjusted together (``judgebias.multiplicity``: Holm by
+default, Benjamini-Hochberg as an option) and a statement claims a finding only where the
+ADJUSTED p-value is under 5%. Intervals stay per-figure 95% intervals.
+
+The tests (the null each rejects, read from the figure's own ``p_value``):
+
+=====================  ===================================  =========================================
+test                   figure                               null
+=====================  ===================================  =========================================
+order                  position_bias (t-test of 0.5)        the first-shown response wins half the
+                                                            time; position consistency is only read
+human_ceiling          human_ceiling.gap (paired t-test)    agrees with humans as one annotator does
+self/family EO         *_preference_eo (score test)         TPR = TNR against the human majority
+self/family DBG        dbg / family_dbg (sign test)         wins own pairs as often as the gold panel
+verbosity              verbosity_bias (score test)          errors do not depend on length
+style:<term>           regression.terms.<term> (Wald)       the style term's coefficient is 0
+perturbation:<tag>     probes ... <tag>.shift (t-test)      the perturbation does not move P(side)
+self_recognition       probes ... self_recognition          picks its own answer half the time
+                       (exact binomial test)
+=====================  ===================================  =========================================
+
+A figure without a p-value (too few units) is no member: its statement cannot claim a finding.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from judgebias.multiplicity import ALPHA, HOLM, adjust, check_method
+
+STYLE_TERMS = {
+    "word_diff": "longer answers",
+    "headers_style": "more markdown headers",
+    "lists_style": "more list items",
+    "bold_style": "more bold text",
+    "self_origin": "its own outputs",
+    "family_origin": "its family's outputs",
+}
+
+
+@dataclass(frozen=True)
+class Test:
+    """One member: ``key`` names the statement's test, ``figure`` the JSON path of the figure it
+    reads, ``direction`` the sign of the estimate against its null (+1 / -1 / 0)."""
+
+    key: str
+    figure: str
+    p_value: float
+    direction: int
+
+
+@dataclass(frozen=True)
+class Family:
+    method: str
+    tests: tuple[Test, ...]
+    adjusted: tuple[float, ...]
+    alpha: float = ALPHA
+
+    @property
+    def size(self) -> int:
+        return len(self.tests)
+
+    def _index(self, key: str) -> int | None:
+        return next((i for i, t in enumerate(self.tests) if t.key == key), None)
+
+    def p(self, key: str) -> tuple[float, float] | None:
+        """(raw, adjusted) p-value of the test ``key``; None when it is no member."""
+        i = self._index(key)
+        return None if i is None else (self.tests[i].p_value, self.adjusted[i])
+
+    def rejects(self, key: str) -> int:
+        """The direction (+1 / -1) when the adjusted test rejects at ``alpha``, else 0."""
+        i = self._index(key)
+        if i is None or self.adjusted[i] >= self.alpha:
+            return 0
+        return self.tests[i].direction
+
+    def raw_only(self, key: str) -> bool:
+        """Significant one test at a time, but not once adjusted: read as a hint, not a finding."""
+        i = self._index(key)
+        return i is not None and self.tests[i].p_value < self.alpha <= self.adjusted[i]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "alpha": self.alpha, "tests": self.size,
+                "members": [{"test": t.key, "figure": t.figure, "p_value": t.p_value, "p_adjusted": a}
+                            for t, a in zip(self.tests, self.adjusted, strict=True)]}
+
+
+def _sign(x: float | None, null: float = 0.0) -> int:
+    if x is None:
+        return 0
+    return 1 if x > null else -1 if x < null else 0
+
+
+def _p(est: Mapping[str, Any] | None) -> float | None:
+    p = (est or {}).get("p_value")
+    return float(p) if isinstance(p, (int, float)) and 0.0 <= p <= 1.0 else None
+
+
+def _recognition_p(rec: Mapping[str, Any]) -> float | None:
+    """The figure's exact binomial p-value; for figures written before it carried one, the same
+    test from its counts (``correct`` of ``n`` decided pairs)."""
+    if (p := _p(rec)) is not None:
+        return p
+    n, k = rec.get("n"), rec.get("correct")
+    if not isinstance(n, int) or not isinstance(k, int) or n <= 0:
+        return None
+    from judgebias.stats import sign_test
+
+    return sign_test(k, n - k)
+
+
+def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool) -> Iterator[Test]:
+    order = metrics.get("position_bias")
+    if order and _p(order) is not None:
+        yield Test("order", "position_bias", _p(order), _sign(order.get("value"), 0.5))
+    elif _p((metrics.get("position_consistency") or {}).get("preference_fairness")) is not None:
+        # Before position_bias, and for a table whose bias figure was not computable: the balance
+        # of primacy against recency flips (t-test of 0) tests the same null; +1 = recency.
+        pf = metrics["position_consistency"]["preference_fairness"]
+        yield Test("order", "position_consistency.preference_fairness", _p(pf), -_sign(pf.get("value")))
+    gap = (metrics.get("human_ceiling") or {}).get("gap")
+    if gap and _p(gap) is not None:
+        yield Test("human_ceiling", "human_ceiling.gap", _p(gap), _sign(gap.get("value")))
+    for key in ("self_preference_eo", "family_preference_eo"):
+        est = metrics.get(key)
+        if est and _p(est) is not None:
+            yield Test(key, key, _p(est), _sign(est.get("value")))
+    if not mutual_gold:  # two judges each other's whole gold: DBG is explained, never claimed
+        for key in ("dbg", "family_dbg"):
+            est = metrics.get(key)
+            if est and _p(est) is not None:
+                yield Test(key, key, _p(est), _sign(est.get("value")))
+    vb = metrics.get("verbosity_bias")
+    if vb and _p(vb) is not None:
+        yield Test("verbosity_bias", "verbosity_bias", _p(vb), _sign(vb.get("value")))
+    reg = metrics.get("regression") or {}
+    terms = reg.get("terms") or {}
+    if not reg.get("note"):
+        for term in STYLE_TERMS:
+            t = terms.get(term)
+            # Origin terms are read only with the human label in the model: without it "prefers
+            # its own" mixes bias with the quality of its own answers.
+            if not t or _p(t) is None or (term.endswith("_origin") and "human_a" not in terms):
+                continue
+            yield Test(f"style:{term}", f"regression.terms.{term}", _p(t), _sign(t.get("coef")))
+
+
+def _probe_tests(probes: Mapping[str, Any], judge: str) -> Iterator[Test]:
+    pert = ((probes.get("perturbations") or {}).get("judges") or {}).get(judge) or {}
+    for tag, entry in pert.items():
+        shift = entry.get("shift") or {}
+        if shift.get("value") is not None and _p(shift) is not None:
+            yield Test(f"perturbation:{tag}", f"probes.perturbations.{tag}.shift", _p(shift),
+                       _sign(shift["value"]))
+    rec = (((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}).get(
+        "self_recognition")
+    if rec and rec.get("value") is not None and (p := _recognition_p(rec)) is not None:
+        yield Test("self_recognition", "probes.self_recognition", p, _sign(rec["value"], 0.5))
+
+
+def declare(metrics: Mapping[str, Any] | None, probes: Mapping[str, Any] | None = None,
+            judge: str | None = None, *, mutual_gold: bool = False) -> list[Test]:
+    """The tests behind one judge's statements: its analyze figures, then its probe figures."""
+    tests = list(_analysis_tests(metrics or {}, mutual_gold))
+    if probes and judge is not None:
+        tests += _probe_tests(probes, judge)
+    return tests
+
+
+def family(metrics: Mapping[str, Any] | None, probes: Mapping[str, Any] | None = None,
+           judge: str | None = None, *, mutual_gold: bool = False, method: str | None = None) -> Family:
+    """The declared tests of one judge with their adjusted p-values. ``method`` None: the one the
+    analysis recorded (``metrics["multiplicity"]["method"]``), else Holm."""
+    m = check_method(method or ((metrics or {}).get("multiplicity") or {}).get("method") or HOLM)
+    tests = declare(metrics, probes, judge, mutual_gold=mutual_gold)
+    return Family(m, tuple(tests), tuple(adjust([t.p_value for t in tests], m)))
+
+
+SCOPE = ("the tests of this judge's analysis figures; where probes ran, their tests join the family on "
+         "the report page, which then adjusts for the larger number")
+
+
+def mutual_gold(result: Mapping[str, Any]) -> bool:
+    """Two measured judges, each the other's whole gold panel (read off their DBG figures): their
+    DBG scores mirror each other by construction."""
+    panels = {j: (m.get("dbg") or {}).get("gold_panel") for j, m in (result.get("judges") or {}).items()}
+    panels = {j: p for j, p in panels.items() if p}
+    if len(panels) != 2:
+        return False
+    (a, pa), (b, pb) = panels.items()
+    return list(pa) == [b] and list(pb) == [a]
+
+
+def _figure_at(metrics: dict[str, Any], path: str) -> dict[str, Any] | None:
+    node: Any = metrics
+    for part in path.split(".") if not path.startswith("regression.terms.") else \
+            ["regression", "terms", path.removeprefix("regression.terms.")]:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def attach(result: Mapping[str, Any], *, method: str = HOLM) -> dict[str, Any]:
+    """A copy of ``result`` (an analyze result) with each judge's family written into it:
+    ``p_adjusted`` beside each member figure's ``p_value`` and ``multiplicity`` (method, size,
+    members) in the judge's metrics. The probes, which run later, join the family where the page
+    is built (``judgebias.reporting.trust.statements``)."""
+    method = check_method(method)
+    result = copy.deepcopy(dict(result))
+    mutual = mutual_gold(result)
+    for metrics in (result.get("judges") or {}).values():
+        fam = family(metrics, mutual_gold=mutual, method=method)
+        for test, adj in zip(fam.tests, fam.adjusted, strict=True):
+            fig = _figure_at(metrics, test.figure)
+            if fig is not None:
+                fig["p_adjusted"] = adj
+        metrics["multiplicity"] = {**fam.to_dict(), "scope": SCOPE}
+    return result
