@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from judgebias.flows.distributed_judging import judge_in_chunks
-    from judgebias.flows.task_runners import make_task_runner
+    from judgebias.flows.runtime.task_runners import make_task_runner
     from prefect import flow
 
     from judgebias.backends import loading as models

@@ -5,7 +5,7 @@
 
 or, from another flow or stage, ``judge_in_chunks(pairs, spec, chunk_size=..., task_runner=...)``
 and ``generate_in_chunks(prompts, spec, params, ...)`` with a runner from
-``judgebias.flows.task_runners.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
+``judgebias.flows.runtime.task_runners.task_runner_from_config(cfg.task_runner)``. Finished chunks are kept
 under ``store_dir`` and every model call is cached by content, so a rerun (or a chunk rescheduled
 after a worker died) repeats no finished work.
 """
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from judgebias.flows.task_runners import make_task_runner
+from judgebias.flows.runtime.task_runners import make_task_runner
 from prefect import flow, get_run_logger, task
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec

@@ -38,8 +38,9 @@ def _store(cfg, run_dir: str | None):
 
 
 def configured(flow_obj, cfg):
-    """``flow_obj`` with the config's task runner (threads or Dask, ``judgebias.flows.task_runners``)."""
-    from judgebias.flows.task_runners import task_runner_from_config
+    """``flow_obj`` with the config's task runner (threads or Dask,
+    ``judgebias.flows.runtime.task_runners``)."""
+    from judgebias.flows.runtime.task_runners import task_runner_from_config
 
     return flow_obj.with_options(task_runner=task_runner_from_config(cfg.task_runner))
 

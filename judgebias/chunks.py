@@ -3,7 +3,7 @@
 ``shard`` (pairs) and ``shard_prompts`` (generation prompts) cut the work; ``merge`` /
 ``merge_aligned`` put each chunk's results back in the original order and check that every chunk
 came back complete; ``ChunkStore`` keeps finished chunks so a rerun skips them. Where a chunk runs
-(a thread, a Dask worker, another machine) is decided by the flow (``flows/task_runners.py``); what
+(a thread, a Dask worker, another machine) is decided by the flow (``flows/runtime/task_runners.py``); what
 runs is ``judgebias.workers``.
 """
 

@@ -8,7 +8,7 @@ import math
 import os
 
 import pytest
-from judgebias.flows.task_runners import make_task_runner
+from judgebias.flows.runtime.task_runners import make_task_runner
 
 from judgebias import chunks as chunking
 from judgebias import workers

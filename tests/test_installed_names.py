@@ -15,7 +15,8 @@ def _python(code: str, cwd) -> subprocess.CompletedProcess:
 
 
 def test_the_adapters_and_the_cli_are_installed_under_judgebias(tmp_path):
-    out = _python("import judgebias.flows.task_runners, judgebias.tasks, judgebias.tracking.settings, "
+    out = _python("import judgebias.flows.runtime.task_runners, judgebias.tasks, "
+                  "judgebias.tracking.settings, "
                   "judgebias.annotation.sampling, judgebias.cli, judgebias.annotation as a; "
                   "from importlib import resources; "
                   "print(resources.files(a).joinpath('labeling_config.xml').is_file())", tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from judgebias.flows.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
+from judgebias.flows.runtime.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 from servers import running, stop
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
@@ -74,13 +74,14 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
     pool = "test-pool"
 
     deploy = subprocess.run(
-        [sys.executable, "-m", "judgebias.flows.workpool", "deploy", "--pool", pool,
+        [sys.executable, "-m", "judgebias.flows.runtime.workpool", "deploy", "--pool", pool,
          "--flow", "flows/stack_check.py:stack_check=smoke", "--param", f"table={table}"],
         env=prefect_env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert deploy.returncode == 0, deploy.stderr[-3000:]
     assert "deployed stack-check/smoke" in deploy.stdout
     # What the compose worker runs at start: the default deployments, from this checkout.
-    defaults = subprocess.run([sys.executable, "-m", "judgebias.flows.workpool", "deploy", "--pool", pool],
+    defaults = subprocess.run([sys.executable, "-m", "judgebias.flows.runtime.workpool", "deploy",
+                               "--pool", pool],
                               env=prefect_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert defaults.returncode == 0, defaults.stderr[-3000:]
     for spec in DEFAULT_DEPLOYMENTS:
@@ -90,7 +91,7 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
 
     with temporary_settings({PREFECT_API_URL: prefect_env["PREFECT_API_URL"],
                              PREFECT_LOCAL_STORAGE_PATH: prefect_env["PREFECT_LOCAL_STORAGE_PATH"]}):
-        from judgebias.flows.workpool import deploy_flows, ensure_process_pool
+        from judgebias.flows.runtime.workpool import deploy_flows, ensure_process_pool
         from prefect.deployments import run_deployment
 
         assert ensure_process_pool(pool) is False  # exists already: idempotent
@@ -129,8 +130,8 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
 def test_served_deployments_convert_to_work_pool_specs(tmp_path):
     """`judgebias serve --work-pool` sends judgebias.flows.serve's list to a pool: same flows, crons,
     params."""
+    from judgebias.flows.runtime.workpool import specs_from_runner_deployments
     from judgebias.flows.serve import Schedule, build_deployments
-    from judgebias.flows.workpool import specs_from_runner_deployments
 
     config = tmp_path / "exp.yaml"
     config.write_text("name: x\n")  # only passed through as a parameter here

@@ -13,7 +13,7 @@ import typer
 
 def _prepare_env() -> None:
     # Must happen before prefect is imported anywhere (it reads PREFECT_HOME at import).
-    from judgebias.flows.environment import prepare
+    from judgebias.flows.runtime.environment import prepare
 
     prepare(Path.cwd())
 
@@ -67,7 +67,7 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     start = time.perf_counter()
     typer.echo(f"experiment {cfg.name!r}: run folder {cfg.run_path()} (config hash {cfg.config_hash()})")
     typer.echo(plan(cfg))
-    from judgebias.flows.server_guard import guard_temporary_server
+    from judgebias.flows.runtime.server_guard import guard_temporary_server
 
     guard_temporary_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
     if threads:

@@ -30,7 +30,7 @@ def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | 
         return ThreadPoolTaskRunner(max_workers=max_workers)
     if kind != "dask":
         raise ValueError(f"unknown task runner {kind!r}; use 'thread' or 'dask'")
-    from judgebias.flows.dask_runner import ApiAwareDaskTaskRunner
+    from judgebias.flows.runtime.dask_runner import ApiAwareDaskTaskRunner
 
     if address:
         return ApiAwareDaskTaskRunner(address=address)

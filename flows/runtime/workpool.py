@@ -10,8 +10,8 @@ made with ``flow.from_source(source=<project dir>, entrypoint="flows/x.py:fn")``
 on the workers (true for the compose worker, which deploys from its own image at start). No image
 is built or pushed.
 
-    python -m judgebias.flows.workpool deploy --pool judgebias              # the default deployments
-    python -m judgebias.flows.workpool deploy --pool judgebias \\
+    python -m judgebias.flows.runtime.workpool deploy --pool judgebias              # the default deployments
+    python -m judgebias.flows.runtime.workpool deploy --pool judgebias \\
         --flow flows/stack_check.py:stack_check=nightly-check --cron "0 3 * * *" \\
         --param table=/data/tables/latest.jsonl
 """
@@ -53,7 +53,7 @@ class DeploymentSpec:
             raise ValueError(f"deployment of {self.entrypoint!r} needs a name")
 
 
-# Deployed by `python -m judgebias.flows.workpool deploy` when no --flow is given. Other flows join by
+# Deployed by `python -m judgebias.flows.runtime.workpool deploy` when no --flow is given. Other flows join by
 # passing their own specs to ``deploy_flows`` (e.g. ``judgebias serve --work-pool``).
 DEFAULT_DEPLOYMENTS: tuple[DeploymentSpec, ...] = (
     DeploymentSpec("flows/stack_check.py:stack_check", "stack-check",
@@ -119,7 +119,8 @@ def deploy_flows(specs: Sequence[DeploymentSpec], pool: str = DEFAULT_POOL, *,
 def specs_from_runner_deployments(deployments: Sequence[Any], *, source: str | Path = PROJECT_ROOT,
                                   cwd: str | Path | None = None) -> list[DeploymentSpec]:
     """``DeploymentSpec``s for deployments made with ``flow.to_deployment`` (e.g.
-    ``judgebias.flows.serve.build_deployments``), so the same list can be served or sent to a work pool.
+    ``judgebias.flows.serve.build_deployments``), so the same list can be served or sent to a work
+    pool.
 
     Entrypoints are made relative to ``source``; cron schedules are kept. Raises ValueError for a
     flow outside ``source`` or a schedule that is not a cron.
@@ -166,7 +167,7 @@ def _parse_param(text: str) -> tuple[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m judgebias.flows.workpool",
+    parser = argparse.ArgumentParser(prog="python -m judgebias.flows.runtime.workpool",
                                      description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

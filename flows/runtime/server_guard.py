@@ -7,7 +7,7 @@ running for good. ``guard_temporary_server()`` makes Prefect start the server un
 small guard process instead: it runs the server as its own child, forwards SIGTERM/SIGINT to it,
 and stops it as soon as the process that started the guard is gone.
 
-    python -m judgebias.flows.server_guard PARENT_PID -- COMMAND...
+    python -m judgebias.flows.runtime.server_guard PARENT_PID -- COMMAND...
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def _stop(child: subprocess.Popen) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        print("usage: python -m judgebias.flows.server_guard PARENT_PID -- COMMAND...", file=sys.stderr)
+        print("usage: python -m judgebias.flows.runtime.server_guard PARENT_PID -- COMMAND...",
+              file=sys.stderr)
         return 2
     parent = int(argv[0])
     child = subprocess.Popen(argv[2:])
@@ -59,7 +60,7 @@ class _GuardedSubprocess:
 
     @staticmethod
     def Popen(args, **kwargs):
-        guard = [sys.executable, "-m", "judgebias.flows.server_guard", str(os.getpid()), "--"]
+        guard = [sys.executable, "-m", "judgebias.flows.runtime.server_guard", str(os.getpid()), "--"]
         return subprocess.Popen([*guard, *args], **kwargs)
 
 
