@@ -4,14 +4,14 @@ Each fixture's ``choices[0]`` is alpaca_eval's recorded ``raw_completion`` (a re
 chat-completions choice with logprobs), verbatim except for two keys alpaca_eval added to it
 (``text``, ``total_tokens``); the envelope around it (id, object, model, usage) is rebuilt in the
 chat-completions schema. ``x_source`` says where it came from and the annotation's ``preference``.
-Run from the repository root with the reference data at /work/shared/data (not needed by tests).
+Run from the repository root with the path of alpaca_eval's ``results/`` folder (not needed by tests).
 """
 
 import json
 import sys
 from pathlib import Path
 
-SRC = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/alpaca_eval")
+SRC = Path(sys.argv[1])  # a checkout of tatsu-lab/alpaca_eval, or its results/ folder
 OUT = Path(__file__).parent
 CASES = {
     "alpaca_eval_M_top_quoted_variant": ("gpt-3.5-turbo-1106", 0),
