@@ -188,3 +188,28 @@ def download_analysis(run_id: str, dest: str | Path) -> tuple[Path, Path | None]
                                                         dst_path=str(dest)))
 
     return fetch("metrics.json"), fetch("plots") if "plots" in names else None
+
+
+def lead_with_headline(result: Mapping[str, Any], table: Any = None, *, self_map: Any = None,
+                       traces: bool = False) -> tuple[int | None, str | None]:
+    """In the active run: the description leads with each judge's headline figures (MLflow folds a long
+    description after its first lines); with ``traces``, every row of ``table`` is also logged as an
+    MLflow trace and the description links them. Returns (traces logged or None, a warning or None):
+    a server that refuses the traces leaves the figures logged and the run a success."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from judgebias.reporting.experiment_summary import headline_rows, headline_table
+
+    note = "\n".join(headline_table(headline_rows(result))) + "\n"
+    mlflow.set_tag("mlflow.note.content", note)
+    if not traces or table is None:
+        return None, None
+    from judgebias.tracking.judgment_traces import log_judgment_traces, traces_note
+
+    try:
+        logged = log_judgment_traces(table, self_map=self_map)
+    except MlflowException as exc:
+        return None, f"MLflow refused the traces, none or only some logged: {exc}"
+    mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
+    return logged, None

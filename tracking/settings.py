@@ -84,6 +84,16 @@ class TrackingSettings(BaseSettings):
         if self.disable_telemetry:
             os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 
+    def use_store(self) -> str:
+        """Point the ``mlflow`` module at this store for reading (no experiment is created); the URI."""
+        self.export_env()
+        self.check_reachable()
+        import mlflow
+
+        uri = self.resolved_uri()
+        mlflow.set_tracking_uri(uri)
+        return uri
+
     def apply(self, workdir: str | os.PathLike | None = None) -> str:
         """Point the ``mlflow`` module at this store and experiment; returns the URI used."""
         self.export_env()

@@ -134,7 +134,7 @@ def analyze_cmd(
                                   provenance=[f"judgebias analyze {file}", f"metrics: {out}"]))
         typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
     if mlflow:
-        from judgebias.tracking.log_analysis import log_analysis
+        from judgebias.tracking.log_analysis import lead_with_headline, log_analysis
         from judgebias.tracking.mlflow_run import mlflow_run
         from judgebias.tracking.settings import TrackingSettings
 
@@ -142,25 +142,10 @@ def analyze_cmd(
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze"}) as run:
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
-            import mlflow as _mlflow
-
-            from judgebias.reporting.experiment_summary import headline_rows, headline_table
-
-            # The run page leads with the answer (MLflow folds a long description after its first lines).
-            note = "\n".join(headline_table(headline_rows(result))) + "\n"
-            _mlflow.set_tag("mlflow.note.content", note)
-            logged = None
-            if traces if traces is not None else len(table) <= TRACES_AUTO_ROWS:
-                from mlflow.exceptions import MlflowException
-
-                from judgebias.tracking.judgment_traces import log_judgment_traces, traces_note
-
-                try:
-                    logged = log_judgment_traces(table, self_map=self_map)
-                    _mlflow.set_tag("mlflow.note.content", note + "\n" + traces_note(logged))
-                except MlflowException as exc:  # the figures are logged; the run stays a success
-                    typer.echo(f"warning: MLflow refused the traces, none or only some logged: "
-                               f"{terminal_safe(str(exc))[:500]}", err=True)
+            wanted = traces if traces is not None else len(table) <= TRACES_AUTO_ROWS
+            logged, warning = lead_with_headline(result, table, self_map=self_map, traces=wanted)
+            if warning:  # the figures are logged; the run stays a success
+                typer.echo(f"warning: {terminal_safe(warning)[:500]}", err=True)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
         if logged is not None:

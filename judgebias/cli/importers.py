@@ -152,16 +152,11 @@ def _read_mlflow(experiment: str, judges: list[str], human: str, fields: dict[st
             raise typer.BadParameter(str(exc), param_hint=f"--{column.replace('_', '-')}-field") from None
     from judgebias.tracking.settings import TrackingUnavailable
 
-    settings = TrackingSettings()
-    settings.export_env()
     try:
-        settings.check_reachable()
+        TrackingSettings().use_store()
     except TrackingUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    import mlflow
-
-    mlflow.set_tracking_uri(settings.resolved_uri())
     return read_judgment_traces(experiment, judge_assessments=judges, human_assessment=human,
                                 fields=fields, filter_string=trace_filter)
 

@@ -35,10 +35,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
     from judgebias.tracking.settings import TrackingSettings
 
     settings = TrackingSettings()
-    settings.check_reachable()
-    import mlflow
-
-    mlflow.set_tracking_uri(settings.resolved_uri())
+    settings.use_store()
     try:
         metrics, plots = download_analysis(target, workdir / target)
     except ValueError as exc:
