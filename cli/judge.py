@@ -95,7 +95,8 @@ def register(app: typer.Typer) -> None:
         template: Annotated[str | None, typer.Option(
             help="Pairwise: dbg-ab (default) | dbg-truthful (answer A or B) or mtbench-pair (explain, then "
                  "[[A]]/[[B]]/[[C]]). Pointwise: mtbench-single (default; 1-10, [[rating]]), "
-                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k).")] = None,
+                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k), criteria-5 (1-5, one "
+                 "criterion per call).")] = None,
         mode: Annotated[str, typer.Option(
             help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
                  "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
@@ -136,6 +137,9 @@ def register(app: typer.Typer) -> None:
                                                  "template:dbg-generate.")] = "auto",
         keep_other_judges: Annotated[bool, typer.Option(help="Also copy the input's rows of other judges.")
                                      ] = False,
+        criterion: Annotated[list[str] | None, typer.Option(
+            "--criterion", help="Pointwise: score every response on this criterion (repeatable: one "
+            "judgment and one row per criterion; use with --template criteria-5).")] = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the call cache.")
                             ] = False,
         cache_dir: Annotated[Path | None, typer.Option(help="Call cache folder (default $JUDGEBIAS_CACHE_DIR "
@@ -155,6 +159,9 @@ def register(app: typer.Typer) -> None:
         if mode not in ("pairwise", "pointwise"):
             raise typer.BadParameter(f"unknown mode {mode!r}; use pairwise or pointwise", param_hint="--mode")
         template = template or ("mtbench-single" if mode == "pointwise" else "dbg-ab")
+        if criterion and mode != "pointwise":
+            raise typer.BadParameter("--criterion scores responses one criterion at a time: it needs "
+                                     "--mode pointwise", param_hint="--criterion")
         if mode == "pointwise":
             from judgebias.prompts.pointwise import pointwise_template
 
@@ -189,7 +196,7 @@ def register(app: typer.Typer) -> None:
                 judged, exclusions = judge_pointwise_table(
                     df, runner, template, judge_name=name or inner.name, chat=spec.chat,
                     max_new_tokens=max_new_tokens, chunk_size=batch_size,
-                    progress=_progress("scoring responses"))
+                    progress=_progress("scoring responses"), criteria=criterion or None)
                 interrupts.check()
             path = write_table(judged, out)
             by_source = judged["score_source"].value_counts().to_dict()
