@@ -132,7 +132,8 @@ def register(app: typer.Typer) -> None:
             help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
                  "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
                                     ] = None,
-        perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
+        perplexity: Annotated[bool, typer.Option(
+            "--perplexity", help="Also fill ppl_a/ppl_b (pointwise: ppl, for score_perplexity).")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
                                                  "template:dbg-generate.")] = "auto",
         keep_other_judges: Annotated[bool, typer.Option(help="Also copy the input's rows of other judges.")
@@ -197,6 +198,11 @@ def register(app: typer.Typer) -> None:
                     df, runner, template, judge_name=name or inner.name, chat=spec.chat,
                     max_new_tokens=max_new_tokens, chunk_size=batch_size,
                     progress=_progress("scoring responses"), criteria=criterion or None)
+                if perplexity:
+                    from judgebias.perplexity import fill_response_perplexity
+
+                    judged = fill_response_perplexity(judged, runner, context=ppl_context,
+                                                      chunk_size=batch_size)
                 interrupts.check()
             path = write_table(judged, out)
             by_source = judged["score_source"].value_counts().to_dict()
