@@ -123,7 +123,8 @@ def next_rating_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, s
                "pi_max": float(drawn["pi"].max()), "judges": judges}
     if record and ledger is not None:
         ledger.record_batch(design=settings.design, population="all", seed=settings.seed, budget=budget,
-                            params={"kind": "ratings", "min_prob": settings.min_prob, "judges": judges},
+                            params={"kind": "ratings", "min_prob": settings.min_prob, "judges": judges,
+                                    "rubric": settings.rubric},
                             draws=drawn)
     return Batch(_with_pi(units.loc[chosen.index], chosen["pi"]), False, summary)
 
@@ -154,11 +155,17 @@ def rating_estimates(table: pd.DataFrame, ledger: Ledger, judges: Sequence[str] 
     draws = ledger.draws()
     if draws.empty:
         return merged, {j: {"design": {"note": "no batch drawn yet"}, "estimates": {}} for j in judges}
-    units = rating_units(table, judges)
+    # The rubric shown is part of an item's key: the one the last batch was pushed with.
+    rubric = json.loads(ledger.batches()["params"].iloc[-1]).get("rubric")
+    units = rating_units(table, judges, rubric, self_map)
     # A draw whose shown texts changed since (a new key) has no valid rating: dropped, as for pairs.
     stale = draws["pair_key"] != draws["pair_id"].map(units["item_key"])
     draws = draws[~stale]
     rated = live.loc[live["item_key"].isin(units["item_key"]), "unit_id"].unique()
+    if not len(rated):
+        note = {"note": f"no drawn item rated yet ({int(draws['selected'].sum())} drawn)",
+                "stale_draws_dropped": int(stale.sum())}
+        return merged, {j: {"design": note, "estimates": {}} for j in judges}
     design, order, info = combined_design(draws, rated, population="all")
     info["stale_draws_dropped"] = int(stale.sum())
     figures: dict[str, Any] = {}

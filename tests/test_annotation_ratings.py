@@ -84,3 +84,15 @@ def test_push_dry_run_on_a_pointwise_table_draws_items(tmp_path):
     assert not (tmp_path / "scores.labels.sqlite").exists()
     res = CliRunner().invoke(app, ["annotate", "pull", str(path), "--offline", "--no-mlflow"])
     assert res.exit_code == 1 and "nothing pushed yet" in res.output
+
+
+def test_estimates_keep_the_pushed_rubric_in_the_item_keys(tmp_path):
+    from annotation.rating_loop import rating_estimates
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    next_rating_batch(table(), ledger, 4, RatingSettings(design="uniform", rubric="Is it correct?"))
+    _, figures = rating_estimates(table(), ledger)
+    # No rating yet, but no draw is stale either: the keys are rebuilt with the rubric pushed.
+    assert figures["j"]["design"]["stale_draws_dropped"] == 0
+    assert figures["j"]["design"]["note"] == "no drawn item rated yet (4 drawn)"
+

@@ -153,8 +153,8 @@ def test_bad_inputs_name_the_unit():
                         "human_mean", ppi=False)
     df = table()
     df.loc[1, "score"] = np.nan
-    with pytest.raises(ValueError, match="no score on item 'b'"):
-        rating_features(df, "j")
+    with pytest.raises(ValueError, match="unit 'b' of the design has no score"):
+        rating_estimate(rating_features(df, "j"), UNITS, DESIGN, "human_mean", ppi=False)
     with pytest.raises(InsufficientData):
         one_sided = table().assign(generator="j")
         rating_estimate(rating_features(one_sided, "j"), UNITS, DESIGN, "score_self_preference", ppi=False)

@@ -56,11 +56,9 @@ def rating_features(df: pd.DataFrame, judge: str, *, self_map: SelfMap | None = 
     rows = df[df["judge"] == judge]
     if rows.empty:
         raise InsufficientData(f"no row of judge {judge!r}")
+    # An unscored row is no unit of this judge; a design unit without a score fails in _aligned.
+    rows = rows[np.isfinite(rows["score"].to_numpy(dtype=float))]
     score = rows["score"].to_numpy(dtype=float)
-    if not np.isfinite(score).all():
-        bad = rows["item_id"].iloc[int(np.flatnonzero(~np.isfinite(score))[0])]
-        raise ValueError(f"judge {judge!r} has no score on item {bad!r}: the prediction is needed on every "
-                         "item of the population (drop the item from the table or judge it again)")
     ids = unit_ids(rows)
     if ids.duplicated().any():
         raise ValueError(f"item {ids[ids.duplicated()].iloc[0]!r} appears twice for judge {judge!r}")
@@ -77,7 +75,8 @@ def _aligned(features: pd.DataFrame, units: pd.Index, design: SampleDesign) -> p
         raise ValueError(f"the design has {design.size} units but {len(units)} unit ids were given")
     missing = units[~units.isin(features.index)]
     if len(missing):
-        raise ValueError(f"unit {missing[0]!r} of the design has no score of this judge")
+        raise ValueError(f"unit {missing[0]!r} of the design has no score of this judge: the prediction is "
+                         "needed on every unit of the population (judge it, or leave it out of the draw)")
     f = features.loc[units]
     unrated = f.index[design.sampled & ~np.isfinite(f["human"].to_numpy())]
     if len(unrated):
