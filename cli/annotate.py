@@ -268,6 +268,15 @@ def status_cmd(
     path = ledger or _ledger_for(table, None)
     if not Path(path).exists():
         _fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if table is not None and file_is_pointwise(table):
+        from annotation.ratings import rating_status
+
+        st = rating_status(Ledger(path))
+        typer.echo(f"ledger {path}\nitems pushed {st['pushed']}, rated {st['labelled']}, pending "
+                   f"{st['pending']}; ratings {st['labels']}, skipped {st['skipped']}")
+        return
     st = Ledger(path).status()
     typer.echo(f"ledger {path}")
     from annotation.summary import ledger_line

@@ -96,3 +96,14 @@ def test_estimates_keep_the_pushed_rubric_in_the_item_keys(tmp_path):
     assert figures["j"]["design"]["stale_draws_dropped"] == 0
     assert figures["j"]["design"]["note"] == "no drawn item rated yet (4 drawn)"
 
+
+def test_status_of_a_rating_ledger(tmp_path):
+    from cli import app
+    from judgebias.io import write_table
+
+    path = write_table(table(), tmp_path / "scores.jsonl")
+    next_rating_batch(table(), Ledger(tmp_path / "scores.labels.sqlite"), 3, RatingSettings(design="uniform"))
+    res = CliRunner().invoke(app, ["annotate", "status", str(path)])
+    # Drawn but not pushed: no task yet.
+    assert res.exit_code == 0 and "items pushed 0, rated 0, pending 0; ratings 0, skipped 0" in res.output
+
