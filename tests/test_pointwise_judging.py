@@ -337,3 +337,9 @@ def test_criteria_template_scores_one_criterion_per_call_and_rows_validate():
     assert len(items_from_frame(table)) == 4
     with pytest.raises(ValueError, match="distinct non-empty"):
         with_criteria(items, ["accuracy", " accuracy"])
+    # The direct variant generates nothing and reads the score right after the forced "[RESULT]".
+    from judgebias.prompts.pointwise import CRITERIA_5_DIRECT
+
+    direct = judge_responses(items[:2], backend, CRITERIA_5_DIRECT)
+    assert [(r["criterion"], r["score"]) for r in direct.rows] == [("accuracy", 4.5), ("conciseness", 2.0)]
+    assert direct.rows[0]["raw_output"].startswith("[RESULT]")

@@ -245,9 +245,27 @@ CRITERIA_5 = PointwiseTemplate(
     "al. 2023, G-Eval)",
 )
 
+CRITERIA_5_DIRECT = PointwiseTemplate(
+    name="criteria-5-direct",
+    version="1-direct",
+    description="criteria-5 with the answer forced to start '[RESULT]': no feedback is generated, the "
+    "score distribution is read at once (for judges too small to keep the format over an explanation; "
+    "SmolLM2-135M writes no '[RESULT]' after its feedback). Needs log-probabilities.",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=False,
+    criterion="helpfulness",
+    builder=_criterion,
+    source="this project, answer prefix as mtbench-single-direct",
+    explain_first=False,
+    answer_prefix="[RESULT]",
+)
+
 POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {
     t.name: t
-    for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF, CRITERIA_5)
+    for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF, CRITERIA_5,
+              CRITERIA_5_DIRECT)
 }
 
 
