@@ -95,8 +95,8 @@ def register(app: typer.Typer) -> None:
         template: Annotated[str | None, typer.Option(
             help="Pairwise: dbg-ab (default) | dbg-truthful (answer A or B) or mtbench-pair (explain, then "
                  "[[A]]/[[B]]/[[C]]). Pointwise: mtbench-single (default; 1-10, [[rating]]), "
-                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k), criteria-5 (1-5, one "
-                 "criterion per call).")] = None,
+                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k), criteria-5 or "
+                 "criteria-5-direct (1-5, one criterion per call).")] = None,
         mode: Annotated[str, typer.Option(
             help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
                  "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
