@@ -171,6 +171,14 @@ class PullResult:
 
 
 class LabelStudioClient:
+    # What a project of this client is made with and recognised by (``judgebias.annotation.ratings`` rates).
+    control = CHOICE_FIELD
+    description = "judgebias pairwise preference: which response is better?"
+    instructions = INSTRUCTIONS
+
+    def label_config(self) -> str:
+        return labeling_config()
+
     def __init__(self, settings: ServerSettings, *, timeout: float = 30.0, max_retries: int = 1):
         from label_studio_sdk import LabelStudio
 
@@ -216,10 +224,10 @@ class LabelStudioClient:
     def _judgebias_project(self, project, title: str) -> int:
         # A same-titled project made by hand would have its labels silently read as skips.
         controls = set((project.parsed_label_config or {}).keys())
-        if CHOICE_FIELD not in controls:
+        if self.control not in controls:
             raise LabelStudioError(
                 f"Label Studio at {self.url}: project {project.id} {title!r} exists but has no "
-                f"{CHOICE_FIELD!r} choice (controls: {sorted(controls)}); it was not made by "
+                f"{self.control!r} choice (controls: {sorted(controls)}); it was not made by "
                 "judgebias: pick another --project-title"
             )
         return int(project.id)
@@ -242,20 +250,20 @@ class LabelStudioClient:
             "creating the project",
             self._ls.projects.create,
             title=title,
-            label_config=labeling_config(),
+            label_config=self.label_config(),
             maximum_annotations=max_annotations,
-            description="judgebias pairwise preference: which response is better?",
+            description=self.description,
             # Tasks are served in random order, so the pairs labelled so far are a random subset of
             # those pushed: the estimators' nonresponse adjustment rests on it
             # (judgebias.annotation.sampling).
             sampling="Uniform sampling",
-            expert_instruction=INSTRUCTIONS,
+            expert_instruction=self.instructions,
             show_instruction=True,
         )
         oldest, *newer = self._same_titled(title) or [created]
         kept = self._judgebias_project(oldest, title)
         for project in newer:
-            if project.task_number == 0 and CHOICE_FIELD in (project.parsed_label_config or {}):
+            if project.task_number == 0 and self.control in (project.parsed_label_config or {}):
                 self._drop_duplicate(int(project.id), kept, title)
         return kept
 

@@ -285,10 +285,12 @@ def _rows(
 
 def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
     """The responses to score: a pointwise table's (prompt, response) rows, or both responses of
-    every pair of a pairwise table, each response once (the first row it appears in)."""
+    every pair of a pairwise table, each response once (the first row it appears in). A pointwise
+    table that scores one item on several criteria gives one item per (item, criterion): each
+    criterion is its own judgment (``criteria-5``)."""
     from judgebias.pointwise_table import as_score_list, is_pointwise
 
-    out: dict[str, ScoreItem] = {}
+    out: dict[object, ScoreItem] = {}
 
     def text(v: object) -> str | None:
         return (
@@ -304,7 +306,7 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
                 )
             item_id = text(row.get("item_id")) or ScoreItem.make_id(prompt, response)
             out.setdefault(
-                item_id,
+                (item_id, text(row.get("criterion"))),
                 ScoreItem(
                     item_id=item_id,
                     prompt=prompt,
@@ -336,3 +338,16 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
                 ),
             )
     return list(out.values())
+
+
+def with_criteria(items: Sequence[ScoreItem], criteria: Sequence[str]) -> list[ScoreItem]:
+    """Each item once per criterion (one judgment, one row each), replacing the items' own criterion."""
+    from dataclasses import replace
+
+    names = [c.strip() for c in criteria]
+    if not names or any(not c for c in names) or len(set(names)) != len(names):
+        raise ValueError(f"criteria must be distinct non-empty texts, got {list(criteria)!r}")
+    firsts: dict[str, ScoreItem] = {}
+    for it in items:
+        firsts.setdefault(it.item_id, it)
+    return [replace(it, criterion=c) for it in firsts.values() for c in names]

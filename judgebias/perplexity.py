@@ -72,3 +72,22 @@ def fill_perplexity(df: pd.DataFrame, backend: Backend, *, context: str = "auto"
         errors.append("; ".join(msgs) or None)
     out["ppl_error"] = errors
     return out
+
+
+def fill_response_perplexity(df: pd.DataFrame, backend: Backend, *, context: str = "auto",
+                             chunk_size: int = 256,
+                             progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """A copy of a pointwise table with ``ppl`` (the judge's perplexity of ``response`` given
+    ``prompt``; NaN plus ``ppl_error`` on failure), each distinct (prompt, response) computed once."""
+    for column in ("prompt", "response"):
+        if column not in df.columns:
+            raise ValueError(f"table has no {column!r} column")
+    items = list(dict.fromkeys(zip(df["prompt"], df["response"], strict=True)))
+    lps = response_logprobs(backend, [p for p, _ in items], [r for _, r in items], context=context,
+                            chunk_size=chunk_size, progress=progress)
+    by = dict(zip(items, lps, strict=True))
+    keys = list(zip(df["prompt"], df["response"], strict=True))
+    out = df.copy()
+    out["ppl"] = [math.nan if by[k].error else by[k].perplexity for k in keys]
+    out["ppl_error"] = [by[k].error or None for k in keys]
+    return out

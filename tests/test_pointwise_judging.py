@@ -300,3 +300,46 @@ def test_direct_template_reads_the_score_without_generating():
     assert row["score"] == pytest.approx(9.5) and row["score_argmax"] in (9.0, 10.0)
     assert row["raw_output"] == "Rating: [[1" and math.isnan(row["score_parsed"])
     assert row["template_version"] == "mtbench-single-direct@single-v1-direct:chat"
+
+
+def test_criteria_template_scores_one_criterion_per_call_and_rows_validate():
+    from judgebias.judging_pointwise import items_from_frame, with_criteria
+    from judgebias.prompts.pointwise import CRITERIA_5, pointwise_template
+
+    assert pointwise_template("criteria-5") is CRITERIA_5
+    prompt = CRITERIA_5.build("question", "an answer", criterion="conciseness")
+    user = prompt.messages[-1].content
+    assert "ONE criterion only: conciseness" in user and "###Criterion:\nconciseness" in user
+
+    class ByCriterion(ScriptedScorer):
+        """Scores keyed by the criterion the prompt names: the read must follow the criterion."""
+
+        @staticmethod
+        def _response(prompt) -> str:
+            return prompt.messages[-1].content.split("###Criterion:\n", 1)[1].split("\n", 1)[0]
+
+    five = ("1", "2", "3", "4", "5")
+    backend = ByCriterion(
+        texts={"accuracy": "Feedback: right. [RESULT] 5", "conciseness": "Feedback: long. [RESULT] 2"},
+        first={"accuracy": OptionScores(dict(zip(five, (0, 0, 0, 0.5, 0.5), strict=True)), mass=0.9),
+               "conciseness": OptionScores(dict(zip(five, (0, 1.0, 0, 0, 0), strict=True)), mass=0.9)},
+    )
+    items = with_criteria([_item("r1"), _item("r2")], ["accuracy", "conciseness"])
+    assert [(it.item_id, it.criterion) for it in items] == [
+        ("r1", "accuracy"), ("r1", "conciseness"), ("r2", "accuracy"), ("r2", "conciseness")]
+    result = judge_responses(items, backend, CRITERIA_5)
+    # accuracy: 0.5 * 4 + 0.5 * 5 = 4.5; conciseness: 2.
+    assert [(r["criterion"], r["score"]) for r in result.rows] == [
+        ("accuracy", 4.5), ("conciseness", 2.0), ("accuracy", 4.5), ("conciseness", 2.0)]
+    table, _ = validate_pointwise(result.table())  # one row per (item, judge, criterion): no duplicate
+    assert len(table) == 4
+    # Read back, a table with two criteria per item gives one judgment per (item, criterion).
+    assert len(items_from_frame(table)) == 4
+    with pytest.raises(ValueError, match="distinct non-empty"):
+        with_criteria(items, ["accuracy", " accuracy"])
+    # The direct variant generates nothing and reads the score right after the forced "[RESULT]".
+    from judgebias.prompts.pointwise import CRITERIA_5_DIRECT
+
+    direct = judge_responses(items[:2], backend, CRITERIA_5_DIRECT)
+    assert [(r["criterion"], r["score"]) for r in direct.rows] == [("accuracy", 4.5), ("conciseness", 2.0)]
+    assert direct.rows[0]["raw_output"].startswith("[RESULT]")

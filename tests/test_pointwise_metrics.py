@@ -263,3 +263,18 @@ def test_analyze_command_on_a_pointwise_file_with_a_pairwise_table(tmp_path):
     assert j["pointwise_pairwise_consistency"]["value"] == pytest.approx(1 / 3)
     assert j["score_bias_human"]["value"] == pytest.approx(-1 / 6)
     assert "pointwise_pairwise_consistency" in res.output
+
+
+def test_analyze_refuses_pairwise_option_with_a_pairwise_file(tmp_path):
+    # A pairwise FILE has no scores: --pairwise would be ignored, so the command says so and stops.
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+    from judgebias.io import write_table
+
+    pairs, out = tmp_path / "pairs.jsonl", tmp_path / "m.json"
+    write_table(_pairs(), pairs)
+    res = CliRunner().invoke(app, ["analyze", str(pairs), "--out", str(out), "--pairwise", str(pairs),
+                                   "--no-mlflow", "--reps", "200"])
+    assert res.exit_code == 2
+    assert "is a pairwise table" in res.output and not out.exists()

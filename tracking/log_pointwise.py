@@ -29,6 +29,7 @@ VALUE_NAMES: dict[str, str | None] = {
     "score_dbg": "score_dbg.mean_judge_minus_gold",
     "score_family_preference": "score_family_preference.eo",
     "score_verbosity": "score_verbosity.slope_gap",
+    "score_perplexity": "score_perplexity.slope_gap",
     "score_distribution": "score_distribution.skew",
     "pointwise_pairwise_consistency": "pointwise_pairwise_consistency.lower_scored_wins",
 }
@@ -37,6 +38,7 @@ NESTED = ("score_agreement_human", "score_self_preference")
 # Plain numbers in a figure's record worth a metric of their own: ``<judge>.<key>.<field>``.
 DETAIL_NUMBERS = {
     "score_verbosity": ("judge_slope", "human_slope"),
+    "score_perplexity": ("judge_slope", "human_slope"),
     "score_distribution": ("used_min", "used_max", "levels_used", "levels", "mean"),
 }
 # Estimates inside a figure's record: ``<judge>.<key>.<field>`` with its interval.

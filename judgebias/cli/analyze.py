@@ -96,6 +96,12 @@ def analyze_cmd(
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
                                plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
         return
+    if pairwise is not None:
+        # A pairwise FILE has no scores to compare verdicts with: saying so beats computing without it.
+        raise typer.BadParameter(
+            f"{terminal_safe(str(file))} is a pairwise table; --pairwise takes a second table only when "
+            "FILE is a pointwise one (for pointwise_pairwise_consistency): drop --pairwise, or give the "
+            "pointwise table as FILE", param_hint="--pairwise")
     try:
         table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
         if fold is not None:

@@ -66,6 +66,8 @@ def push_cmd(
     seed: int = typer.Option(0, help="Seed of the draw and of the left/right swap shown to annotators."),
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Show the batch's design; record and push nothing."),
+    rubric: str = typer.Option(None, help="Pointwise tables: the rubric raters read under the response "
+                               "(default: the row's criterion and the scale's ends)."),
 ) -> None:
     """Draw the next batch of pairs by a probability design and push it to Label Studio.
 
@@ -74,7 +76,20 @@ def push_cmd(
     population (Hájek and PPI++) instead of averaging hand-picked pairs (docs/annotation.md). A push
     interrupted mid-way finishes its batch on the next run. Annotators see only the prompt and the two
     responses, in a seeded random order.
+
+    A pointwise table (one response per row) gets rating tasks instead: one response, the rubric and
+    one choice per score of the table's scale; items are drawn the same way.
     """
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if file_is_pointwise(table):
+        from judgebias.cli.annotate_ratings import RATING_TITLE, push_ratings
+
+        title = RATING_TITLE if project_title == "judgebias pairwise preferences" else project_title
+        push_ratings(table, budget=budget, design=design, min_prob=min_prob, judges=judge or None,
+                     self_map=origin_map(self_), project_title=title,
+                     ledger_path=_ledger_for(table, ledger), seed=seed, dry_run=dry_run, rubric=rubric)
+        return
     from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
     from judgebias.annotation.labelstudio import project_title as title_ok
     from judgebias.annotation.loop import DesignSettings
@@ -173,7 +188,25 @@ def pull_cmd(
     estimated for the population the batches were drawn from: Hájek with the design's variance and
     PPI++ with the gold panel as predictor, each with its 95% interval, labels used and effective
     sample size. Figures on the labelled pairs alone are printed as that subset only.
+
+    A pointwise table: ratings become each item's `human_scores`; the human mean score, the judge's
+    bias against humans and its score self-preference are estimated for every item, Hájek and PPI++
+    (the judge's score as the prediction).
     """
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if file_is_pointwise(table):
+        from judgebias.cli.annotate_ratings import pull_ratings
+
+        if mlflow and not offline:
+            from judgebias.tracking.settings import TrackingSettings
+
+            TrackingSettings(**({"tracking_uri": tracking_uri} if tracking_uri else {})).check_reachable()
+        pull_ratings(table, judges=judge or None, self_map=origin_map(self_),
+                     ledger_path=_ledger_for(table, ledger), out=out, offline=offline, mlflow=mlflow,
+                     tracking_uri=tracking_uri, experiment=experiment, parent_run_id=parent_run_id,
+                     as_json=as_json)
+        return
     from judgebias.annotation.labelstudio import LabelStudioError
     from judgebias.annotation.sync import SyncSettings, recompute_from_ledger, sync
     from judgebias.table import TableError
@@ -235,6 +268,15 @@ def status_cmd(
     path = ledger or _ledger_for(table, None)
     if not Path(path).exists():
         _fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
+    from judgebias.pointwise_table import file_is_pointwise
+
+    if table is not None and file_is_pointwise(table):
+        from judgebias.annotation.ratings import rating_status
+
+        st = rating_status(Ledger(path))
+        typer.echo(f"ledger {path}\nitems pushed {st['pushed']}, rated {st['labelled']}, pending "
+                   f"{st['pending']}; ratings {st['labels']}, skipped {st['skipped']}")
+        return
     st = Ledger(path).status()
     typer.echo(f"ledger {path}")
     from judgebias.annotation.summary import ledger_line

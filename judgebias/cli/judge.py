@@ -95,7 +95,8 @@ def register(app: typer.Typer) -> None:
         template: Annotated[str | None, typer.Option(
             help="Pairwise: dbg-ab (default) | dbg-truthful (answer A or B) or mtbench-pair (explain, then "
                  "[[A]]/[[B]]/[[C]]). Pointwise: mtbench-single (default; 1-10, [[rating]]), "
-                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k).")] = None,
+                 "mtbench-single-ref, rubric-5 or rubric-5-ref (1-5, [RESULT] k), criteria-5 or "
+                 "criteria-5-direct (1-5, one criterion per call).")] = None,
         mode: Annotated[str, typer.Option(
             help="pairwise (both responses of each pair, both orders) or pointwise (one score per "
                  "response: a pointwise table from a pointwise or a pairwise input).")] = "pairwise",
@@ -131,11 +132,15 @@ def register(app: typer.Typer) -> None:
             help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
                  "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
                                     ] = None,
-        perplexity: Annotated[bool, typer.Option("--perplexity", help="Also fill ppl_a/ppl_b.")] = False,
+        perplexity: Annotated[bool, typer.Option(
+            "--perplexity", help="Also fill ppl_a/ppl_b (pointwise: ppl, for score_perplexity).")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
                                                  "template:dbg-generate.")] = "auto",
         keep_other_judges: Annotated[bool, typer.Option(help="Also copy the input's rows of other judges.")
                                      ] = False,
+        criterion: Annotated[list[str] | None, typer.Option(
+            "--criterion", help="Pointwise: score every response on this criterion (repeatable: one "
+            "judgment and one row per criterion; use with --template criteria-5).")] = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the call cache.")
                             ] = False,
         cache_dir: Annotated[Path | None, typer.Option(help="Call cache folder (default $JUDGEBIAS_CACHE_DIR "
@@ -155,6 +160,9 @@ def register(app: typer.Typer) -> None:
         if mode not in ("pairwise", "pointwise"):
             raise typer.BadParameter(f"unknown mode {mode!r}; use pairwise or pointwise", param_hint="--mode")
         template = template or ("mtbench-single" if mode == "pointwise" else "dbg-ab")
+        if criterion and mode != "pointwise":
+            raise typer.BadParameter("--criterion scores responses one criterion at a time: it needs "
+                                     "--mode pointwise", param_hint="--criterion")
         if mode == "pointwise":
             from judgebias.prompts.pointwise import pointwise_template
 
@@ -189,7 +197,12 @@ def register(app: typer.Typer) -> None:
                 judged, exclusions = judge_pointwise_table(
                     df, runner, template, judge_name=name or inner.name, chat=spec.chat,
                     max_new_tokens=max_new_tokens, chunk_size=batch_size,
-                    progress=_progress("scoring responses"))
+                    progress=_progress("scoring responses"), criteria=criterion or None)
+                if perplexity:
+                    from judgebias.perplexity import fill_response_perplexity
+
+                    judged = fill_response_perplexity(judged, runner, context=ppl_context,
+                                                      chunk_size=batch_size)
                 interrupts.check()
             path = write_table(judged, out)
             by_source = judged["score_source"].value_counts().to_dict()

@@ -19,15 +19,18 @@ def judge_pointwise_table(
     max_new_tokens: int,
     chunk_size: int,
     progress=None,
+    criteria: list[str] | None = None,
 ):
     """The pointwise table of ``judge_name`` over every response of ``df`` (a pointwise or a
     pairwise table): one row per response."""
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.judging_pointwise import items_from_frame, judge_responses
+    from judgebias.judging_pointwise import items_from_frame, judge_responses, with_criteria
     from judgebias.prompts.pointwise import pointwise_template
 
     template = pointwise_template(template_name)
     items = items_from_frame(df)
+    if criteria:
+        items = with_criteria(items, criteria)
     result = judge_responses(
         items,
         backend,

@@ -8,13 +8,15 @@ from judgebias.coverage import (
     families_choice,
     families_leaderboard,
     families_model,
+    families_ratings,
     families_self,
     families_survey,
 )
 from judgebias.coverage.registry import Family, Figure
 
 FAMILIES: tuple[Family, ...] = (*families_choice.FAMILIES, *families_self.FAMILIES,
-                                *families_model.FAMILIES, *families_survey.FAMILIES)
+                                *families_model.FAMILIES, *families_survey.FAMILIES,
+                                *families_ratings.FAMILIES)
 # Run only when named (-f): too slow for the default all-families run.
 OPT_IN: tuple[Family, ...] = (*families_model.OPT_IN, *families_leaderboard.OPT_IN)
 DEFAULT_NS: tuple[int, ...] = (10, 25, 50, 100, 200, 400, 1000)

@@ -7,6 +7,9 @@
 - ``rubric-5`` / ``rubric-5-ref``: an absolute rubric in the style of Prometheus (Kim et al. 2024):
   feedback first, then "[RESULT] N" with N in 1..5, against a score rubric and, in the ``-ref``
   variant, a reference answer that would score 5. The wording is this project's own.
+- ``criteria-5``: one criterion per call (1-5, "[RESULT] N"): the judge grades the response on the
+  row's criterion alone; several criteria are several judgments, one row each. The wording is this
+  project's own.
 
 A template's ``marker`` is the text after which the score is read; the score distribution is read
 at the token after it (``judgebias.judging_pointwise``).
@@ -137,6 +140,24 @@ def _rubric_ref(query: str, response: str, reference: str | None, criterion: str
     return Prompt.chat(("system", RUBRIC_SYSTEM), ("user", user))
 
 
+CRITERION_SYSTEM = "You grade one response on one criterion only and give an integer score from 1 to 5."
+
+_CRITERION_TASK = (
+    "###Task:\nRead the instruction and the response to grade. Grade the response on this ONE criterion "
+    "only: {criterion}. Every other quality of the response (its length, its style, how it does on any "
+    "other criterion) must not change the score. Write short feedback about the criterion, then give an "
+    'integer score from 1 (the criterion is not met at all) to 5 (it is fully met). End with exactly this '
+    'format: "Feedback: (your feedback) [RESULT] (an integer from 1 to 5)". Write nothing after the '
+    "score.\n\n###Instruction:\n{question}\n\n###Response to grade:\n{answer}\n\n###Criterion:\n"
+    "{criterion}\n\n###Feedback:"
+)
+
+
+def _criterion(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    user = _CRITERION_TASK.format(question=query, answer=response, criterion=criterion)
+    return Prompt.chat(("system", CRITERION_SYSTEM), ("user", user))
+
+
 MTBENCH_SINGLE = PointwiseTemplate(
     name="mtbench-single",
     version="single-v1",
@@ -208,8 +229,43 @@ MTBENCH_SINGLE_DIRECT = PointwiseTemplate(
     answer_prefix="Rating: [[",
 )
 
+CRITERIA_5 = PointwiseTemplate(
+    name="criteria-5",
+    version="1",
+    description="One criterion per call (multi-criteria scoring as separate judgments, after G-Eval's "
+    "per-criterion prompts): feedback on that criterion alone, then '[RESULT] k', k in 1..5. The criterion "
+    "comes from the row's criterion column or --criterion (repeatable: one row per item and criterion).",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=False,
+    criterion="helpfulness",
+    builder=_criterion,
+    source="this project (format after Kim et al. 2024, Prometheus 2; one criterion per call after Liu et "
+    "al. 2023, G-Eval)",
+)
+
+CRITERIA_5_DIRECT = PointwiseTemplate(
+    name="criteria-5-direct",
+    version="1-direct",
+    description="criteria-5 with the answer forced to start '[RESULT]': no feedback is generated, the "
+    "score distribution is read at once (for judges too small to keep the format over an explanation; "
+    "SmolLM2-135M writes no '[RESULT]' after its feedback). Needs log-probabilities.",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=False,
+    criterion="helpfulness",
+    builder=_criterion,
+    source="this project, answer prefix as mtbench-single-direct",
+    explain_first=False,
+    answer_prefix="[RESULT]",
+)
+
 POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {
-    t.name: t for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF)
+    t.name: t
+    for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF, CRITERIA_5,
+              CRITERIA_5_DIRECT)
 }
 
 

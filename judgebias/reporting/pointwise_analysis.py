@@ -12,6 +12,7 @@ import pandas as pd
 from judgebias.metrics import pointwise as P
 from judgebias.metrics import pointwise_origin as O
 from judgebias.metrics.origin import self_set
+from judgebias.metrics.pointwise_perplexity import score_perplexity
 from judgebias.stats import Estimate, InsufficientData, jsonable
 
 AGREEMENT_PARTS = ("spearman", "kendall", "weighted_kappa", "mae")
@@ -57,6 +58,7 @@ def _judge_figures(
         "score_dbg": lambda: O.score_dbg(df, judge, gold, self_map),
         "score_family_preference": lambda: O.score_family_preference_eo(df, judge, self_map, family_map),
         "score_verbosity": lambda: O.score_verbosity(df, judge),
+        "score_perplexity": lambda: score_perplexity(df, judge),
         "score_distribution": lambda: P.score_distribution(df, judge),
     }
     sp = {}
@@ -79,7 +81,6 @@ def _judge_figures(
         est = _try(skipped, name, compute)
         if est is not None:
             out[name] = est.to_dict()
-    skipped["score_perplexity"] = "not implemented for pointwise tables yet"
     out["skipped"] = skipped
     return out
 
@@ -155,6 +156,7 @@ def format_pointwise(result: Mapping[str, Any]) -> str:
             "score_dbg",
             "score_family_preference",
             "score_verbosity",
+            "score_perplexity",
             "score_distribution",
             "pointwise_pairwise_consistency",
         ):
