@@ -72,7 +72,7 @@ def test_serve_registers_cron_deployments_and_server_schedules_runs(prefect_serv
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "judgebias",
                 "serve",
                 str(config),
                 "--sync-cron",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flows/runtime/workpool.py -> the checkout
 DEFAULT_POOL = "judgebias"
 
 
