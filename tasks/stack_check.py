@@ -1,4 +1,5 @@
-"""The task of the stack-check flow (``judgebias.flows.stack_check``): one judgment table validated and counted."""
+"""The task of the stack-check flow (``judgebias.flows.stack_check``): one judgment table validated
+and counted."""
 
 from __future__ import annotations
 
