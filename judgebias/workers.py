@@ -226,8 +226,9 @@ def summarize(results: Sequence[ChunkResult]) -> RunSummary:
 
 class ChunkRoute(Protocol):
     """Where a stage's chunks run: the experiment's generation and judging stages hand their work
-    to one when the flow spreads it over workers (``tasks.chunks.FlowChunks``: every chunk a task on
-    the flow's Dask runner). Results come back in input order, as one process would give them."""
+    to one when the flow spreads it over workers (``judgebias.tasks.chunks.FlowChunks``: every
+    chunk a task on the flow's Dask runner). Results come back in input order, as one process
+    would give them."""
 
     def judge(self, pairs: Sequence[Pair], spec: JudgeSpec, chunk_size: int) -> tuple[list[dict], RunSummary]:
         ...
