@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from judgebias.flows.distributed_judging import judge_in_chunks
     from judgebias.flows.runtime.task_runners import make_task_runner
+    from judgebias.tasks.chunks import judge_in_chunks
     from prefect import flow
 
     from judgebias.backends import loading as models

@@ -47,8 +47,12 @@ def configured(flow_obj, cfg):
 
 def each(task, names, *args, **kwargs) -> dict[str, Any]:
     """Submit ``task(*args[:2], name, *args[2:])`` for every name, then wait for all: concurrent on a
-    multi-worker task runner, one after the other on the default one."""
+    multi-worker task runner, one after the other on the default one. A generation or judging stage
+    on a Dask runner runs here, one name after the other, each spreading its chunks over all the
+    workers (``judgebias.tasks.experiment.sharded``)."""
     head, tail = args[:2], args[2:]
+    if t.sharded(task, head[0]):
+        return {n: task(*head, n, *tail, **kwargs) for n in names}
     futures = {n: task.submit(*head, n, *tail, **kwargs) for n in names}
     return {n: f.result() for n, f in futures.items()}
 

@@ -7,25 +7,8 @@ exclusions by reason), so a scheduled run of it is also a cheap data-health chec
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger, task
-
-
-@task
-def summarize_table(path: str) -> dict:
-    from judgebias.io import read_table
-    from judgebias.table import human_label
-
-    df, exclusions = read_table(path, skip_invalid=True)
-    judges = sorted(j for j in df["judge"].dropna().unique())
-    return {
-        "path": path,
-        "rows": len(df),
-        "pairs": int(df["pair_id"].nunique()),
-        "judges": judges,
-        "rows_with_human_majority": int(human_label(df).notna().sum()),
-        "rows_with_p_a": int(df["p_a"].notna().sum()),
-        "exclusions": exclusions.to_dict(),
-    }
+from judgebias.tasks.stack_check import summarize_table
+from prefect import flow, get_run_logger
 
 
 # persist_result: the summary is the point of a run, so callers of run_deployment can read it.

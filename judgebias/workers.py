@@ -20,13 +20,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cached
 from judgebias.backends.call_cache import on_results_kwargs
-from judgebias.backends.protocol import Generation, GenerationParams
+from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.backends.resident import Resident
 from judgebias.chunks import Chunk, ChunkStore
+from judgebias.records import Pair
 from judgebias.table import Exclusions
 
 ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
@@ -221,3 +222,39 @@ def summarize(results: Sequence[ChunkResult]) -> RunSummary:
         hits=sum(r.hits for r in results), chunks_from_store=len(results) - len(computed),
         model_loads=sum(r.loaded_model for r in results),
         worker_pids=sorted({r.pid for r in computed}), exclusions=excl.to_dict(), busy_seconds=busy)
+
+
+class ChunkRoute(Protocol):
+    """Where a stage's chunks run: the experiment's generation and judging stages hand their work
+    to one when the flow spreads it over workers (``judgebias.tasks.chunks.FlowChunks``: every
+    chunk a task on the flow's Dask runner). Results come back in input order, as one process
+    would give them."""
+
+    def judge(self, pairs: Sequence[Pair], spec: JudgeSpec, chunk_size: int) -> tuple[list[dict], RunSummary]:
+        ...
+
+    def generate(self, prompts: Sequence[Prompt], spec: ModelSpec, params: GenerationParams,
+                 template_tag: str, chunk_size: int) -> tuple[list[Generation], RunSummary]:
+        ...
+
+
+# Chunks cut on the one-process route's batch boundaries, so each model call sees the same prompts
+# as in one process (a local model's padding, hence its last float bits, depends on its batch).
+JUDGE_CHUNK_PAIRS = 16
+GENERATE_CHUNK_PROMPTS = 32
+
+
+def judge_chunk_size(batch_size: int, target: int | None = None) -> int:
+    """Pairs per chunk for a judge of ``batch_size``: the fewest whole scoring calls of the judging
+    engine (``batch_size * 4`` prompts, i.e. ``batch_size * 2`` pairs in both orders) holding at
+    least ``target`` pairs (default ``JUDGE_CHUNK_PAIRS``)."""
+    target = target or JUDGE_CHUNK_PAIRS
+    per_call = 2 * batch_size
+    return per_call * max(1, math.ceil(target / per_call))
+
+
+def generate_chunk_size(batch_size: int, target: int | None = None) -> int:
+    """Prompts per chunk for a generator of ``batch_size``: whole batches, at least ``target``
+    (default ``GENERATE_CHUNK_PROMPTS``)."""
+    target = target or GENERATE_CHUNK_PROMPTS
+    return batch_size * max(1, math.ceil(target / batch_size))

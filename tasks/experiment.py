@@ -25,22 +25,49 @@ def _log(message: str) -> None:
     get_run_logger().info(message)
 
 
+# Names of the stages that take a chunk route (generation and judging): on a Dask task runner they
+# run in the flow's process and spread their chunks over the workers (``sharded``).
+_SHARDABLE: set[str] = set()
+
+
+def chunk_route(cfg):
+    """Where a shardable stage's chunks run under ``cfg``: tasks on the flow's Dask runner, or None
+    (the stage calls its model itself, in its own task)."""
+    from judgebias.tasks.chunks import FlowChunks
+
+    return FlowChunks() if cfg.task_runner.kind == "dask" else None
+
+
+def sharded(task_obj, cfg) -> bool:
+    """Whether ``task_obj`` spreads its chunks over the workers under ``cfg``: then the flow calls
+    it in its own process (a task submitted to a Dask worker cannot submit its chunks to the others)."""
+    return task_obj.name in _SHARDABLE and cfg.task_runner.kind == "dask"
+
+
 def stage_task(fn, run_name: str | None = None):
     """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters, e.g.
     "judge_pairs[{judge}]"); no caching, no retries. A stage that takes ``progress`` gets the
-    task's logger; Prefect sees the stage's parameters without it."""
+    task's logger, one that takes ``chunks`` the config's chunk route (``chunk_route``); Prefect sees
+    the stage's parameters without them."""
     sig = inspect.signature(fn)
     takes_progress = "progress" in sig.parameters
+    takes_chunks = "chunks" in sig.parameters
+    if takes_chunks:
+        _SHARDABLE.add(fn.__name__)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        return fn(*args, **({**kwargs, "progress": _log} if takes_progress else kwargs))
+        if takes_progress:
+            kwargs = {**kwargs, "progress": _log}
+        if takes_chunks:
+            kwargs = {**kwargs, "chunks": chunk_route(args[0] if args else kwargs["cfg"])}
+        return fn(*args, **kwargs)
 
     # Annotations dropped: they are strings naming the stages' own imports, which Prefect would
     # try to resolve here.
     run.__signature__ = sig.replace(
         parameters=[p.replace(annotation=inspect.Parameter.empty) for n, p in sig.parameters.items()
-                    if n != "progress"],
+                    if n not in ("progress", "chunks")],
         return_annotation=inspect.Signature.empty)
     return task(run, name=fn.__name__, task_run_name=run_name, cache_policy=NO_CACHE, retries=0,
                 log_prints=False)

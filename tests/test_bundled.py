@@ -86,20 +86,31 @@ def test_imported_reports_are_marked_and_recomputed_only_when_the_file_changes(t
     assert store.read_json(layout.metrics)["source"]["sha256"] == BUNDLED[0].digest()
 
 
-def test_imported_runs_are_logged_once_and_tagged(tmp_path, monkeypatch):
+def test_imported_runs_are_logged_once_and_tagged(prefect_harness, tmp_path, monkeypatch):
+    from judgebias.flows.imported import imported_report_cards
     from judgebias.tracking.imported import DIGEST_TAG, log_imported
     from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     from judgebias.reporting.experiment_summary import imported_lines
-    from judgebias.stages.imported import imported_reports
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = TrackingSettings(tracking_uri=uri, experiment_name="judgebias-imported-test")
     store = RunStore(tmp_path / "run")
-    reports = imported_reports(store)
-    runs = log_imported(store, reports, settings)
+    # As `judgebias demo` runs them: a flow whose tasks are the stage and the MLflow logging.
+    state = imported_report_cards(str(store.root), settings, return_state=True)
+    out = state.result()
+    reports, runs = out["reports"], out["runs"]
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(state.state_details.flow_run_id)
+        assert client.read_flow(flow_run.flow_id).name == "imported_report_cards"
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])))
+    assert flow_run.state.is_completed()
+    assert sorted(r.name.rsplit("-", 1)[0] for r in task_runs) == ["imported_reports", "log_imported"]
     assert log_imported(store, reports, settings) == runs  # a rerun finds them
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(runs["pandalm"])

@@ -243,7 +243,7 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
 
 @pytest.mark.slow
 def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny_judge_folder, tmp_path):
-    from judgebias.flows.distributed_judging import generate_in_chunks
+    from judgebias.tasks.chunks import generate_in_chunks
 
     from judgebias.backends.local import LocalBackend
     from judgebias.backends.protocol import GenerationParams, Prompt
@@ -282,7 +282,7 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
     (one batch). Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
     from distributed_backends import MARKER_ENV
-    from judgebias.flows.distributed_judging import judge_in_chunks
+    from judgebias.tasks.chunks import judge_in_chunks
     from prefect import flow
 
     marker = tmp_path / "crashed"

@@ -99,14 +99,12 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
 def _imported_reports(cfg, store) -> None:
     """The bundled real judgments' report cards: findings the demo's tiny models cannot give."""
     from judgebias.display import terminal_safe
+    from judgebias.flows.imported import imported_report_cards
     from judgebias.reporting.experiment_summary import imported_lines
-    from judgebias.stages.imported import imported_reports
     from judgebias.tracking.experiment import settings_for
-    from judgebias.tracking.imported import log_imported
 
-    reports = imported_reports(store)
-    runs = log_imported(store, reports, settings_for(cfg))
-    typer.echo(terminal_safe("\n".join(imported_lines(store, reports, runs)), keep="\n"))
+    out = imported_report_cards(str(store.root), settings_for(cfg))
+    typer.echo(terminal_safe("\n".join(imported_lines(store, out["reports"], out["runs"])), keep="\n"))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
@@ -29,10 +30,18 @@ def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     store.record_stage(stage, time.perf_counter() - start, **extra)
 
 
-def call_cache(cfg: ExperimentConfig):
-    from judgebias.backends.call_cache import ResponseCache, default_cache_dir
+def call_cache_dir(cfg: ExperimentConfig) -> str:
+    """The run's model-call cache folder as an absolute path, so that workers in other processes
+    open the same file."""
+    from judgebias.backends.call_cache import default_cache_dir
 
-    return ResponseCache(cfg.cache_dir or default_cache_dir())
+    return str(Path(cfg.cache_dir or default_cache_dir()).expanduser().absolute())
+
+
+def call_cache(cfg: ExperimentConfig):
+    from judgebias.backends.call_cache import ResponseCache
+
+    return ResponseCache(call_cache_dir(cfg))
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -10,8 +11,19 @@ from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import (
+    Progress,
+    _adapted,
+    _noop,
+    _timed,
+    call_cache,
+    call_cache_dir,
+    open_backend,
+)
 from judgebias.table import Exclusions
+
+if TYPE_CHECKING:
+    from judgebias.workers import ChunkRoute
 
 
 def generate_responses(
@@ -22,9 +34,11 @@ def generate_responses(
     *,
     variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
+    chunks: ChunkRoute | None = None,
     progress: Progress = _noop,
 ) -> pd.DataFrame:
-    """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter)."""
+    """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter).
+    ``chunks``: where to run the prompts in chunks (the flow's workers); the responses are the same."""
     from judgebias.backends.protocol import GenerationParams
     from judgebias.prompts import generation_template
 
@@ -33,24 +47,33 @@ def generate_responses(
         return store.read_frame(name)
     g = cfg.generator(generator)
     chat = g.prompt_kind == "chat"
-    with (
-        _timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
-        open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
-    ):
-        template = generation_template(cfg.prompts.generation)
-        runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
-        params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
-        prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
-        out = []
-        for start in range(0, len(prompts), g.batch_size):
-            out.extend(runner.generate(prompts[start : start + g.batch_size], params))
-            progress(f"{generator}: {len(out)}/{len(prompts)} responses")
+    template = generation_template(cfg.prompts.generation)
+    params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
+    prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
+    with _timed(store, variant.stage(f"generate_responses[{generator}]")) as info:
+        if chunks is not None and adapter is None:  # spread over the flow's workers
+            from judgebias.backends.builder import ModelSpec
+            from judgebias.workers import generate_chunk_size
+
+            spec = ModelSpec.from_config(g, cache_dir=call_cache_dir(cfg), name=generator)
+            out, summary = chunks.generate(prompts, spec, params, template.tag(chat),
+                                           generate_chunk_size(g.batch_size))
+            calls, hits = summary.calls, summary.hits
+        else:
+            loaded = _adapted(g, adapter)
+            with open_backend(g, name=generator, cache=call_cache(cfg), loaded=loaded) as backend:
+                runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
+                out = []
+                for start in range(0, len(prompts), g.batch_size):
+                    out.extend(runner.generate(prompts[start : start + g.batch_size], params))
+                    progress(f"{generator}: {len(out)}/{len(prompts)} responses")
+                calls, hits = backend.calls, backend.hits
         df = instructions[["instruction_id", "instruction"]].copy()
         df["generator"] = generator
         df["response"] = [o.text.strip() for o in out]
         df["completion_tokens"] = [o.completion_tokens for o in out]
         df["error"] = [o.error or (None if o.text.strip() else "empty response") for o in out]
-        info.update(n=len(df), failed=int(df["error"].notna().sum()), calls=backend.calls, hits=backend.hits)
+        info.update(n=len(df), failed=int(df["error"].notna().sum()), calls=calls, hits=hits)
         store.write_frame(name, df)
     progress(f"{generator}: {len(df)} responses ({info['calls']} generated, {info['hits']} from cache)")
     return df

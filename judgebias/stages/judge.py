@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import (
+    Progress,
+    _adapted,
+    _noop,
+    _timed,
+    call_cache,
+    call_cache_dir,
+    open_backend,
+)
 from judgebias.stages.generation import _pairs
+from judgebias.table import Exclusions
+
+if TYPE_CHECKING:
+    from judgebias.workers import ChunkRoute
 
 
 def _chat(judge_cfg, backend) -> bool:
@@ -26,10 +40,12 @@ def judge_pairs(
     variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
     template: str | None = None,
+    chunks: ChunkRoute | None = None,
     progress: Progress = _noop,
 ) -> pd.DataFrame:
     """Every pair judged in both orders by ``judge``: its judgment-table rows. ``template`` asks
-    the judge another question with its other settings (the self-recognition probe)."""
+    the judge another question with its other settings (the self-recognition probe). ``chunks``:
+    where to judge the pairs in chunks (the flow's workers); the rows are the same."""
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
@@ -41,28 +57,36 @@ def judge_pairs(
         j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
     if template:
         j = j.model_copy(update={"template": template})
-    with (
-        _timed(store, variant.stage(f"judge_pairs[{judge}]")) as info,
-        open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend,
-    ):
-        result = run_judge(
-            _pairs(pairs),
-            backend,
-            judge_template(j.template),
-            judge=judge,
-            chat=_chat(j, backend),
-            chunk_size=j.batch_size * 4,
-            progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
-        )
-        df = result.table()
-        info.update(
-            rows=len(df), exclusions=result.exclusions.to_dict(), calls=backend.calls, hits=backend.hits
-        )
+    with _timed(store, variant.stage(f"judge_pairs[{judge}]")) as info:
+        if chunks is not None and not adapter:  # spread over the flow's workers
+            from judgebias.backends.builder import JudgeSpec
+            from judgebias.workers import judge_chunk_size
+
+            spec = JudgeSpec.from_config(j, cache_dir=call_cache_dir(cfg), name=judge)
+            rows, summary = chunks.judge(_pairs(pairs), spec, judge_chunk_size(j.batch_size))
+            df = pd.DataFrame(rows)
+            exclusions = Exclusions()
+            for reason, n in summary.exclusions.items():
+                exclusions.add(reason, n)
+            calls, hits = summary.calls, summary.hits
+        else:
+            with open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend:
+                result = run_judge(
+                    _pairs(pairs),
+                    backend,
+                    judge_template(j.template),
+                    judge=judge,
+                    chat=_chat(j, backend),
+                    chunk_size=j.batch_size * 4,
+                    progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
+                )
+                df, exclusions, calls, hits = result.table(), result.exclusions, backend.calls, backend.hits
+        info.update(rows=len(df), exclusions=exclusions.to_dict(), calls=calls, hits=hits)
         store.write_frame(name, df)
     progress(
         f"{judge}: {len(df)} pairs judged in both orders ({info['calls']} scored, "
         f"{info['hits']} cached; "
-        f"{result.exclusions})"
+        f"{exclusions})"
     )
     return df
 
