@@ -12,7 +12,7 @@ from judgebias.stages.imported import imported_reports as _imported_reports
 imported_reports = stage_task(_imported_reports)
 
 
-# Caching and retries as the experiment's tasks (tasks.experiment): none; a rerun finds the runs by
+# Caching and retries as the experiment's tasks (judgebias.tasks.experiment): none; a rerun finds the runs by
 # the bundled file's digest.
 @task(name="log_imported", cache_policy=NO_CACHE, retries=0)
 def log_imported(store, reports, settings) -> dict[str, str]:
