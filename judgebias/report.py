@@ -55,9 +55,11 @@ def plan(cfg: ExperimentConfig) -> str:
     """What the run will do, printed before it starts (the first minute of a cold run is spent
     converting models, and a newcomer should know what the wait is for)."""
     n = cfg.dataset.sample or "all"
-    gens, judges = [g.name for g in cfg.generators], [j.name for j in cfg.judges]
+    gens, judges = [g.name for g in cfg.generators], [j.name for j in cfg.pairwise_judges()]
     lines = [f"plan: {len(gens)} generators ({', '.join(gens)}) answer {n} instructions; "
              f"{len(judges)} judges ({', '.join(judges)}) judge every pair in both orders"]
+    for j in cfg.pointwise_judges():
+        lines.append(f"      pointwise judge {j.name}: scores every response alone ({j.template})")
     an = cfg.analyses
     extra = [k for k, on in (("perplexity", an.perplexity), ("attention", an.attention)) if on]
     if extra:
@@ -73,6 +75,10 @@ def plan(cfg: ExperimentConfig) -> str:
     if pt.enabled:
         lines.append(f"      perturbation probe (CALM): {len(pt.names)} perturbations of "
                      f"{pt.sample or 'all'} pairs, judged again in both orders")
+    pw = cfg.probes.pointwise
+    if pw.enabled:
+        lines.append(f"      pointwise probes: {', '.join(pw.names)} on {pw.sample or 'all'} responses, "
+                     "each pointwise judge scoring again")
     if rec.enabled:
         lines.append(f"      self-recognition probe: each judge asked which answer it wrote, "
                      f"{rec.sample or 'all'} pairs per judge")
@@ -267,9 +273,13 @@ def probe_index(cfg: ExperimentConfig, store: RunStore) -> dict[str, str]:
     """Kind -> the run-folder path of the figures of each enabled probe that ran."""
     out = {}
     for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
-                        ("self_recognition", RunLayout.recognition(cfg))):
-        if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
+                        ("self_recognition", RunLayout.recognition(cfg)),
+                        ("pointwise_probes", RunLayout.pointwise_probes(cfg))):
+        if getattr(cfg.probes, kind.removesuffix("_probes")).enabled and store.has(where.probe_result):
             out[kind] = where.probe_result
+    # The pointwise judges' figures ride along: the page's pointwise section reads them from here.
+    if cfg.pointwise_judges() and store.has(RunLayout.pointwise(cfg).metrics):
+        out["pointwise"] = RunLayout.pointwise(cfg).metrics
     return out
 
 

@@ -37,6 +37,7 @@ from tracking.log_analysis import (
     safe_params,
     sanitize,
 )
+from tracking.log_pointwise import log_experiment_pointwise
 from tracking.mlflow_run import mlflow_run
 from tracking.params import flatten
 from tracking.probes import log_probes
@@ -239,6 +240,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         if cfg.ablations.finetune.enabled:
             _log_finetune(cfg, store, tags)
         log_probes(cfg, store, tags)
+        log_experiment_pointwise(cfg, store, tags)
         _log_leaderboard(store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
