@@ -36,6 +36,8 @@ _JUDGE_CAPTIONS = {
                   "model, beside the humans where labelled (Wataoka et al., Fig. 3), with 95% intervals.",
     "perplexity_own_other": "{judge}: P(A wins) by perplexity difference, its own responses against other "
                             "models' pairs (Wataoka et al., Sec. 5), with 95% intervals.",
+    "score_distribution": "{judge} (pointwise): the share of its scores at each level of its scale, beside "
+                          "the humans' where they rated the same responses (Stureborg et al. 2024).",
     "attention": "{judge}: mean attention from the answer position to each generator's responses, per layer "
                  "(DBG paper, Fig. 7).",
 }

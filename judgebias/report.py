@@ -185,6 +185,10 @@ def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
             if stage.startswith("perturb-")
             else "self-recognition probe"
             if stage.startswith("recognition-")
+            else "pointwise judges"
+            if stage.startswith("pointwise-")
+            else "pointwise probes"
+            if stage.startswith("pwprobe-")
             else "imported data"
             if stage.startswith("imported/")
             else "fine-tune ablation"
@@ -306,9 +310,24 @@ def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None
         for kind, text in said:
             lines.append(f"  {judge} [{kind}] {text}")
         lines.append(f"  {judge}: {family_note(fam)}")
+    lines += pointwise_card_lines(probes or {})
     page = store.path(RunLayout().report_html)
     if page.is_file():
         lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
+    return lines
+
+
+def pointwise_card_lines(probes: dict) -> list[str]:
+    """The pointwise judges' statements (``judgebias.trust_pointwise``), one line each."""
+    from judgebias.trust_pointwise import pointwise_statements
+
+    figures = (probes.get("pointwise") or {}).get("judges") or {}
+    pprobes = probes.get("pointwise_probes") or {}
+    lines = []
+    for judge in dict.fromkeys([*figures, *(pprobes.get("judges") or {})]):
+        said, fam = pointwise_statements(figures.get(judge) or {}, pprobes, judge)
+        lines += [f"  {judge} (pointwise) [{kind}] {text}" for kind, text in said]
+        lines.append(f"  {judge} (pointwise): {family_note(fam)}")
     return lines
 
 

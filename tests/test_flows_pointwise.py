@@ -83,6 +83,7 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
     from mlflow.tracking import MlflowClient
 
     from judgebias.layout import RunLayout
+    from judgebias.report import console_report
     from tracking.experiment import settings_for
     from tracking.log_pointwise import log_experiment_pointwise
     from tracking.mlflow_run import mlflow_run
@@ -92,6 +93,9 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
     page = store.path(RunLayout().report_html).read_text()
     assert "pa (pointwise)" in page and "unchanged under rubric_reversed" in page
     assert "scoring perturbations tried" in page or "Scoring perturbations that move" in page
+    assert "pa (pointwise): the share of its scores at each level" in page  # its plot, captioned
+    text = console_report(cfg, store, {}, wall_s=1.0, peak_rss_gb=0.1)
+    assert "pa (pointwise) [" in text and "pa (pointwise): " in text
     settings = settings_for(cfg)
     with mlflow_run("pointwise test", settings=settings) as parent:
         log_probes(cfg, store, {})
