@@ -77,8 +77,11 @@ class JudgeConfig(_ModelRef):
     mode: Literal["pairwise", "pointwise"] = "pairwise"
     template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts; "
                           "a pointwise judge names one of judgebias.prompts.pointwise)")
-    # Pointwise judges only: [min, max] of the scores, checked against the template's own scale.
+    # Pointwise judges only: [min, max] of the scores, checked against the template's own scale;
+    # the length of the explanation an explain-first template generates before its score.
     scale: tuple[int, int] | None = None
+    max_new_tokens: int | None = Field(None, ge=1, le=8192, description="pointwise explain-first "
+                                       "templates: tokens generated before the score (default 512)")
     # "auto": the chat variant when the model has a chat template (API models: always chat).
     prompt_kind: Literal["auto", "chat", "few-shot"] = "auto"
     batch_size: int = Field(8, ge=1, le=512)
@@ -96,8 +99,9 @@ class JudgeConfig(_ModelRef):
                 hint = " (a pointwise template: set mode: pointwise)" if pointwise else ""
                 out.append(f"{where}.template: unknown judge template {self.template!r}{hint}; "
                            f"known pairwise: {', '.join(JUDGE_TEMPLATES)}")
-            if self.scale is not None:
-                out.append(f"{where}.scale: only applies to mode 'pointwise'")
+            for key in ("scale", "max_new_tokens"):
+                if getattr(self, key) is not None:
+                    out.append(f"{where}.{key}: only applies to mode 'pointwise'")
             return out
         if self.template not in POINTWISE_TEMPLATES:
             return [f"{where}.template: {self.template!r} is not a pointwise template; a judge with "
@@ -331,7 +335,7 @@ class ExperimentConfig(_Strict):
 
 # Fields added after run folders existed, omitted from the hashes while at their default: a config
 # that does not set them keeps its run folder (and its cached stage outputs).
-_LATER_DEFAULTS = {"quantize": "none", "mode": "pairwise", "scale": None}
+_LATER_DEFAULTS = {"quantize": "none", "mode": "pairwise", "scale": None, "max_new_tokens": None}
 
 
 def _without_later_defaults(doc: Any) -> Any:

@@ -181,6 +181,10 @@ def test_the_config_checks_a_pointwise_judge_field_by_field():
         "judges[1].template: 'rubric-5-ref' needs a reference"
     )
     assert _config(prompt_kind="few-shot")[1][0].startswith("judges[1].prompt_kind: the pointwise templates")
+    assert _config(max_new_tokens=64)[1] == []
+    assert _config(mode="pairwise", template="dbg-ab", max_new_tokens=64)[1] == [
+        "judges[1].max_new_tokens: only applies to mode 'pointwise'"
+    ]
     assert _config(mode="pairwise")[1][0].startswith(
         "judges[1].template: unknown judge template 'rubric-5' (a pointwise template: set mode: pointwise)"
     )

@@ -71,7 +71,7 @@ def judge_responses(
             template,
             judge=judge,
             chat=True,
-            params=GenerationParams(max_new_tokens=512),
+            params=GenerationParams(max_new_tokens=j.max_new_tokens or 512),
             chunk_size=j.batch_size * 4,
             progress=lambda done, total: progress(f"{judge}: {done}/{total} reads"),
         )
