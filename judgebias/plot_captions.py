@@ -22,6 +22,9 @@ _CAPTIONS = {
                         "than the other response (Saito et al., Fig. 5), overlaid, with 95% intervals.",
     "perturbations": "Perturbation probe (CALM): how far each perturbation moves P(perturbed side wins), "
                      "every judge overlaid, with 95% intervals; dashed lines: the 0.05 reading aid.",
+    "pointwise_probes": "Pointwise probes: how far each scoring perturbation (rubric order, score IDs, a "
+                        "reference's stated score, rubric permutation, scale) moves the mean score, every "
+                        "pointwise judge overlaid, with 95% intervals (Li et al. 2025).",
     "dbg_before_after": "DBG per judge in each ablation condition with 95% intervals; n/a: not computable "
                         "(the table says why).",
     "semantic_shift": "Responses before and after the style rewrite in one projection of their sentence "

@@ -119,7 +119,7 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
             if ab:
                 extras.ablations.append(ab)
                 extras.links.extend(ab.pages)
-    for folder in sorted(p for p in root.glob("perturb-*") if p.is_dir()):
+    for folder in sorted(p for p in [*root.glob("perturb-*"), *root.glob("pwprobe-*")] if p.is_dir()):
         for png in sorted((folder / "plots").glob("*.png")):
             extras.plots.append((caption(png.stem), png.read_bytes()))
     for folder in sorted(p for p in root.glob("pointwise-*") if p.is_dir()):  # the pointwise judges

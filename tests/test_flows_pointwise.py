@@ -94,6 +94,7 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
     assert "pa (pointwise)" in page and "unchanged under rubric_reversed" in page
     assert "scoring perturbations tried" in page or "Scoring perturbations that move" in page
     assert "pa (pointwise): the share of its scores at each level" in page  # its plot, captioned
+    assert "Pointwise probes: how far each scoring perturbation" in page
     text = console_report(cfg, store, {}, wall_s=1.0, peak_rss_gb=0.1)
     assert "pa (pointwise) [" in text and "pa (pointwise): " in text
     settings = settings_for(cfg)
@@ -112,6 +113,8 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
     figures = by_kind["pointwise"].data.metrics
     assert figures["pa.score_distribution.skew.n"] == 4
     assert "plots" in {a.path for a in client.list_artifacts(by_kind["pointwise"].info.run_id)}
+    probe_plots = client.list_artifacts(by_kind["pointwise_probes"].info.run_id, "plots")
+    assert [a.path for a in probe_plots] == ["plots/pointwise_probes.png"]
 
 
 def test_a_rerun_makes_no_model_call(pw_run):

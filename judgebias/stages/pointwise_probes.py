@@ -99,6 +99,7 @@ def pointwise_probe_report(
 ) -> dict:
     """Unchanged rate and score shift per judge and probe; ``judged[judge]``: what
     ``pointwise_probe_judgments`` returned for it."""
+    from judgebias import plots, plots_probes
     from judgebias.metrics.pointwise_probes import probe_scores, score_shift, unchanged_rate
     from judgebias.prompts.pointwise_variants import pointwise_probe
     from judgebias.stats import InsufficientData
@@ -126,6 +127,10 @@ def pointwise_probe_report(
                         entry[key] = {"value": None, "skipped": str(exc)}
                 figures[tag] = entry
             out["judges"][judge] = figures
+        if any((f.get("score_shift") or {}).get("value") is not None
+               for figures in out["judges"].values() for f in figures.values()):
+            figure = plots_probes.pointwise_probe_shifts(out)
+            plots.save_figure(figure, store.path(layout.plot("pointwise_probes")))
         store.write_json(layout.probe_result, out)
         refresh_report(cfg, store)
     progress(f"pointwise probes: {len(out['probes'])} x {len(out['judges'])} judge(s)")
