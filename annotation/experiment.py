@@ -25,7 +25,7 @@ def sync_annotations(
     a = cfg.annotation
     settings = SyncSettings(
         table=table,
-        judges=list(cfg.self_map),
+        judges=[j for j in cfg.self_map if cfg.judge(j).mode == "pairwise"],
         self_map=cfg.own_generators(),
         gold=gold_for(cfg, store.read_frame(layout.table)),
         budget=a.budget if push else 0,

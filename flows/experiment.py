@@ -1,7 +1,7 @@
 """Prefect flows of one experiment: wiring only; every step is a task in ``judgebias.tasks.experiment``.
 
-``experiment`` is the parent flow (``judgebias run CONFIG``); the two ablations and the two probes
-are subflows that can also run alone. Rerunning a killed experiment repeats no model call and
+``experiment`` is the parent flow (``judgebias run CONFIG``); the two ablations, the probes and the
+pointwise judges are subflows that can also run alone. Rerunning a killed experiment repeats no model call and
 redoes only unfinished stages (see ``judgebias.tasks.experiment`` for the caching policy).
 """
 
@@ -63,8 +63,8 @@ def main_stages(cfg, store) -> dict[str, Any]:
     instructions = t.load_instructions(cfg, store)
     responses = each(t.generate_responses, [g.name for g in cfg.generators], cfg, store, instructions)
     pairs = t.build_pairs(cfg, store, responses)
-    judgments = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs)
-    local = [j.name for j in cfg.judges if j.backend == "local"]
+    judgments = each(t.judge_pairs, [j.name for j in cfg.pairwise_judges()], cfg, store, pairs)
+    local = [j.name for j in cfg.pairwise_judges() if j.backend == "local"]
     for judge in local:
         t.dtype_fidelity(cfg, store, judge, judgments[judge])
     perplexity = each(t.perplexity_analysis, local, cfg, store, pairs) if cfg.analyses.perplexity else {}
@@ -110,7 +110,8 @@ def style_rewrite_ablation(cfg: ExperimentConfig, run_dir: str | None = None) ->
     for style, rewritten in rewrites.items():
         variant = RunLayout.style(cfg, style)
         pairs = t.build_pairs(cfg, store, rewritten, variant=variant)
-        judged = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, pairs, variant=variant)
+        judged = each(t.judge_pairs, [j.name for j in cfg.pairwise_judges()], cfg, store, pairs,
+                      variant=variant)
         after[style] = t.assemble_table(cfg, store, judged, None, variant=variant)
     return t.compare_style(cfg, store, state["table"], after)
 
@@ -135,7 +136,7 @@ def finetune_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict
         j.name: t.judge_pairs(
             cfg, store, j.name, pairs, variant=variant, adapter=adapters.get(cfg.self_map.get(j.name, ""))
         )
-        for j in cfg.judges
+        for j in cfg.pairwise_judges()
     }
     after = t.assemble_table(cfg, store, judged, None, variant=variant)
     return t.compare_finetune(cfg, store, state["table"], after)
@@ -148,7 +149,7 @@ def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dic
     store = _store(cfg, run_dir)
     state = main_stages(cfg, store)
     perturbed = t.perturbed_pairs(cfg, store, state["pairs"])
-    after = each(t.judge_pairs, [j.name for j in cfg.judges], cfg, store, perturbed,
+    after = each(t.judge_pairs, [j.name for j in cfg.pairwise_judges()], cfg, store, perturbed,
                  variant=RunLayout.perturbation(cfg))
     return t.perturbation_report(cfg, store, state["judgments"], after, perturbed)
 
@@ -161,12 +162,34 @@ def self_recognition_probe(cfg: ExperimentConfig, run_dir: str | None = None) ->
     state = main_stages(cfg, store)
     variant = RunLayout.recognition(cfg)
     recognised = {}
-    for j in cfg.judges:
+    for j in cfg.pairwise_judges():
         pairs = stages.recognition_pairs(cfg, state["pairs"], j.name)
         if len(pairs):
             recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, variant=variant,
                                                template=stages.RECOGNITION_TEMPLATE)
     return t.recognition_report(cfg, store, recognised, state["judgments"])
+
+
+@flow(name="pointwise_judging", log_prints=True, task_runner=SEQUENTIAL)
+def pointwise_judging(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
+    """The judges with ``mode: pointwise`` score every generated response alone; their figures
+    (with the pairwise judge on the same model for pointwise_pairwise_consistency) and plots."""
+    store = _store(cfg, run_dir)
+    state = main_stages(cfg, store)
+    items = stages.response_items(state["responses"])
+    judged = each(t.judge_responses, [j.name for j in cfg.pointwise_judges()], cfg, store, items)
+    return t.pointwise_report(cfg, store, judged, state["table"])
+
+
+@flow(name="pointwise_probe", log_prints=True, task_runner=SEQUENTIAL)
+def pointwise_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
+    """Li et al. 2025 / Xu et al. 2026: each pointwise rubric judge scores a sample of the responses
+    again under each probe's baseline and variant; unchanged rate and score shift per probe."""
+    store = _store(cfg, run_dir)
+    state = main_stages(cfg, store)
+    items = stages.probe_items(cfg, state["responses"])
+    judged = each(t.pointwise_probe_judgments, stages.probe_judges(cfg), cfg, store, items)
+    return t.pointwise_probe_report(cfg, store, judged)
 
 
 @flow(name="experiment", log_prints=True)
@@ -188,6 +211,10 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
             configured(perturbation_probe, cfg)(cfg, run_dir)
         if cfg.probes.self_recognition.enabled:
             configured(self_recognition_probe, cfg)(cfg, run_dir)
+        if cfg.pointwise_judges():
+            configured(pointwise_judging, cfg)(cfg, run_dir)
+        if cfg.probes.pointwise.enabled:
+            configured(pointwise_probe, cfg)(cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, os.path.abspath(config_path), started_at)

@@ -80,24 +80,29 @@ class ScoreRead:
     usage: dict = field(default_factory=dict)
 
 
-def _score_pattern(marker: str) -> re.Pattern:
+def _score_pattern(marker: str, labels: Sequence[str] = ()) -> re.Pattern:
+    score = "(" + "|".join(re.escape(x) for x in labels) + r")\b" if labels else r"(\d+(?:\.\d+)?)"
     if marker == "[[":
-        return re.compile(r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]")
-    return re.compile(re.escape(marker) + r"\s*(\d+(?:\.\d+)?)")
+        return re.compile(r"\[\[\s*" + score + r"\s*\]\]")
+    return re.compile(re.escape(marker) + r"\s*" + score)
 
 
-def find_score(text: str, marker: str) -> tuple[int | None, float | None, str | None]:
+def find_score(
+    text: str, marker: str, labels: Sequence[str] = ()
+) -> tuple[int | None, float | None, str | None]:
     """(position just after the final marker, the score written after it or None, error).
+    ``labels``: the template's score IDs ("A".."E"; the k-th is score k); empty: integers.
 
     The last well-formed score wins (the explanation may quote the format, "Rating: [[5]]");
     failing that, the last bare marker, whose score is then read from the probabilities."""
     body, offset, error = strip_think(text)
     if error:
         return None, None, error
-    matches = list(_score_pattern(marker).finditer(body))
+    matches = list(_score_pattern(marker, labels).finditer(body))
     if matches:
         m = matches[-1]
-        return offset + m.start() + len(marker), float(m.group(1)), None
+        value = labels.index(m.group(1)) + 1.0 if labels else float(m.group(1))
+        return offset + m.start() + len(marker), value, None
     pos = body.rfind(marker)
     if pos < 0:
         return None, None, f"off-format: no score after {marker!r}"
@@ -119,6 +124,9 @@ def raw_probability(scores: OptionScores, option: str) -> float:
 
 
 def digit_options(template: PointwiseTemplate) -> tuple[str, ...]:
+    """The score tokens read at the answer position: the template's score IDs, else the digits."""
+    if template.labels:
+        return template.labels
     return tuple(str(k) for k in range(template.scale_min, min(template.scale_max, 9) + 1))
 
 
@@ -136,7 +144,7 @@ def combine(
     probs = [first.probs.get(o, math.nan) for o in options]
     if any(math.isnan(p) for p in probs):
         return None, first.mass, PARSED_READ_FAILED
-    if template.scale_max < 10:
+    if template.scale_max < 10 or template.labels:
         return probs, first.mass, None
     q = math.nan if ten is None else raw_probability(ten, "0")
     if math.isnan(q) or ten is None or ten.verdict_only:
@@ -201,7 +209,9 @@ def judge_responses(
         if g.error:
             reads[i].error = g.error
             continue
-        pos, parsed, error = find_score(g.text, template.marker)
+        pos, parsed, error = find_score(g.text, template.marker, template.labels)
+        if parsed is not None and template.labels:  # the k-th ID is the k-th score of the scale
+            parsed += template.scale_min - 1
         reads[i].parsed = parsed
         if error:
             reads[i].error = error
@@ -213,7 +223,7 @@ def judge_responses(
     keys = list(prefixed)
     firsts = _score_all(runner, [prefixed[i] for i in keys], digit_options(template), chunk_size, None)
     tens: list[OptionScores | None] = [None] * len(keys)
-    if template.scale_max >= 10 and keys:
+    if template.scale_max >= 10 and not template.labels and keys:
         # "0" against a stand-in: a second option keeps both backends' option checks satisfied, and
         # only the raw probability of "0" is used.
         second = [

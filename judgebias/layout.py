@@ -56,6 +56,16 @@ class RunLayout:
         return RunLayout(f"recognition-{cfg.probe_hash('self_recognition')}/")
 
     @staticmethod
+    def pointwise(cfg) -> RunLayout:
+        """The pointwise judges' scores of the generated responses, their figures and plots."""
+        return RunLayout(f"pointwise-{cfg.pointwise_hash()}/")
+
+    @staticmethod
+    def pointwise_probes(cfg) -> RunLayout:
+        """The pointwise probes: each variant's scores per judge and the figures."""
+        return RunLayout(f"pwprobe-{cfg.probe_hash('pointwise')}/")
+
+    @staticmethod
     def imported(name: str) -> RunLayout:
         """A bundled real dataset's figures and report card (``judgebias.bundled``): imported
         judgments, kept apart from the run's own."""

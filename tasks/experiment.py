@@ -93,6 +93,10 @@ annotated_metrics = stage_task(stages.annotated_metrics)
 perturbed_pairs = stage_task(stages.perturbed_pairs)
 perturbation_report = stage_task(stages.perturbation_report)
 recognition_report = stage_task(stages.recognition_report)
+judge_responses = stage_task(stages.judge_responses, "judge_responses[{judge}]")
+pointwise_report = stage_task(stages.pointwise_report)
+pointwise_probe_judgments = stage_task(stages.pointwise_probe_judgments, "pointwise_probe_judgments[{judge}]")
+pointwise_probe_report = stage_task(stages.pointwise_probe_report)
 
 
 @stage_task

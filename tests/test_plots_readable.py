@@ -57,6 +57,30 @@ def test_perturbation_names_never_overlap_and_judges_share_one_figure(tmp_path):
     assert lo < min(ends) and hi > max(ends)
 
 
+def test_pointwise_probe_names_never_overlap_and_no_reading_aid_is_drawn(tmp_path):
+    from judgebias.prompts.pointwise_variants import POINTWISE_PROBES
+
+    tags = [p.tag for p in POINTWISE_PROBES.values()]
+    def shift(v: float) -> dict:
+        return {"score_shift": {"value": v, "ci_low": v - 0.3, "ci_high": v + 0.3, "n": 8}}
+
+    probe = {"probes": {t: {"description": t} for t in tags},
+             "judges": {j: {t: shift(0.1 * (i - 2) * (k + 1)) for i, t in enumerate(tags)}
+                        for k, j in enumerate(("tiny-pw", "other"))}}
+    fig = plots_probes.pointwise_probe_shifts(probe)
+    renderer = _render(fig, tmp_path, "pointwise_probes")
+    ax = fig.axes[0]
+    assert _outside(fig, renderer) == []
+    names = ax.get_yticklabels()
+    assert [t.get_text() for t in names] == ["rubric reversed", "score ids letters", "reference score",
+                                            "rubric permuted", "scale 1 10"]
+    assert _overlaps(names, renderer) == []
+    assert {"tiny-pw", "other"} <= {t.get_text() for t in fig.legends[0].get_texts()}
+    verticals = [round(float(line.get_xdata()[0]), 3) for line in ax.get_lines()
+                 if len(set(line.get_xdata())) == 1 and len(line.get_xdata()) == 2]
+    assert verticals == [0.0]  # a score has no reading aid of P(A)'s 0.05
+
+
 def test_the_old_bar_plot_of_seven_perturbations_ran_its_names_together(tmp_path):
     # What the probe drew before: one bar per perturbation, names under the bars. The check above
     # finds the defect on it, so it can fail.

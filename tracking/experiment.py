@@ -32,6 +32,7 @@ from judgebias.tracking.log_analysis import (
     safe_params,
     sanitize,
 )
+from judgebias.tracking.log_pointwise import log_experiment_pointwise
 from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.params import flatten
 from judgebias.tracking.probes import log_probes
@@ -240,6 +241,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         if cfg.ablations.finetune.enabled:
             _log_finetune(cfg, store, tags)
         log_probes(cfg, store, tags)
+        log_experiment_pointwise(cfg, store, tags)
         _log_leaderboard(store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id

@@ -18,6 +18,7 @@ from judgebias.tracking.log_analysis import (
     _finite,
     estimate_metrics,
     log_figures,
+    log_files,
     log_metrics_dict,
     log_params_dict,
     sanitize,
@@ -109,3 +110,26 @@ def log_pointwise_analysis(
         mlflow.log_artifact(str(table_path), "table")
     figs = log_figures(figures) if figures else []
     return {"metrics": n, "params": len(params), "figures": len(figs)}
+
+
+def log_experiment_pointwise(cfg, store, tags: Mapping[str, str]) -> dict[str, int] | None:
+    """Inside an experiment's parent run: one nested run ``pointwise`` with the pointwise judges'
+    figures, their table and plots (``RunLayout.pointwise``); None when the run has none."""
+    from judgebias.tracking.mlflow_run import mlflow_run
+
+    from judgebias.layout import RunLayout
+
+    layout = RunLayout.pointwise(cfg)
+    if not cfg.pointwise_judges() or not store.has(layout.metrics):
+        return None
+    result = store.read_json(layout.metrics)
+    with mlflow_run("pointwise", tags={**tags, "judgebias.kind": "pointwise"}):
+        log_params_dict({"pointwise_hash": cfg.pointwise_hash(),
+                         "templates": ",".join(f"{j.name}={j.template}" for j in cfg.pointwise_judges())})
+        counts = log_pointwise_analysis(result, table_path=store.path(layout.table) if store.has(layout.table)
+                                        else None)
+        plots = store.path(layout.plots)
+        pngs = sorted(plots.glob("*.png")) if plots.is_dir() else []
+        log_files(pngs, "plots")
+        counts["figures"] = len(pngs)
+    return counts

@@ -72,19 +72,53 @@ class GeneratorConfig(_ModelRef):
 
 class JudgeConfig(_ModelRef):
     name: Name
-    template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts)")
+    # "pairwise": judges the pairs (every figure of the main run); "pointwise": scores each generated
+    # response alone on its template's scale (judgebias.stages.pointwise), figures of its own.
+    mode: Literal["pairwise", "pointwise"] = "pairwise"
+    template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts; "
+                          "a pointwise judge names one of judgebias.prompts.pointwise)")
+    # Pointwise judges only: [min, max] of the scores, checked against the template's own scale;
+    # the length of the explanation an explain-first template generates before its score.
+    scale: tuple[int, int] | None = None
+    max_new_tokens: int | None = Field(None, ge=1, le=8192, description="pointwise explain-first "
+                                       "templates: tokens generated before the score (default 512)")
     # "auto": the chat variant when the model has a chat template (API models: always chat).
     prompt_kind: Literal["auto", "chat", "few-shot"] = "auto"
     batch_size: int = Field(8, ge=1, le=512)
 
-    @field_validator("template")
-    @classmethod
-    def _known_template(cls, v: str) -> str:
+    def mode_problems(self, where: str) -> list[str]:
+        """What is wrong with this judge's template and scale for its mode, each line naming its
+        key path under ``where`` (``judges[2]``)."""
         from judgebias.prompts import JUDGE_TEMPLATES
+        from judgebias.prompts.pointwise import POINTWISE_TEMPLATES
 
-        if v not in JUDGE_TEMPLATES:
-            raise ValueError(f"unknown judge template {v!r}; known: {', '.join(JUDGE_TEMPLATES)}")
-        return v
+        if self.mode == "pairwise":
+            out = []
+            if self.template not in JUDGE_TEMPLATES:
+                pointwise = self.template in POINTWISE_TEMPLATES
+                hint = " (a pointwise template: set mode: pointwise)" if pointwise else ""
+                out.append(f"{where}.template: unknown judge template {self.template!r}{hint}; "
+                           f"known pairwise: {', '.join(JUDGE_TEMPLATES)}")
+            for key in ("scale", "max_new_tokens"):
+                if getattr(self, key) is not None:
+                    out.append(f"{where}.{key}: only applies to mode 'pointwise'")
+            return out
+        if self.template not in POINTWISE_TEMPLATES:
+            return [f"{where}.template: {self.template!r} is not a pointwise template; a judge with "
+                    f"mode 'pointwise' names one of: {', '.join(POINTWISE_TEMPLATES)}"]
+        t = POINTWISE_TEMPLATES[self.template]
+        out = []
+        if self.scale is not None and tuple(self.scale) != (t.scale_min, t.scale_max):
+            out.append(f"{where}.scale: template {self.template!r} scores {t.scale_min}..{t.scale_max}, "
+                       f"not {self.scale[0]}..{self.scale[1]} (set the scale of the template, or leave "
+                       "scale out)")
+        if t.needs_reference:
+            out.append(f"{where}.template: {self.template!r} needs a reference answer, which an experiment's "
+                       "generated responses do not have; use one without '-ref'")
+        if self.prompt_kind == "few-shot":
+            out.append(f"{where}.prompt_kind: the pointwise templates have no few-shot variant; use "
+                       "'auto' or 'chat'")
+        return out
 
 
 class GoldConfig(_Strict):
@@ -170,6 +204,8 @@ class ExperimentConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross_references(self):
+        from judgebias.prompts.pointwise import POINTWISE_TEMPLATES
+
         problems = []
         gens = [g.name for g in self.generators]
         judges = [j.name for j in self.judges]
@@ -177,15 +213,24 @@ class ExperimentConfig(_Strict):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 problems.append(f"{what}: duplicate name(s) {dup}")
+        for i, j in enumerate(self.judges):
+            problems += j.mode_problems(f"judges[{i}]")
+        if not self.pairwise_judges():
+            problems.append("judges: every judge has mode 'pointwise'; the experiment's pairs need at "
+                            "least one pairwise judge")
         for judge, gen in self.self_map.items():
             if judge not in judges:
                 problems.append(f"self_map.{judge}: no judge named {judge!r} (judges: {judges})")
             if gen not in gens:
                 problems.append(f"self_map.{judge}: no generator named {gen!r} (generators: {gens})")
         if isinstance(self.gold.panel, list):
+            pairwise = [j.name for j in self.pairwise_judges()]
             for i, name in enumerate(self.gold.panel):
                 if name not in judges:
                     problems.append(f"gold.panel[{i}]: no judge named {name!r}")
+                elif name not in pairwise:
+                    problems.append(f"gold.panel[{i}]: judge {name!r} is pointwise; the gold panel "
+                                    "judges pairs")
         for i, name in enumerate(self.ablations.finetune.generators):
             if name not in gens:
                 problems.append(f"ablations.finetune.generators[{i}]: no generator named {name!r}")
@@ -194,6 +239,12 @@ class ExperimentConfig(_Strict):
                 "ablations.finetune.generators: the ablation fine-tunes two different base "
                 "models on the same data; name at least two generators"
             )
+        if self.probes.pointwise.enabled and not any(
+                POINTWISE_TEMPLATES.get(j.template) and POINTWISE_TEMPLATES[j.template].has_rubric
+                for j in self.pointwise_judges()):
+            problems.append("probes.pointwise: the pointwise probes vary a rubric; name at least one judge "
+                            "with mode 'pointwise' and a rubric template ("
+                            + ", ".join(n for n, t in POINTWISE_TEMPLATES.items() if t.has_rubric) + ")")
         if problems:
             # One line per problem, each starting with its own key path (see ``_problems``).
             raise ValueError("\n".join(problems))
@@ -211,6 +262,21 @@ class ExperimentConfig(_Strict):
             refs.append(self.ablations.style_rewrite)
         return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))
 
+    def pairwise_judges(self) -> list[JudgeConfig]:
+        """The judges of the pairs: every stage of the main run, the ablations and the CALM probes."""
+        return [j for j in self.judges if j.mode == "pairwise"]
+
+    def pointwise_judges(self) -> list[JudgeConfig]:
+        """The judges that score each generated response alone (``judgebias.stages.pointwise``)."""
+        return [j for j in self.judges if j.mode == "pointwise"]
+
+    def pairwise_twin(self, judge: str) -> str | None:
+        """The pairwise judge running the same model as the pointwise ``judge`` (the comparison of
+        ``pointwise_pairwise_consistency``), or None."""
+        j = self.judge(judge)
+        return next((p.name for p in self.pairwise_judges()
+                     if (p.model, p.backend, p.base_url) == (j.model, j.backend, j.base_url)), None)
+
     def judge(self, name: str) -> JudgeConfig:
         return next(j for j in self.judges if j.name == name)
 
@@ -221,7 +287,7 @@ class ExperimentConfig(_Strict):
         """Judges whose mean forms the gold for ``measured`` (never itself, never ``exclude``)."""
         from judgebias.metrics.dbg import panel_rule
 
-        return panel_rule([j.name for j in self.judges], measured, self.configured_gold(), exclude)
+        return panel_rule([j.name for j in self.pairwise_judges()], measured, self.configured_gold(), exclude)
 
     def own_generators(self) -> dict[str, tuple[str, ...]]:
         """``self_map`` in the one shape every metric reads (``metrics.origin.parse_self_map``)."""
@@ -237,10 +303,13 @@ class ExperimentConfig(_Strict):
         """The part of the config that determines the main stages' results (``config_hash``).
         Ablations have their own hashes (``ablation_hash``): switching one off or retuning it
         leaves the main run folder's outputs valid."""
-        return self.model_dump(
+        doc = self.model_dump(
             mode="json",
             exclude={"tracking", "annotation", "task_runner", "cache_dir", "run_dir", "ablations", "probes"},
         )
+        # Pointwise judges have their own hash (``pointwise_hash``): adding one keeps the main run.
+        doc["judges"] = [j for j in doc["judges"] if j.get("mode") != "pointwise"]
+        return doc
 
     def config_hash(self) -> str:
         return _digest(self.results_part())
@@ -249,9 +318,16 @@ class ExperimentConfig(_Strict):
         section = getattr(self.ablations, kind).model_dump(mode="json", exclude={"enabled"})
         return _digest({"main": self.config_hash(), kind: section})
 
-    def probe_hash(self, kind: Literal["perturbations", "self_recognition"]) -> str:
+    def probe_hash(self, kind: Literal["perturbations", "self_recognition", "pointwise"]) -> str:
         section = getattr(self.probes, kind).model_dump(mode="json", exclude={"enabled"})
-        return _digest({"main": self.config_hash(), kind: section})
+        # The pointwise probes re-score with the pointwise judges: their settings are part of it.
+        main = self.pointwise_hash() if kind == "pointwise" else self.config_hash()
+        return _digest({"main": main, kind: section})
+
+    def pointwise_hash(self) -> str:
+        """The pointwise judges' folder: the main run's hash and their own settings."""
+        judges = [j.model_dump(mode="json") for j in self.pointwise_judges()]
+        return _digest({"main": self.config_hash(), "pointwise_judges": judges})
 
     def run_path(self, base: str | os.PathLike | None = None) -> Path:
         return Path(base or self.run_dir) / f"{self.name}-{self.config_hash()}"
@@ -259,7 +335,7 @@ class ExperimentConfig(_Strict):
 
 # Fields added after run folders existed, omitted from the hashes while at their default: a config
 # that does not set them keeps its run folder (and its cached stage outputs).
-_LATER_DEFAULTS = {"quantize": "none"}
+_LATER_DEFAULTS = {"quantize": "none", "mode": "pairwise", "scale": None, "max_new_tokens": None}
 
 
 def _without_later_defaults(doc: Any) -> Any:

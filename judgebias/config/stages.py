@@ -106,6 +106,35 @@ class SelfRecognitionConfig(_Strict):
     sample: int | None = Field(None, ge=1, description="pairs per judge (all when empty)")
 
 
+def _all_pointwise_probes() -> list[str]:
+    from judgebias.prompts.pointwise_variants import POINTWISE_PROBES
+
+    return list(POINTWISE_PROBES)
+
+
+class PointwiseProbesConfig(_Strict):
+    """Scoring perturbations that should not move a pointwise judge's score (Li et al. 2025, Xu et
+    al. 2026): each pointwise judge scores a sample of the responses again under each variant of its
+    rubric template (``judgebias.prompts.pointwise_variants``)."""
+
+    enabled: bool = True
+    names: list[str] = Field(default_factory=_all_pointwise_probes, min_length=1)
+    sample: int | None = Field(None, ge=1, description="responses scored again (all when empty)")
+    seed: int = 0
+
+    @field_validator("names")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        known = _all_pointwise_probes()
+        unknown = [n for n in v if n not in known]
+        if unknown:
+            raise ValueError(f"unknown pointwise probe(s) {unknown}; known: {', '.join(known)}")
+        if len(set(v)) != len(v):
+            raise ValueError("pointwise probe names must not repeat")
+        return v
+
+
 class ProbesConfig(_Strict):
     perturbations: PerturbationsConfig = PerturbationsConfig(enabled=False)
     self_recognition: SelfRecognitionConfig = SelfRecognitionConfig(enabled=False)
+    pointwise: PointwiseProbesConfig = PointwiseProbesConfig(enabled=False)

@@ -4,9 +4,10 @@
   explains and ends with "Rating: [[5]]". The text is copied unchanged from lm-sys/FastChat
   ``fastchat/llm_judge/data/judge_prompts.jsonl`` (``single-v1`` and ``single-math-v1``; Copyright
   LMSYS, Apache License 2.0, see judgebias/data/LICENSE.mt_bench).
-- ``rubric-5`` / ``rubric-5-ref``: an absolute rubric in the style of Prometheus (Kim et al. 2024):
-  feedback first, then "[RESULT] N" with N in 1..5, against a score rubric and, in the ``-ref``
-  variant, a reference answer that would score 5. The wording is this project's own.
+- ``rubric-5`` / ``rubric-5-ref`` / ``rubric-5-direct``: an absolute rubric in the style of
+  Prometheus (Kim et al. 2024): feedback first, then "[RESULT] N" with N in 1..5, against a score
+  rubric and, in the ``-ref`` variant, a reference answer that would score 5; ``-direct`` forces the
+  answer to start at "[RESULT]" (no feedback generated). The wording is this project's own.
 - ``criteria-5``: one criterion per call (1-5, "[RESULT] N"): the judge grades the response on the
   row's criterion alone; several criteria are several judgments, one row each. The wording is this
   project's own.
@@ -44,6 +45,25 @@ class PointwiseTemplate:
     # the score read right after it (for judges too small to keep the format over an explanation).
     explain_first: bool = True
     answer_prefix: str = ""
+    # The score IDs the judge writes for scale_min..scale_max, in order ("A".."E"); empty: the
+    # integers themselves. A read score is always the integer of its position on the scale.
+    labels: tuple[str, ...] = ()
+    # The prompt shows a score rubric ("Score k: ...") built by ``rubric_prompt``: the pointwise
+    # probes (``judgebias.prompts.pointwise_variants``) can vary it.
+    has_rubric: bool = False
+
+    def score_labels(self) -> tuple[str, ...]:
+        """What the judge writes for each score, scale_min first."""
+        return self.labels or tuple(str(k) for k in range(self.scale_min, self.scale_max + 1))
+
+    def label_value(self, label: str) -> float | None:
+        """The score a written ID stands for (a number as itself), None when it is no score ID."""
+        if self.labels:
+            return float(self.scale_min + self.labels.index(label)) if label in self.labels else None
+        try:
+            return float(label)
+        except ValueError:
+            return None
 
     def tag(self, chat: bool) -> str:
         return f"{self.name}@{self.version}:{'chat' if chat else 'fewshot'}"
@@ -101,7 +121,7 @@ def _single_ref(query: str, response: str, reference: str | None, criterion: str
     return Prompt.chat(("system", MTBENCH_SYSTEM), ("user", user))
 
 
-RUBRIC_SYSTEM = "You grade one response against a score rubric and give an integer score from 1 to 5."
+RUBRIC_SYSTEM = "You grade one response against a score rubric and give {score} from {low} to {high}."
 
 HELPFULNESS_RUBRIC = (
     "Does the response do what the user asked, correctly and usefully?\n"
@@ -114,30 +134,48 @@ HELPFULNESS_RUBRIC = (
 
 _RUBRIC_TASK = (
     "###Task:\nRead the instruction, the response to grade{ref_note} and the score rubric. Write short "
-    "feedback that judges the response strictly by the rubric, not in general. Then give an integer score "
-    'from 1 to 5. End with exactly this format: "Feedback: (your feedback) [RESULT] (an integer from 1 to '
-    '5)". Write nothing after the score.\n\n###Instruction:\n{question}\n\n###Response to grade:\n'
-    "{answer}\n\n{reference_block}###Score rubric:\n{rubric}\n\n###Feedback:"
+    "feedback that judges the response strictly by the rubric, not in general. Then give {score} "
+    'from {low} to {high}. End with exactly this format: "Feedback: (your feedback) [RESULT] ({one} from '
+    '{low} to {high})". Write nothing after the score.\n\n###Instruction:\n{question}\n\n'
+    "###Response to grade:\n{answer}\n\n{reference_block}###Score rubric:\n{rubric}\n\n###Feedback:"
 )
 
 
-def _rubric(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+@dataclass(frozen=True)
+class RubricWords:
+    """How a rubric prompt names its scores: ``score`` ("an integer score") and ``one`` ("an
+    integer") from ``low`` to ``high``; ``reference_score``: what the reference answer is said to
+    score (None: no reference shown)."""
+
+    score: str = "an integer score"
+    one: str = "an integer"
+    low: str = "1"
+    high: str = "5"
+    reference_score: str | None = None
+
+
+def rubric_prompt(
+    query: str, response: str, reference: str | None, rubric: str, words: RubricWords
+) -> Prompt:
+    """The Prometheus-style rubric prompt of this project, in the words of ``words``."""
+    block = ref_note = ""
+    if words.reference_score is not None:
+        block = f"###Reference answer (it would score {words.reference_score}):\n{reference}\n\n"
+        ref_note = ", a reference answer"
     user = _RUBRIC_TASK.format(
-        ref_note="", question=query, answer=response, reference_block="", rubric=criterion
+        ref_note=ref_note, question=query, answer=response, reference_block=block, rubric=rubric,
+        score=words.score, one=words.one, low=words.low, high=words.high,
     )
-    return Prompt.chat(("system", RUBRIC_SYSTEM), ("user", user))
+    system = RUBRIC_SYSTEM.format(score=words.score, low=words.low, high=words.high)
+    return Prompt.chat(("system", system), ("user", user))
+
+
+def _rubric(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
+    return rubric_prompt(query, response, reference, criterion, RubricWords())
 
 
 def _rubric_ref(query: str, response: str, reference: str | None, criterion: str) -> Prompt:
-    block = f"###Reference answer (it would score 5):\n{reference}\n\n"
-    user = _RUBRIC_TASK.format(
-        ref_note=", a reference answer",
-        question=query,
-        answer=response,
-        reference_block=block,
-        rubric=criterion,
-    )
-    return Prompt.chat(("system", RUBRIC_SYSTEM), ("user", user))
+    return rubric_prompt(query, response, reference, criterion, RubricWords(reference_score="5"))
 
 
 CRITERION_SYSTEM = "You grade one response on one criterion only and give an integer score from 1 to 5."
@@ -197,6 +235,7 @@ RUBRIC_5 = PointwiseTemplate(
     criterion=HELPFULNESS_RUBRIC,
     builder=_rubric,
     source="this project (format after Kim et al. 2024, Prometheus 2)",
+    has_rubric=True,
 )
 
 RUBRIC_5_REF = PointwiseTemplate(
@@ -210,6 +249,25 @@ RUBRIC_5_REF = PointwiseTemplate(
     criterion=HELPFULNESS_RUBRIC,
     builder=_rubric_ref,
     source="this project (format after Kim et al. 2024, Prometheus 2)",
+    has_rubric=True,
+)
+
+RUBRIC_5_DIRECT = PointwiseTemplate(
+    name="rubric-5-direct",
+    version="1-direct",
+    description="rubric-5 with the answer forced to start '[RESULT]': no feedback is generated, the "
+    "score distribution is read at once (for judges too small to keep the format). Needs "
+    "log-probabilities.",
+    scale_min=1,
+    scale_max=5,
+    marker="[RESULT]",
+    needs_reference=False,
+    criterion=HELPFULNESS_RUBRIC,
+    builder=_rubric,
+    source="this project (format after Kim et al. 2024, Prometheus 2), answer prefix by this project",
+    explain_first=False,
+    answer_prefix="[RESULT]",
+    has_rubric=True,
 )
 
 MTBENCH_SINGLE_DIRECT = PointwiseTemplate(
@@ -264,8 +322,8 @@ CRITERIA_5_DIRECT = PointwiseTemplate(
 
 POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {
     t.name: t
-    for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF, CRITERIA_5,
-              CRITERIA_5_DIRECT)
+    for t in (MTBENCH_SINGLE, MTBENCH_SINGLE_REF, MTBENCH_SINGLE_DIRECT, RUBRIC_5, RUBRIC_5_REF,
+              RUBRIC_5_DIRECT, CRITERIA_5, CRITERIA_5_DIRECT)
 }
 
 

@@ -55,9 +55,11 @@ def plan(cfg: ExperimentConfig) -> str:
     """What the run will do, printed before it starts (the first minute of a cold run is spent
     converting models, and a newcomer should know what the wait is for)."""
     n = cfg.dataset.sample or "all"
-    gens, judges = [g.name for g in cfg.generators], [j.name for j in cfg.judges]
+    gens, judges = [g.name for g in cfg.generators], [j.name for j in cfg.pairwise_judges()]
     lines = [f"plan: {len(gens)} generators ({', '.join(gens)}) answer {n} instructions; "
              f"{len(judges)} judges ({', '.join(judges)}) judge every pair in both orders"]
+    for j in cfg.pointwise_judges():
+        lines.append(f"      pointwise judge {j.name}: scores every response alone ({j.template})")
     an = cfg.analyses
     extra = [k for k, on in (("perplexity", an.perplexity), ("attention", an.attention)) if on]
     if extra:
@@ -73,6 +75,10 @@ def plan(cfg: ExperimentConfig) -> str:
     if pt.enabled:
         lines.append(f"      perturbation probe (CALM): {len(pt.names)} perturbations of "
                      f"{pt.sample or 'all'} pairs, judged again in both orders")
+    pw = cfg.probes.pointwise
+    if pw.enabled:
+        lines.append(f"      pointwise probes: {', '.join(pw.names)} on {pw.sample or 'all'} responses, "
+                     "each pointwise judge scoring again")
     if rec.enabled:
         lines.append(f"      self-recognition probe: each judge asked which answer it wrote, "
                      f"{rec.sample or 'all'} pairs per judge")
@@ -179,6 +185,10 @@ def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
             if stage.startswith("perturb-")
             else "self-recognition probe"
             if stage.startswith("recognition-")
+            else "pointwise judges"
+            if stage.startswith("pointwise-")
+            else "pointwise probes"
+            if stage.startswith("pwprobe-")
             else "imported data"
             if stage.startswith("imported/")
             else "fine-tune ablation"
@@ -267,9 +277,13 @@ def probe_index(cfg: ExperimentConfig, store: RunStore) -> dict[str, str]:
     """Kind -> the run-folder path of the figures of each enabled probe that ran."""
     out = {}
     for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
-                        ("self_recognition", RunLayout.recognition(cfg))):
-        if getattr(cfg.probes, kind).enabled and store.has(where.probe_result):
+                        ("self_recognition", RunLayout.recognition(cfg)),
+                        ("pointwise_probes", RunLayout.pointwise_probes(cfg))):
+        if getattr(cfg.probes, kind.removesuffix("_probes")).enabled and store.has(where.probe_result):
             out[kind] = where.probe_result
+    # The pointwise judges' figures ride along: the page's pointwise section reads them from here.
+    if cfg.pointwise_judges() and store.has(RunLayout.pointwise(cfg).metrics):
+        out["pointwise"] = RunLayout.pointwise(cfg).metrics
     return out
 
 
@@ -297,9 +311,24 @@ def report_card_lines(store: RunStore, metrics: dict, probes: dict | None = None
         for kind, text in said:
             lines.append(f"  {judge} [{kind}] {text}")
         lines.append(f"  {judge}: {family_note(fam)}")
+    lines += pointwise_card_lines(probes or {})
     page = store.path(RunLayout().report_html)
     if page.is_file():
         lines.append(f"report page: {page}  (judgebias report {store.root} rewrites it)")
+    return lines
+
+
+def pointwise_card_lines(probes: dict) -> list[str]:
+    """The pointwise judges' statements (``judgebias.reporting.trust_pointwise``), one line each."""
+    from judgebias.reporting.trust_pointwise import pointwise_statements
+
+    figures = (probes.get("pointwise") or {}).get("judges") or {}
+    pprobes = probes.get("pointwise_probes") or {}
+    lines = []
+    for judge in dict.fromkeys([*figures, *(pprobes.get("judges") or {})]):
+        said, fam = pointwise_statements(figures.get(judge) or {}, pprobes, judge)
+        lines += [f"  {judge} (pointwise) [{kind}] {text}" for kind, text in said]
+        lines.append(f"  {judge} (pointwise): {family_note(fam)}")
     return lines
 
 

@@ -22,6 +22,9 @@ _CAPTIONS = {
                         "than the other response (Saito et al., Fig. 5), overlaid, with 95% intervals.",
     "perturbations": "Perturbation probe (CALM): how far each perturbation moves P(perturbed side wins), "
                      "every judge overlaid, with 95% intervals; dashed lines: the 0.05 reading aid.",
+    "pointwise_probes": "Pointwise probes: how far each scoring perturbation (rubric order, score IDs, a "
+                        "reference's stated score, rubric permutation, scale) moves the mean score, every "
+                        "pointwise judge overlaid, with 95% intervals (Li et al. 2025).",
     "dbg_before_after": "DBG per judge in each ablation condition with 95% intervals; n/a: not computable "
                         "(the table says why).",
     "semantic_shift": "Responses before and after the style rewrite in one projection of their sentence "
@@ -36,6 +39,8 @@ _JUDGE_CAPTIONS = {
                   "model, beside the humans where labelled (Wataoka et al., Fig. 3), with 95% intervals.",
     "perplexity_own_other": "{judge}: P(A wins) by perplexity difference, its own responses against other "
                             "models' pairs (Wataoka et al., Sec. 5), with 95% intervals.",
+    "score_distribution": "{judge} (pointwise): the share of its scores at each level of its scale, beside "
+                          "the humans' where they rated the same responses (Stureborg et al. 2024).",
     "attention": "{judge}: mean attention from the answer position to each generator's responses, per layer "
                  "(DBG paper, Fig. 7).",
 }

@@ -95,8 +95,11 @@ def analyze_pointwise(
     pairwise_judge: str | None = None,
     reps: int = 2000,
     seed: int = 0,
+    pairwise_judges: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Figures of every judge of a validated pointwise table (``judgebias.pointwise_table``)."""
+    """Figures of every judge of a validated pointwise table (``judgebias.pointwise_table``).
+    ``pairwise_judges``: per pointwise judge, the judge of ``pairwise`` it is compared with (an
+    experiment's pairwise judge on the same model); others use ``pairwise_judge``."""
     judges = sorted(j for j in df["judge"].unique() if j)
     if not judges:
         raise ValueError("the pointwise table has no judge rows (column 'judge' is empty everywhere)")
@@ -121,7 +124,7 @@ def analyze_pointwise(
             family_map=family_map,
             gold=gold,
             pairwise=pairwise,
-            pairwise_judge=pairwise_judge,
+            pairwise_judge=(pairwise_judges or {}).get(judge, pairwise_judge),
             reps=reps,
             seed=seed,
         )

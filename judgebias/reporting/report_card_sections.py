@@ -170,7 +170,7 @@ def tail_html(extras: RunExtras | None) -> list[str]:
         if ab.plot:
             out.append(_figure_html(ab.plot, ab.caption))
     if extras.plots:
-        out.append("<h2>Probes</h2>")
+        out.append("<h2>Probes and pointwise scores</h2>")
         out += [_figure_html(png, text) for text, png in extras.plots]
     return out
 

@@ -119,9 +119,15 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
             if ab:
                 extras.ablations.append(ab)
                 extras.links.extend(ab.pages)
-    for folder in sorted(p for p in root.glob("perturb-*") if p.is_dir()):
+    for folder in sorted(p for p in [*root.glob("perturb-*"), *root.glob("pwprobe-*")] if p.is_dir()):
         for png in sorted((folder / "plots").glob("*.png")):
             extras.plots.append((caption(png.stem), png.read_bytes()))
+    for folder in sorted(p for p in root.glob("pointwise-*") if p.is_dir()):  # the pointwise judges
+        found = RunStore(folder)
+        judges = (found.read_json("metrics.json").get("settings") or {}).get("judges") or [] \
+            if found.has("metrics.json") else []
+        for png in sorted((folder / "plots").glob("*.png")):
+            extras.plots.append((caption(png.stem, judges), png.read_bytes()))
     return extras
 
 

@@ -26,6 +26,13 @@ from judgebias.stages.finetune import compare_finetune, finetune_generator, fine
 from judgebias.stages.generation import build_pairs, generate_responses
 from judgebias.stages.judge import dtype_fidelity, judge_pairs
 from judgebias.stages.leaderboard import compute_leaderboard
+from judgebias.stages.pointwise import judge_responses, pointwise_report, response_items
+from judgebias.stages.pointwise_probes import (
+    pointwise_probe_judgments,
+    pointwise_probe_report,
+    probe_items,
+    probe_judges,
+)
 from judgebias.stages.probes import (
     RECOGNITION_TEMPLATE,
     perturbation_report,
@@ -65,14 +72,21 @@ __all__ = [
     "generate_responses",
     "gold_for",
     "judge_pairs",
+    "judge_responses",
     "load_instructions",
     "open_backend",
     "perplexity_analysis",
     "perturbation_report",
     "perturbed_pairs",
+    "pointwise_probe_judgments",
+    "pointwise_probe_report",
+    "pointwise_report",
+    "probe_items",
+    "probe_judges",
     "read_instructions",
     "recognition_pairs",
     "recognition_report",
+    "response_items",
     "rewrite_style",
     "rewriter_judges",
     "semantic_preservation",

@@ -53,7 +53,8 @@ def gold_for(cfg: ExperimentConfig, table: pd.DataFrame, exclude: tuple[str, ...
     if configured is None and not exclude:
         return None
     present = set(table["judge"].dropna())
-    return [n for n in panel_rule([j.name for j in cfg.judges], None, configured, exclude) if n in present]
+    judges = [j.name for j in cfg.pairwise_judges()]
+    return [n for n in panel_rule(judges, None, configured, exclude) if n in present]
 
 
 def aggregate_gold(
@@ -155,7 +156,8 @@ def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLay
                  plot_dir=store.path(layout.plots), extras=extras, leaderboard=board,
                  leaderboard_plots=store.path(layout.leaderboard_plots),
                  provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
-                             f"run folder {store.root}", "judges: " + ", ".join(j.name for j in cfg.judges),
+                             f"run folder {store.root}",
+                             "judges: " + ", ".join(j.name for j in cfg.pairwise_judges()),
                              "generators: " + ", ".join(g.name for g in cfg.generators)])
 
 

@@ -18,7 +18,7 @@ from judgebias.stages.results import compute_metrics, gold_for
 def rewriter_judges(cfg: ExperimentConfig) -> tuple[str, ...]:
     """Judges that are the rewriter's model: left out of the gold panel in the style ablation."""
     rw = cfg.ablations.style_rewrite
-    return tuple(j.name for j in cfg.judges if j.model == rw.model and j.backend == rw.backend)
+    return tuple(j.name for j in cfg.pairwise_judges() if j.model == rw.model and j.backend == rw.backend)
 
 
 def _style_instructions(cfg: ExperimentConfig, responses: dict[str, pd.DataFrame]) -> list[str]:
