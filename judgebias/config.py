@@ -17,14 +17,18 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from judgebias.backends.kinds import GenerationPromptKind, PromptKind, chat_for
 from judgebias.config_base import Name, _ModelRef, _Strict
 from judgebias.config_stages import BUNDLED_SFT_DATA, STYLES, AblationsConfig, ProbesConfig
 from judgebias.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
+
+if TYPE_CHECKING:
+    from judgebias.backends.builder import JudgeSpec
 
 __all__ = ["BUNDLED_SFT_DATA", "STYLES", "AblationsConfig", "ConfigError", "ExperimentConfig", "Name",
            "ProbesConfig"]
@@ -65,7 +69,7 @@ class DatasetConfig(_Strict):
 class GeneratorConfig(_ModelRef):
     name: Name
     # "chat" uses the model's chat template; "few-shot" is the DBG paper's prompt for base models.
-    prompt_kind: Literal["chat", "few-shot"] = "chat"
+    prompt_kind: GenerationPromptKind = "chat"
     max_new_tokens: int = Field(128, ge=1, le=8192)
     batch_size: int = Field(8, ge=1, le=512)
 
@@ -74,8 +78,15 @@ class JudgeConfig(_ModelRef):
     name: Name
     template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts)")
     # "auto": the chat variant when the model has a chat template (API models: always chat).
-    prompt_kind: Literal["auto", "chat", "few-shot"] = "auto"
+    prompt_kind: PromptKind = "auto"
     batch_size: int = Field(8, ge=1, le=512)
+
+    def to_spec(self, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
+        """The builder's judge spec: the model entry's fields, the template and the prompt kind."""
+        from judgebias.backends.builder import JudgeSpec
+
+        extra = {"template": self.template, "chat": chat_for(self.prompt_kind), **extra}
+        return JudgeSpec(**self._spec_fields(cache_dir, extra))
 
     @field_validator("template")
     @classmethod

@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from judgebias.backends.kinds import uses_chat
 from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
 from judgebias.judging import (
     JudgeResult,
     Progress,
-    _chunks,
-    _for_template,
-    _score_all,
+    for_template,
+    generate_all,
+    score_all,
     strip_think,
-    uses_chat,
 )
 from judgebias.prompts.pointwise import PointwiseTemplate
 from judgebias.table import Exclusions
@@ -172,9 +172,9 @@ def judge_responses(
 ) -> JudgeResult:
     """Score every item once; rows follow ``judgebias.pointwise_table``."""
     judge = judge or backend.name
-    chat = uses_chat(backend) if chat is None else chat
+    chat = uses_chat(backend, chat)
     tag = template.tag(chat)
-    runner = _for_template(backend, tag)
+    runner = for_template(backend, tag)
     prompts = [
         template.build(it.prompt, it.response, it.reference, criterion=it.criterion, chat=chat)
         for it in items
@@ -188,13 +188,11 @@ def judge_responses(
         if progress:
             progress(min(done, total), total)
 
-    gens = []
-    if not template.explain_first:  # the answer is forced to start with the template's prefix
+    if template.explain_first:
+        gens = generate_all(runner, prompts, params, chunk_size, tick)
+    else:  # the answer is forced to start with the template's prefix
         gens = [Generation(text=template.answer_prefix) for _ in prompts]
         tick(len(prompts))
-    for r in _chunks(len(prompts), chunk_size) if template.explain_first else ():
-        gens.extend(runner.generate([prompts[i] for i in r], params))
-        tick(len(r))
     reads = [ScoreRead(raw=g.text) for g in gens]
     prefixed: dict[int, Prompt] = {}
     for i, g in enumerate(gens):
@@ -211,7 +209,7 @@ def judge_responses(
             messages=p.messages, text=p.text, assistant_prefix=p.assistant_prefix + g.text[:pos]
         )
     keys = list(prefixed)
-    firsts = _score_all(runner, [prefixed[i] for i in keys], digit_options(template), chunk_size, None)
+    firsts = score_all(runner, [prefixed[i] for i in keys], digit_options(template), chunk_size, None)
     tens: list[OptionScores | None] = [None] * len(keys)
     if template.scale_max >= 10 and keys:
         # "0" against a stand-in: a second option keeps both backends' option checks satisfied, and
@@ -224,7 +222,7 @@ def judge_responses(
             )
             for i in keys
         ]
-        tens = list(_score_all(runner, second, ("0", "9"), chunk_size, None))
+        tens = list(score_all(runner, second, ("0", "9"), chunk_size, None))
     tick(len(items))
     for k, i in enumerate(keys):
         dist, mass, reason = combine(template, firsts[k], tens[k])

@@ -40,10 +40,10 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     """A cached backend for a generator/judge/rewriter entry of the config. A local model's plain
     weights stay resident between stages (``resident_model``: the last two models loaded); a
     fine-tuned one (``loaded``) is released on exit."""
-    from judgebias.backends.builder import ModelSpec, build_backend, cached, resident_model
+    from judgebias.backends.builder import build_backend, cached, resident_model
 
     gc.collect()  # the previous stage's fine-tuned model (and a peft wrapper's reference cycles) goes first
-    spec = ModelSpec.from_config(ref, name=name)
+    spec = ref.to_spec(name=name)
     if loaded is None and spec.backend == "local" and not spec.factory:
         loaded = resident_model(spec)
     inner = build_backend(spec, loaded=loaded)

@@ -10,7 +10,7 @@ from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
 from judgebias.stages.data import subset
 from judgebias.stages.generation import _pairs
-from judgebias.stages.judge import _chat
+from judgebias.stages.judge import judge_chat
 
 
 def perplexity_analysis(
@@ -55,7 +55,7 @@ def attention_analysis(
         open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
     ):
         template = judge_template(j.template)
-        chat = _chat(j, backend)
+        chat = judge_chat(j, backend)
         by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}
         rows = []
         for k, pair in enumerate(plist):

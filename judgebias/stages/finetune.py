@@ -24,8 +24,9 @@ def finetune_generator(
 ) -> dict:
     """A LoRA adapter for ``generator``'s model trained on the shared instruction data."""
     from judgebias.ablations.finetune import load_sft_data, lora_finetune
+    from judgebias.backends.builder import load_local
+    from judgebias.backends.kinds import chat_for, uses_chat
     from judgebias.backends.local import LocalBackend
-    from judgebias.models import load_model
     from judgebias.prompts import generation_template
 
     variant = RunLayout.finetune(cfg)
@@ -42,9 +43,11 @@ def finetune_generator(
     data = bundled_file(BUNDLED_SFT_DATA[ft.data]) if ft.data in BUNDLED_SFT_DATA else Path(ft.data)
     examples = load_sft_data(data, ft.train_size, ft.seed)
     template = generation_template(cfg.prompts.generation)
-    chat = g.prompt_kind == "chat"
     with _timed(store, variant.stage(f"finetune_generator[{generator}]")) as info:
-        model = load_model(g.model)
+        # Through the builder, so the entry's dtype and quantize apply as in every other stage; a
+        # fresh copy, never the resident one: LoRA wraps the model it trains.
+        model = load_local(g.to_spec(name=generator))
+        chat = uses_chat(model, chat_for(g.prompt_kind))
         encode = LocalBackend(model, name=generator).encode
         result: dict = {"base_model": g.model, "base_identity": model.identity}
         key = _adapter_key(model.identity, data, ft, template.tag(chat))

@@ -25,26 +25,32 @@ def generate_responses(
     progress: Progress = _noop,
 ) -> pd.DataFrame:
     """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter)."""
+    from judgebias.backends.kinds import chat_for, uses_chat
     from judgebias.backends.protocol import GenerationParams
+    from judgebias.judging import generate_all
     from judgebias.prompts import generation_template
 
     name = variant.responses(generator)
     if store.has(name):
         return store.read_frame(name)
     g = cfg.generator(generator)
-    chat = g.prompt_kind == "chat"
     with (
         _timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
         open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
     ):
+        chat = uses_chat(backend, chat_for(g.prompt_kind))
         template = generation_template(cfg.prompts.generation)
         runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
         params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
         prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
-        out = []
-        for start in range(0, len(prompts), g.batch_size):
-            out.extend(runner.generate(prompts[start : start + g.batch_size], params))
-            progress(f"{generator}: {len(out)}/{len(prompts)} responses")
+        done = 0
+
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            progress(f"{generator}: {done}/{len(prompts)} responses")
+
+        out = generate_all(runner, prompts, params, g.batch_size, tick)
         df = instructions[["instruction_id", "instruction"]].copy()
         df["generator"] = generator
         df["response"] = [o.text.strip() for o in out]

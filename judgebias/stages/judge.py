@@ -11,10 +11,11 @@ from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cac
 from judgebias.stages.generation import _pairs
 
 
-def _chat(judge_cfg, backend) -> bool:
-    if judge_cfg.prompt_kind != "auto":
-        return judge_cfg.prompt_kind == "chat"
-    return bool(getattr(backend, "is_chat", True))
+def judge_chat(judge_cfg, backend) -> bool:
+    """Whether ``backend`` judges with chat prompts: the judge entry's prompt kind, else the model's."""
+    from judgebias.backends.kinds import chat_for, uses_chat
+
+    return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
 
 
 def judge_pairs(
@@ -50,7 +51,7 @@ def judge_pairs(
             backend,
             judge_template(j.template),
             judge=judge,
-            chat=_chat(j, backend),
+            chat=judge_chat(j, backend),
             chunk_size=j.batch_size * 4,
             progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
         )
@@ -95,7 +96,7 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     with (_timed(store, f"dtype_fidelity[{judge}]"),
           open_backend(reference, name=judge, cache=call_cache(cfg), loaded=once) as backend):
         exact = run_judge(_pairs(head), backend, judge_template(j.template), judge=judge,
-                          chat=_chat(j, backend), chunk_size=j.batch_size).table()
+                          chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
     out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
     store.write_json(name, out)
     progress(f"{judge}: {j.dtype} vs float32 on {out['judgments']} judgments: max |dP(A)| "

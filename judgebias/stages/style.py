@@ -37,6 +37,7 @@ def rewrite_style(
 ) -> dict[str, pd.DataFrame]:
     """Both (all) generators' responses rewritten into ``style`` by the rewriter, per generator."""
     from judgebias.ablations.style import TEMPLATE_VERSION, rewrite_responses
+    from judgebias.backends.kinds import uses_chat
     from judgebias.backends.protocol import GenerationParams
 
     variant = RunLayout.style(cfg, style)
@@ -51,7 +52,7 @@ def rewrite_style(
         open_backend(rw, name=f"rewriter:{rw.model}", cache=call_cache(cfg)) as backend,
     ):
         runner = backend.with_template(TEMPLATE_VERSION)
-        chat = bool(getattr(backend, "is_chat", True))
+        chat = uses_chat(backend)
         params = GenerationParams(max_new_tokens=rw.max_new_tokens)
         for g, df in responses.items():
             part = df[df["instruction_id"].isin(keep) & df["error"].isna()].reset_index(drop=True)
