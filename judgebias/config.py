@@ -23,7 +23,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from judgebias.backends.kinds import GenerationPromptKind, PromptKind, chat_for
-from judgebias.config_base import Name, _ModelRef, _Strict
+from judgebias.config_base import ModelRef, Name, Strict
 from judgebias.config_stages import BUNDLED_SFT_DATA, STYLES, AblationsConfig, ProbesConfig
 from judgebias.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
 
@@ -47,7 +47,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: invalid experiment config\n  " + "\n  ".join(problems))
 
 
-class DatasetConfig(_Strict):
+class DatasetConfig(Strict):
     """Instructions to answer: a bundled set by name or a JSONL file with an ``instruction`` field."""
 
     source: str = "mt-bench-40"
@@ -66,7 +66,7 @@ class DatasetConfig(_Strict):
         return v
 
 
-class GeneratorConfig(_ModelRef):
+class GeneratorConfig(ModelRef):
     name: Name
     # "chat" uses the model's chat template; "few-shot" is the DBG paper's prompt for base models.
     prompt_kind: GenerationPromptKind = "chat"
@@ -74,7 +74,7 @@ class GeneratorConfig(_ModelRef):
     batch_size: int = Field(8, ge=1, le=512)
 
 
-class JudgeConfig(_ModelRef):
+class JudgeConfig(ModelRef):
     name: Name
     template: str = Field("dbg-ab", min_length=1, description="judge template (judgebias.prompts)")
     # "auto": the chat variant when the model has a chat template (API models: always chat).
@@ -98,14 +98,14 @@ class JudgeConfig(_ModelRef):
         return v
 
 
-class GoldConfig(_Strict):
+class GoldConfig(Strict):
     """The gold judgment of the DBG score: the panel's mean P(A), the measured judge left out."""
 
     panel: list[Name] | Literal["all-others"] = "all-others"
     human_as_gold: bool = False
 
 
-class PromptsConfig(_Strict):
+class PromptsConfig(Strict):
     """Generation template by name (judgebias.prompts); each has a chat and a few-shot variant, chosen
     by the generator's ``prompt_kind``. Judge templates are set per judge."""
 
@@ -121,14 +121,14 @@ class PromptsConfig(_Strict):
         return v
 
 
-class AnalysesConfig(_Strict):
+class AnalysesConfig(Strict):
     perplexity: bool = True
     attention: bool = True
     # One forward pass per pair and order with eager attention, uncached: sample to bound its cost.
     attention_sample: int | None = Field(None, ge=1, description="pairs used for attention (all when empty)")
 
 
-class AnnotationConfig(_Strict):
+class AnnotationConfig(Strict):
     url_env: str = Field("LABEL_STUDIO_URL", pattern=r"^[A-Z_][A-Z0-9_]*$")
     api_key_env: str = Field("LABEL_STUDIO_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
     budget: int = Field(50, ge=0, description="pairs sent to annotators per sync")
@@ -143,14 +143,14 @@ class AnnotationConfig(_Strict):
     target_half_width: float | None = Field(None, gt=0, description="stop pushing once reached")
 
 
-class TrackingConfig(_Strict):
+class TrackingConfig(Strict):
     experiment: str = Field("judgebias", min_length=1)
     tracking_uri: str | None = None
     traces: bool = Field(False, description="also log every judgment as an MLflow trace with its "
                                             "assessments (docs/mlflow-genai.md)")
 
 
-class TaskRunnerConfig(_Strict):
+class TaskRunnerConfig(Strict):
     kind: Literal["thread", "dask"] = "thread"
     max_workers: int = Field(1, ge=1, le=256)
     address: str | None = Field(None, description="scheduler address of an existing Dask cluster")
@@ -162,7 +162,7 @@ class TaskRunnerConfig(_Strict):
         return self
 
 
-class ExperimentConfig(_Strict):
+class ExperimentConfig(Strict):
     name: Name = "experiment"
     dataset: DatasetConfig = DatasetConfig()
     generators: list[GeneratorConfig] = Field(min_length=2)
@@ -217,7 +217,7 @@ class ExperimentConfig(_Strict):
     def local_models(self) -> list[str]:
         """Every in-process model, in the order the stages first use it (generators, judges, then
         the style rewriter when that ablation is on), each once."""
-        refs: list[_ModelRef] = [*self.generators, *self.judges]
+        refs: list[ModelRef] = [*self.generators, *self.judges]
         if self.ablations.style_rewrite.enabled:
             refs.append(self.ablations.style_rewrite)
         return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class _ModelRef(_Strict):
+class ModelRef(Strict):
     """Where a model runs: in-process (``local``: a packaged name or a local folder), in vLLM (``vllm``:
     the same model names, vLLM in its own environment, ``scripts/install.sh --vllm``) or behind an
     OpenAI-compatible endpoint (``openai``: needs ``base_url``; the key is read from ``api_key_env``)."""
@@ -60,3 +60,7 @@ class _ModelRef(_Strict):
                     api_key_env=self.api_key_env, batch_size=getattr(self, "batch_size", 8),
                     cache_dir=cache_dir, dtype=self.dtype, quantize=self.quantize,
                     option_tokenizer=self.option_tokenizer, **extra)
+
+
+# The names before issue 32 made them public, for branches written against them.
+_Strict, _ModelRef = Strict, ModelRef

@@ -332,14 +332,14 @@ def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device:
     if resolved.sha256:
         identity["weights_sha256"] = resolved.sha256
     elif Path(folder).is_dir():
-        identity["weights_sha256"] = _folder_fingerprint(Path(folder))
+        identity["weights_sha256"] = folder_fingerprint(Path(folder))
     else:
         identity["revision"] = getattr(model.config, "_commit_hash", None)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name or resolved.name, identity=identity,
                        load_seconds=time.perf_counter() - start)
 
 
-def _folder_fingerprint(folder: Path) -> str:
+def folder_fingerprint(folder: Path) -> str:
     """sha256 over the sha256 of each weights file of a local model folder."""
     files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
     digest = hashlib.sha256()

@@ -112,7 +112,7 @@ class VLLMBackend(PromptTokens):
     def __init__(self, model: str = "smollm2-135m-instruct", *, name: str | None = None, dtype: str = "auto",
                  gguf_file: str | None = None, max_model_len: int | None = None,
                  engine: dict[str, Any] | None = None, python: str | None = None) -> None:
-        from judgebias.models import _folder_fingerprint, local_folder
+        from judgebias.models import folder_fingerprint, local_folder
 
         self.python = python or vllm_python()
         info = _probe(self.python)
@@ -124,7 +124,7 @@ class VLLMBackend(PromptTokens):
         self.model_name = resolved.name
         self.name = name or resolved.name
         self.dtype = ("bfloat16" if self.on_gpu else "float32") if dtype in ("auto", None) else dtype
-        self.weights = resolved.sha256 or _folder_fingerprint(Path(folder))
+        self.weights = resolved.sha256 or folder_fingerprint(Path(folder))
         self.max_model_len, self.engine = max_model_len, dict(engine or {})
         from transformers import AutoTokenizer
 

@@ -17,16 +17,23 @@ log = logging.getLogger("judgebias.stages")
 Progress = Callable[[str], None]
 
 
-def _noop(_: str) -> None:
+def noop(_: str) -> None:
     pass
 
 
+# The name before issue 32 made it public, for branches written against it.
+_noop = noop
+
+
 @contextlib.contextmanager
-def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
+def timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     extra: dict[str, Any] = dict(info)
     start = time.perf_counter()
     yield extra
     store.record_stage(stage, time.perf_counter() - start, **extra)
+
+
+_timed = timed  # the name before issue 32, for branches written against it
 
 
 def call_cache(cfg: ExperimentConfig):
@@ -54,7 +61,7 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
         gc.collect()
 
 
-def _adapted(ref, adapter: dict | None):
+def adapted_model(ref, adapter: dict | None):
     """A ``LoadedModel`` of ``ref``'s model with a LoRA adapter merged in, or None (plain model)."""
     if not adapter:
         return None

@@ -7,14 +7,14 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, call_cache, noop, open_backend, timed
 from judgebias.stages.data import subset
-from judgebias.stages.generation import _pairs
+from judgebias.stages.generation import pair_records
 from judgebias.stages.judge import judge_chat
 
 
 def perplexity_analysis(
-    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = noop
 ) -> pd.DataFrame:
     """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
     from judgebias.perplexity import fill_perplexity
@@ -24,7 +24,7 @@ def perplexity_analysis(
         return store.read_frame(name)
     j = cfg.judge(judge)
     with (
-        _timed(store, f"perplexity_analysis[{judge}]") as info,
+        timed(store, f"perplexity_analysis[{judge}]") as info,
         open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
     ):
         filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
@@ -36,7 +36,7 @@ def perplexity_analysis(
 
 
 def attention_analysis(
-    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = noop
 ) -> pd.DataFrame:
     """Mean attention per layer that the judge pays to each response (DBG Fig. 7), averaged over both
     presentation orders so the response's position does not masquerade as its author; one row per
@@ -49,9 +49,9 @@ def attention_analysis(
         return store.read_frame(name)
     j = cfg.judge(judge)
     chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
-    plist = _pairs(chosen)
+    plist = pair_records(chosen)
     with (
-        _timed(store, f"attention_analysis[{judge}]") as info,
+        timed(store, f"attention_analysis[{judge}]") as info,
         open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
     ):
         template = judge_template(j.template)

@@ -10,7 +10,7 @@ from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, adapted_model, call_cache, noop, open_backend, timed
 from judgebias.table import Exclusions
 
 
@@ -22,7 +22,7 @@ def generate_responses(
     *,
     variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter)."""
     from judgebias.backends.kinds import chat_for, uses_chat
@@ -35,8 +35,8 @@ def generate_responses(
         return store.read_frame(name)
     g = cfg.generator(generator)
     with (
-        _timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
-        open_backend(g, name=generator, cache=call_cache(cfg), loaded=_adapted(g, adapter)) as backend,
+        timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
+        open_backend(g, name=generator, cache=call_cache(cfg), loaded=adapted_model(g, adapter)) as backend,
     ):
         chat = uses_chat(backend, chat_for(g.prompt_kind))
         template = generation_template(cfg.prompts.generation)
@@ -68,7 +68,7 @@ def build_pairs(
     responses: dict[str, pd.DataFrame],
     *,
     variant: RunLayout = RunLayout(),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """One pair per instruction and unordered generator pair (A = earlier generator in the config;
     both orders are judged). A failed response excludes its pairs, counted by reason."""
@@ -120,7 +120,7 @@ def build_pairs(
     return df
 
 
-def _pairs(df: pd.DataFrame) -> list[Pair]:
+def pair_records(df: pd.DataFrame) -> list[Pair]:
     return [
         Pair(
             pair_id=r.pair_id,

@@ -7,8 +7,8 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _adapted, _noop, _timed, call_cache, open_backend
-from judgebias.stages.generation import _pairs
+from judgebias.stages._common import Progress, adapted_model, call_cache, noop, open_backend, timed
+from judgebias.stages.generation import pair_records
 
 
 def judge_chat(judge_cfg, backend) -> bool:
@@ -27,7 +27,7 @@ def judge_pairs(
     variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
     template: str | None = None,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """Every pair judged in both orders by ``judge``: its judgment-table rows. ``template`` asks
     the judge another question with its other settings (the self-recognition probe)."""
@@ -43,11 +43,11 @@ def judge_pairs(
     if template:
         j = j.model_copy(update={"template": template})
     with (
-        _timed(store, variant.stage(f"judge_pairs[{judge}]")) as info,
-        open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend,
+        timed(store, variant.stage(f"judge_pairs[{judge}]")) as info,
+        open_backend(j, name=judge, cache=call_cache(cfg), loaded=adapted_model(j, adapter)) as backend,
     ):
         result = run_judge(
-            _pairs(pairs),
+            pair_records(pairs),
             backend,
             judge_template(j.template),
             judge=judge,
@@ -72,7 +72,7 @@ REDUCED_PRECISION = ("bfloat16", "float16")
 
 
 def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments: pd.DataFrame,
-                   *, sample: int = 4, progress: Progress = _noop) -> dict | None:
+                   *, sample: int = 4, progress: Progress = noop) -> dict | None:
     """What a reduced-precision local judge costs against float32, the exact reference: the first
     ``sample`` pairs re-scored in float32 (both orders), their P(A) and verdicts compared with the
     run's own. None for a float32 or API judge. A few pairs bound the cost, not the distribution:
@@ -93,9 +93,9 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     head = judgments.drop_duplicates("pair_id").head(sample)
     reference = j.model_copy(update={"dtype": "float32"})
     once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
-    with (_timed(store, f"dtype_fidelity[{judge}]"),
+    with (timed(store, f"dtype_fidelity[{judge}]"),
           open_backend(reference, name=judge, cache=call_cache(cfg), loaded=once) as backend):
-        exact = run_judge(_pairs(head), backend, judge_template(j.template), judge=judge,
+        exact = run_judge(pair_records(head), backend, judge_template(j.template), judge=judge,
                           chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
     out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
     store.write_json(name, out)
