@@ -60,28 +60,29 @@ def batches(n: int, size: int) -> Iterable[range]:
         yield range(start, min(n, start + size))
 
 
-def score_all(backend: Backend, prompts: Sequence[Prompt], options: Sequence[str], chunk: int,
-              progress: Callable[[int], None] | None = None) -> list[OptionScores]:
-    """``backend.score_options`` over ``prompts``, ``chunk`` per call; ``progress(n)`` after each call."""
-    out: list[OptionScores] = []
+def in_batches(call: Callable[[list[Prompt]], list], prompts: Sequence[Prompt], chunk: int,
+               progress: Callable[[int], None] | None = None) -> list:
+    """``call`` over ``prompts``, ``chunk`` per call (a cached backend commits each call: a kill loses
+    at most one), results in order; ``progress(n)`` after each call."""
+    out: list = []
     for r in batches(len(prompts), chunk):
-        out.extend(backend.score_options([prompts[i] for i in r], options))
+        out.extend(call([prompts[i] for i in r]))
         if progress:
             progress(len(r))
     return out
+
+
+def score_all(backend: Backend, prompts: Sequence[Prompt], options: Sequence[str], chunk: int,
+              progress: Callable[[int], None] | None = None) -> list[OptionScores]:
+    """``backend.score_options`` over ``prompts`` in batches (``in_batches``)."""
+    return in_batches(lambda part: backend.score_options(part, options), prompts, chunk, progress)
 
 
 def generate_all(backend: Backend, prompts: Sequence[Prompt], params: GenerationParams, chunk: int,
                  progress: Callable[[int], None] | None = None) -> list[Generation]:
-    """``backend.generate`` over ``prompts``, ``chunk`` per call (a cached backend commits each call:
-    a kill loses at most one); ``progress(n)`` after each call. Every stage, worker and ablation that
+    """``backend.generate`` over ``prompts`` in batches: every stage, worker and ablation that
     generates goes through here."""
-    out: list[Generation] = []
-    for r in batches(len(prompts), chunk):
-        out.extend(backend.generate([prompts[i] for i in r], params))
-        if progress:
-            progress(len(r))
-    return out
+    return in_batches(lambda part: backend.generate(part, params), prompts, chunk, progress)
 
 
 def strip_think(text: str) -> tuple[str, int, str | None]:

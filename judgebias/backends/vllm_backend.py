@@ -250,17 +250,7 @@ class VLLMBackend(PromptTokens):
 
     def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
                               ) -> list[TokenLogprobs]:
-        if len(contexts) != len(continuations):
-            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
-        ctx = [self.encode(c) for c in contexts]
-        cont = [self.tokenizer(c, add_special_tokens=False).input_ids for c in continuations]
-        results: list[TokenLogprobs | None] = [None] * len(contexts)
-        todo = []
-        for i in range(len(contexts)):
-            if not cont[i] or not ctx[i]:
-                results[i] = TokenLogprobs((), error="empty continuation" if not cont[i] else "empty context")
-            else:
-                todo.append(i)
+        ctx, cont, results, todo = self.continuation_tokens(contexts, continuations)
         if todo:
             reply = self._call({"op": "continuation", "prompts": [ctx[i] + cont[i] for i in todo],
                                 "starts": [len(ctx[i]) for i in todo]})
