@@ -66,6 +66,12 @@ class DatasetConfig(Strict):
         return v
 
 
+def _known(name: str, known, kind: str) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+    return name
+
+
 class GeneratorConfig(ModelRef):
     name: Name
     # "chat" uses the model's chat template; "few-shot" is the DBG paper's prompt for base models.
@@ -93,9 +99,7 @@ class JudgeConfig(ModelRef):
     def _known_template(cls, v: str) -> str:
         from judgebias.prompts import JUDGE_TEMPLATES
 
-        if v not in JUDGE_TEMPLATES:
-            raise ValueError(f"unknown judge template {v!r}; known: {', '.join(JUDGE_TEMPLATES)}")
-        return v
+        return _known(v, JUDGE_TEMPLATES, "judge template")
 
 
 class GoldConfig(Strict):
@@ -116,9 +120,7 @@ class PromptsConfig(Strict):
     def _known_template(cls, v: str) -> str:
         from judgebias.prompts import GENERATION_TEMPLATES
 
-        if v not in GENERATION_TEMPLATES:
-            raise ValueError(f"unknown generation template {v!r}; known: {', '.join(GENERATION_TEMPLATES)}")
-        return v
+        return _known(v, GENERATION_TEMPLATES, "generation template")
 
 
 class AnalysesConfig(Strict):

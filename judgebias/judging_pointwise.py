@@ -293,6 +293,12 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
             None if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == "" else str(v)
         )
 
+    def add(row: dict, item_id: str, prompt: str, response: str, generator_key: str, **extra) -> None:
+        generator, reference = text(row.get(generator_key)), text(row.get("reference"))
+        item = ScoreItem(item_id=item_id, prompt=prompt, response=response, generator=generator,
+                         reference=reference, **extra)
+        out.setdefault(item_id, item)
+
     if is_pointwise(df):
         for i, row in enumerate(df.to_dict(orient="records")):
             prompt, response = text(row.get("prompt")), text(row.get("response"))
@@ -300,19 +306,9 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
                 raise ValueError(
                     f"row {i + 1}: field {'prompt' if prompt is None else 'response'!r} is empty"
                 )
-            item_id = text(row.get("item_id")) or ScoreItem.make_id(prompt, response)
-            out.setdefault(
-                item_id,
-                ScoreItem(
-                    item_id=item_id,
-                    prompt=prompt,
-                    response=response,
-                    generator=text(row.get("generator")),
-                    reference=text(row.get("reference")),
-                    criterion=text(row.get("criterion")),
-                    human_scores=tuple(as_score_list(row.get("human_scores"), f"row {i + 1}")),
-                ),
-            )
+            add(row, text(row.get("item_id")) or ScoreItem.make_id(prompt, response), prompt, response,
+                "generator", criterion=text(row.get("criterion")),
+                human_scores=tuple(as_score_list(row.get("human_scores"), f"row {i + 1}")))
         return list(out.values())
     for column in ("prompt", "response_a", "response_b"):
         if column not in df.columns:
@@ -322,15 +318,5 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
     for row in df.to_dict(orient="records"):
         for side in ("a", "b"):
             prompt, response = str(row["prompt"]), str(row[f"response_{side}"])
-            item_id = ScoreItem.make_id(prompt, response)
-            out.setdefault(
-                item_id,
-                ScoreItem(
-                    item_id=item_id,
-                    prompt=prompt,
-                    response=response,
-                    generator=text(row.get(f"generator_{side}")),
-                    reference=text(row.get("reference")),
-                ),
-            )
+            add(row, ScoreItem.make_id(prompt, response), prompt, response, f"generator_{side}")
     return list(out.values())
