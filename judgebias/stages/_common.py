@@ -61,6 +61,19 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
         gc.collect()
 
 
+@contextlib.contextmanager
+def model_stage(cfg: ExperimentConfig, store: RunStore, stage: str, ref, *, name: str,
+                adapter: dict | None = None, loaded=None) -> Iterator[tuple[dict, Any]]:
+    """The skeleton of every stage that runs a model: timed as ``stage`` in the run store (``info``
+    joins the record), with ``ref``'s backend behind the run's call cache open for its duration:
+    ``loaded`` when given, else with ``adapter`` merged in (its loading is timed), else resident."""
+    with timed(store, stage) as info:
+        if loaded is None:
+            loaded = adapted_model(ref, adapter)
+        with open_backend(ref, name=name, cache=call_cache(cfg), loaded=loaded) as backend:
+            yield info, backend
+
+
 def adapted_model(ref, adapter: dict | None):
     """A ``LoadedModel`` of ``ref``'s model with a LoRA adapter merged in, or None (plain model)."""
     if not adapter:

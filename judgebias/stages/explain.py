@@ -7,7 +7,7 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, call_cache, noop, open_backend, timed
+from judgebias.stages._common import Progress, model_stage, noop
 from judgebias.stages.data import subset
 from judgebias.stages.generation import pair_records
 from judgebias.stages.judge import judge_chat
@@ -23,10 +23,7 @@ def perplexity_analysis(
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
-    with (
-        timed(store, f"perplexity_analysis[{judge}]") as info,
-        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
-    ):
+    with model_stage(cfg, store, f"perplexity_analysis[{judge}]", j, name=judge) as (info, backend):
         filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
         df = filled[["pair_id", "ppl_a", "ppl_b", "ppl_error"]].assign(judge=judge)
         info.update(n=len(df), calls=backend.calls, hits=backend.hits)
@@ -50,10 +47,7 @@ def attention_analysis(
     j = cfg.judge(judge)
     chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
     plist = pair_records(chosen)
-    with (
-        timed(store, f"attention_analysis[{judge}]") as info,
-        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
-    ):
+    with model_stage(cfg, store, f"attention_analysis[{judge}]", j, name=judge) as (info, backend):
         template = judge_template(j.template)
         chat = judge_chat(j, backend)
         by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}

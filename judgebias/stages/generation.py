@@ -10,7 +10,11 @@ from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, adapted_model, call_cache, noop, open_backend, timed
+from judgebias.stages._common import (
+    Progress,
+    model_stage,
+    noop,
+)
 from judgebias.table import Exclusions
 
 
@@ -34,10 +38,8 @@ def generate_responses(
     if store.has(name):
         return store.read_frame(name)
     g = cfg.generator(generator)
-    with (
-        timed(store, variant.stage(f"generate_responses[{generator}]")) as info,
-        open_backend(g, name=generator, cache=call_cache(cfg), loaded=adapted_model(g, adapter)) as backend,
-    ):
+    stage = variant.stage(f"generate_responses[{generator}]")
+    with model_stage(cfg, store, stage, g, name=generator, adapter=adapter) as (info, backend):
         chat = uses_chat(backend, chat_for(g.prompt_kind))
         template = generation_template(cfg.prompts.generation)
         runner = backend.with_template(template.tag(chat))  # the template version joins the cache key

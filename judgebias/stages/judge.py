@@ -7,7 +7,11 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, adapted_model, call_cache, noop, open_backend, timed
+from judgebias.stages._common import (
+    Progress,
+    model_stage,
+    noop,
+)
 from judgebias.stages.generation import pair_records
 
 
@@ -42,10 +46,8 @@ def judge_pairs(
         j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
     if template:
         j = j.model_copy(update={"template": template})
-    with (
-        timed(store, variant.stage(f"judge_pairs[{judge}]")) as info,
-        open_backend(j, name=judge, cache=call_cache(cfg), loaded=adapted_model(j, adapter)) as backend,
-    ):
+    stage = variant.stage(f"judge_pairs[{judge}]")
+    with model_stage(cfg, store, stage, j, name=judge, adapter=adapter) as (info, backend):
         result = run_judge(
             pair_records(pairs),
             backend,
@@ -93,8 +95,8 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     head = judgments.drop_duplicates("pair_id").head(sample)
     reference = j.model_copy(update={"dtype": "float32"})
     once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
-    with (timed(store, f"dtype_fidelity[{judge}]"),
-          open_backend(reference, name=judge, cache=call_cache(cfg), loaded=once) as backend):
+    stage = f"dtype_fidelity[{judge}]"
+    with model_stage(cfg, store, stage, reference, name=judge, loaded=once) as (_, backend):
         exact = run_judge(pair_records(head), backend, judge_template(j.template), judge=judge,
                           chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
     out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}

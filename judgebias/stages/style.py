@@ -9,7 +9,7 @@ import pandas as pd
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, call_cache, noop, open_backend, timed
+from judgebias.stages._common import Progress, model_stage, noop, timed
 from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
@@ -47,10 +47,8 @@ def rewrite_style(
     rw = cfg.ablations.style_rewrite
     keep = set(_style_instructions(cfg, responses))
     out = {}
-    with (
-        timed(store, variant.stage("rewrite_style")) as info,
-        open_backend(rw, name=f"rewriter:{rw.model}", cache=call_cache(cfg)) as backend,
-    ):
+    stage = variant.stage("rewrite_style")
+    with model_stage(cfg, store, stage, rw, name=f"rewriter:{rw.model}") as (info, backend):
         runner = backend.with_template(TEMPLATE_VERSION)
         chat = uses_chat(backend)
         params = GenerationParams(max_new_tokens=rw.max_new_tokens)
