@@ -48,6 +48,8 @@ PARSED_BOUNDS = "score parsed from the text: score tokens outside the endpoint's
 PARSED_READ_FAILED = "score parsed from the text: the score distribution could not be read"
 
 
+# Deliberate parallel: ScoreItem is records.Pair's pointwise counterpart (one response, not two),
+# with the same kinds of fields and the same content-derived id.
 @dataclass(frozen=True)
 class ScoreItem:
     """One response to score. ``item_id`` is stable: a hash of prompt and response by default."""

@@ -1,4 +1,10 @@
-"""Helpers shared by the stages: timing, names, and opening (cached) backends."""
+"""Helpers shared by the stages: timing, names, and opening (cached) backends.
+
+Every stage has the same calling convention, ``stage(cfg, store, <subject>, <input>, *, variant=...,
+progress=...)``, so the flows' tasks can wrap any of them alike; the signatures look the same to a
+duplicate finder on purpose (a deliberate parallel). What they share beyond the signature lives
+here: ``timed`` (the stage's time in the run store) and ``model_stage`` (timed, with its model's
+cached backend open)."""
 
 from __future__ import annotations
 
