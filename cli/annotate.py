@@ -40,6 +40,10 @@ def ledger_for(table: Path, ledger: Path | None) -> Path:
     return ledger or default_ledger_path(table)
 
 
+# The names before issue 32 made them public, for branches written against them.
+_fail, _ledger_for = fail, ledger_for
+
+
 @annotate_app.command("push")
 def push_cmd(
     table: Path = typer.Argument(..., help="The experiment's judgment table (.jsonl/.parquet/.csv)."),

@@ -97,3 +97,6 @@ def adapted_model(ref, adapter: dict | None):
         identity=identity,
         load_seconds=base.load_seconds,
     )
+
+
+_adapted = adapted_model  # the name before issue 32, for branches written against it

@@ -134,3 +134,6 @@ def pair_records(df: pd.DataFrame) -> list[Pair]:
         )
         for r in df.itertuples(index=False)
     ]
+
+
+_pairs = pair_records  # the name before issue 32, for branches written against it

@@ -22,6 +22,9 @@ def judge_chat(judge_cfg, backend) -> bool:
     return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
 
 
+_chat = judge_chat  # the name before issue 32, for branches written against it
+
+
 def judge_pairs(
     cfg: ExperimentConfig,
     store: RunStore,
