@@ -37,6 +37,8 @@ from judgebias.metrics.origin import parse_self_map
 from judgebias.table import Exclusions
 
 
+# Deliberate parallel: a frozen record of defaulted numbers, shaped like store.UpsertCounts and
+# backends.protocol.GenerationParams; nothing to share but the shape.
 @dataclass(frozen=True)
 class Weights:
     uncertain: float = 1.0

@@ -119,6 +119,7 @@ class Label:
     both_bad: bool = False  # label "tie", chosen as "both bad": neither response is acceptable
 
 
+# Deliberate parallel: shaped like selection.Weights (a frozen record of defaulted numbers).
 @dataclass(frozen=True)
 class UpsertCounts:
     new: int = 0

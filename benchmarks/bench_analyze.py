@@ -236,27 +236,30 @@ def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compa
         print(f"file: {workdir}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (since the last ``reset_peak`` on Linux)."""
+def _proc_status_mb(field: str) -> float | None:
+    """``field`` (VmHWM, VmRSS) of /proc/self/status in MiB; None where there is none (not Linux)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (since the last ``reset_peak`` on Linux)."""
+    peak = _proc_status_mb("VmHWM")
+    if peak is not None:
+        return peak
     # ru_maxrss is KiB on Linux, bytes on macOS; it cannot be reset.
     scale = 1 / 1024 if sys.platform != "darwin" else 1 / 1024**2
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def current_rss_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+    current = _proc_status_mb("VmRSS")
+    return float("nan") if current is None else current
 
 
 def reset_peak() -> bool:

@@ -1,7 +1,7 @@
 """Scheduled deployments served by this process (``judgebias serve``).
 
 ``build_deployments`` returns the list; ``serve`` hands it to ``prefect.serve``. To add a deployment
-(or to run them on a work pool instead, see docs/scaling.md), extend the list, not ``serve``.
+(or to run them on a work pool instead, see docs/scaling.md), add a row, not a call in ``serve``.
 """
 
 from __future__ import annotations
@@ -34,23 +34,17 @@ def build_deployments(
             crons[label] = Cron(cron, timezone=schedule.timezone)
         except ValueError as exc:
             raise ValueError(f"{label}: {cron!r} is not a valid cron schedule ({exc})") from None
-    params = {"config_path": config_path}
-    return [
-        sync_annotations.to_deployment(
-            name=f"{name_prefix}-nightly-sync",
-            schedules=[crons["sync_cron"]],
-            parameters=params,
-            tags=["judgebias", "annotation"],
-            description="Pull new human labels from Label Studio, send the next batch, recompute metrics.",
-        ),
-        experiment.to_deployment(
-            name=f"{name_prefix}-weekly-experiment",
-            schedules=[crons["experiment_cron"]],
-            parameters=params,
-            tags=["judgebias", "experiment"],
-            description="The full experiment: generate, judge, measure, ablations, MLflow.",
-        ),
+    # (flow, name, schedule, topic tag, what it does): one row per deployment.
+    rows = [
+        (sync_annotations, "nightly-sync", "sync_cron", "annotation",
+         "Pull new human labels from Label Studio, send the next batch, recompute metrics."),
+        (experiment, "weekly-experiment", "experiment_cron", "experiment",
+         "The full experiment: generate, judge, measure, ablations, MLflow."),
     ]
+    return [flow.to_deployment(name=f"{name_prefix}-{name}", schedules=[crons[cron]],
+                               parameters={"config_path": config_path}, tags=["judgebias", tag],
+                               description=description)
+            for flow, name, cron, tag, description in rows]
 
 
 def serve(config_path: str, schedule: Schedule = Schedule(), *, limit: int | None = None) -> None:

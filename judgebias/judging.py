@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from judgebias.backends.protocol import Backend, GenerationParams, OptionScores, Prompt
+from judgebias.backends.kinds import uses_chat
+from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
 from judgebias.prompts.base import JudgeTemplate
 from judgebias.records import Judgment, Order, Pair, combine_orders
 from judgebias.table import Exclusions
@@ -46,30 +47,42 @@ class JudgeResult:
         return pd.DataFrame(self.rows)
 
 
-def uses_chat(backend: Backend) -> bool:
-    """Chat prompts unless the backend says it is a base model (``is_chat`` False)."""
-    return bool(getattr(backend, "is_chat", True))
-
-
-def _for_template(backend: Backend, tag: str) -> Backend:
-    # A CachedBackend keys its entries by template version; other backends need nothing.
+def for_template(backend: Backend, tag: str) -> Backend:
+    """``backend`` answering for template version ``tag``: a CachedBackend keys its entries by it;
+    other backends need nothing."""
     with_template = getattr(backend, "with_template", None)
     return with_template(tag) if callable(with_template) else backend
 
 
-def _chunks(n: int, size: int) -> Iterable[range]:
+def batches(n: int, size: int) -> Iterable[range]:
+    """The indices ``0..n-1`` in consecutive runs of ``size`` (the last one shorter)."""
     for start in range(0, n, size):
         yield range(start, min(n, start + size))
 
 
-def _score_all(backend: Backend, prompts: list[Prompt], options: Sequence[str], chunk: int,
-               progress: Callable[[int], None] | None) -> list[OptionScores]:
-    out: list[OptionScores] = []
-    for r in _chunks(len(prompts), chunk):
-        out.extend(backend.score_options([prompts[i] for i in r], options))
+def in_batches(call: Callable[[list[Prompt]], list], prompts: Sequence[Prompt], chunk: int,
+               progress: Callable[[int], None] | None = None) -> list:
+    """``call`` over ``prompts``, ``chunk`` per call (a cached backend commits each call: a kill loses
+    at most one), results in order; ``progress(n)`` after each call."""
+    out: list = []
+    for r in batches(len(prompts), chunk):
+        out.extend(call([prompts[i] for i in r]))
         if progress:
             progress(len(r))
     return out
+
+
+def score_all(backend: Backend, prompts: Sequence[Prompt], options: Sequence[str], chunk: int,
+              progress: Callable[[int], None] | None = None) -> list[OptionScores]:
+    """``backend.score_options`` over ``prompts`` in batches (``in_batches``)."""
+    return in_batches(lambda part: backend.score_options(part, options), prompts, chunk, progress)
+
+
+def generate_all(backend: Backend, prompts: Sequence[Prompt], params: GenerationParams, chunk: int,
+                 progress: Callable[[int], None] | None = None) -> list[Generation]:
+    """``backend.generate`` over ``prompts`` in batches: every stage, worker and ablation that
+    generates goes through here."""
+    return in_batches(lambda part: backend.generate(part, params), prompts, chunk, progress)
 
 
 def strip_think(text: str) -> tuple[str, int, str | None]:
@@ -185,9 +198,9 @@ def judge_pairs(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate
                 progress: Progress | None = None) -> JudgeResult:
     """Judge every pair in both orders and fold each pair's two judgments into a table row."""
     judge = judge or backend.name
-    chat = uses_chat(backend) if chat is None else chat
+    chat = uses_chat(backend, chat)
     tag = template.tag(chat)
-    runner = _for_template(backend, tag)
+    runner = for_template(backend, tag)
     items = [(pair, order) for pair in pairs for order in ORDERS]
     prompts = [template.build(pair.prompt, *pair.shown(order), chat=chat) for pair, order in items]
     total = len(items) * (2 if template.explain_first else 1)
@@ -201,15 +214,12 @@ def judge_pairs(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate
 
     judgments: list[Judgment] = []
     if not template.explain_first:
-        scores = _score_all(runner, prompts, template.options, chunk_size, tick)
+        scores = score_all(runner, prompts, template.options, chunk_size, tick)
         judgments = [judgment_from_scores(pair, order, judge, tag, s, template.options)
                      for (pair, order), s in zip(items, scores, strict=True)]
     else:
         params = params or GenerationParams(max_new_tokens=512)
-        gens = []
-        for r in _chunks(len(prompts), chunk_size):
-            gens.extend(runner.generate([prompts[i] for i in r], params))
-            tick(len(r))
+        gens = generate_all(runner, prompts, params, chunk_size, tick)
         pending: dict[int, tuple[Prompt, str | None]] = {}
         errors: dict[int, str] = {}
         for i, g in enumerate(gens):
@@ -224,7 +234,7 @@ def judge_pairs(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate
                 pending[i] = (Prompt(messages=p.messages, text=p.text,
                                      assistant_prefix=p.assistant_prefix + g.text[:pos]), letter)
         keys = list(pending)
-        scored = _score_all(runner, [pending[i][0] for i in keys], template.options, chunk_size, None)
+        scored = score_all(runner, [pending[i][0] for i in keys], template.options, chunk_size, None)
         tick(len(items))
         by_index = dict(zip(keys, scored, strict=True))
         for i, ((pair, order), g) in enumerate(zip(items, gens, strict=True)):

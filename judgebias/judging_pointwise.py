@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from judgebias.backends.kinds import uses_chat
 from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
 from judgebias.judging import (
     JudgeResult,
     Progress,
-    _chunks,
-    _for_template,
-    _score_all,
+    for_template,
+    generate_all,
+    score_all,
     strip_think,
-    uses_chat,
 )
 from judgebias.prompts.pointwise import PointwiseTemplate
 from judgebias.table import Exclusions
@@ -48,6 +48,8 @@ PARSED_BOUNDS = "score parsed from the text: score tokens outside the endpoint's
 PARSED_READ_FAILED = "score parsed from the text: the score distribution could not be read"
 
 
+# Deliberate parallel: ScoreItem is records.Pair's pointwise counterpart (one response, not two),
+# with the same kinds of fields and the same content-derived id.
 @dataclass(frozen=True)
 class ScoreItem:
     """One response to score. ``item_id`` is stable: a hash of prompt and response by default."""
@@ -180,9 +182,9 @@ def judge_responses(
 ) -> JudgeResult:
     """Score every item once; rows follow ``judgebias.pointwise_table``."""
     judge = judge or backend.name
-    chat = uses_chat(backend) if chat is None else chat
+    chat = uses_chat(backend, chat)
     tag = template.tag(chat)
-    runner = _for_template(backend, tag)
+    runner = for_template(backend, tag)
     prompts = [
         template.build(it.prompt, it.response, it.reference, criterion=it.criterion, chat=chat)
         for it in items
@@ -196,13 +198,11 @@ def judge_responses(
         if progress:
             progress(min(done, total), total)
 
-    gens = []
-    if not template.explain_first:  # the answer is forced to start with the template's prefix
+    if template.explain_first:
+        gens = generate_all(runner, prompts, params, chunk_size, tick)
+    else:  # the answer is forced to start with the template's prefix
         gens = [Generation(text=template.answer_prefix) for _ in prompts]
         tick(len(prompts))
-    for r in _chunks(len(prompts), chunk_size) if template.explain_first else ():
-        gens.extend(runner.generate([prompts[i] for i in r], params))
-        tick(len(r))
     reads = [ScoreRead(raw=g.text) for g in gens]
     prefixed: dict[int, Prompt] = {}
     for i, g in enumerate(gens):
@@ -221,7 +221,7 @@ def judge_responses(
             messages=p.messages, text=p.text, assistant_prefix=p.assistant_prefix + g.text[:pos]
         )
     keys = list(prefixed)
-    firsts = _score_all(runner, [prefixed[i] for i in keys], digit_options(template), chunk_size, None)
+    firsts = score_all(runner, [prefixed[i] for i in keys], digit_options(template), chunk_size, None)
     tens: list[OptionScores | None] = [None] * len(keys)
     if template.scale_max >= 10 and not template.labels and keys:
         # "0" against a stand-in: a second option keeps both backends' option checks satisfied, and
@@ -234,7 +234,7 @@ def judge_responses(
             )
             for i in keys
         ]
-        tens = list(_score_all(runner, second, ("0", "9"), chunk_size, None))
+        tens = list(score_all(runner, second, ("0", "9"), chunk_size, None))
     tick(len(items))
     for k, i in enumerate(keys):
         dist, mass, reason = combine(template, firsts[k], tens[k])
@@ -307,6 +307,12 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
             None if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == "" else str(v)
         )
 
+    def add(row: dict, item_id: str, prompt: str, response: str, generator_key: str, **extra) -> None:
+        generator, reference = text(row.get(generator_key)), text(row.get("reference"))
+        item = ScoreItem(item_id=item_id, prompt=prompt, response=response, generator=generator,
+                         reference=reference, **extra)
+        out.setdefault((item_id, item.criterion), item)  # one judgment per item and criterion
+
     if is_pointwise(df):
         for i, row in enumerate(df.to_dict(orient="records")):
             prompt, response = text(row.get("prompt")), text(row.get("response"))
@@ -314,19 +320,9 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
                 raise ValueError(
                     f"row {i + 1}: field {'prompt' if prompt is None else 'response'!r} is empty"
                 )
-            item_id = text(row.get("item_id")) or ScoreItem.make_id(prompt, response)
-            out.setdefault(
-                (item_id, text(row.get("criterion"))),
-                ScoreItem(
-                    item_id=item_id,
-                    prompt=prompt,
-                    response=response,
-                    generator=text(row.get("generator")),
-                    reference=text(row.get("reference")),
-                    criterion=text(row.get("criterion")),
-                    human_scores=tuple(as_score_list(row.get("human_scores"), f"row {i + 1}")),
-                ),
-            )
+            add(row, text(row.get("item_id")) or ScoreItem.make_id(prompt, response), prompt, response,
+                "generator", criterion=text(row.get("criterion")),
+                human_scores=tuple(as_score_list(row.get("human_scores"), f"row {i + 1}")))
         return list(out.values())
     for column in ("prompt", "response_a", "response_b"):
         if column not in df.columns:
@@ -336,17 +332,7 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
     for row in df.to_dict(orient="records"):
         for side in ("a", "b"):
             prompt, response = str(row["prompt"]), str(row[f"response_{side}"])
-            item_id = ScoreItem.make_id(prompt, response)
-            out.setdefault(
-                item_id,
-                ScoreItem(
-                    item_id=item_id,
-                    prompt=prompt,
-                    response=response,
-                    generator=text(row.get(f"generator_{side}")),
-                    reference=text(row.get("reference")),
-                ),
-            )
+            add(row, ScoreItem.make_id(prompt, response), prompt, response, f"generator_{side}")
     return list(out.values())
 
 

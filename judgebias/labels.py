@@ -58,7 +58,7 @@ def label_parts(value: object) -> list:
     return [value]
 
 
-def _as_label_list(value: object) -> list[str]:
+def as_label_list(value: object) -> list[str]:
     labels = [normalize_label(v) for v in label_parts(value)]
     return [x for x in labels if x is not None]
 

@@ -22,6 +22,9 @@ class RunLayout:
 
     prefix: str = ""
 
+    # Deliberate parallel: one short property per file name below, alike by design, so that each
+    # path is named (and documented) once and a caller gets it by attribute.
+
     def __post_init__(self) -> None:
         if self.prefix and not self.prefix.endswith("/"):
             raise ValueError(f"a variant prefix ends with '/': {self.prefix!r}")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from judgebias.backends.kinds import uses_chat
 from judgebias.backends.protocol import Backend, Prompt, TokenLogprobs
 
 
@@ -34,7 +35,7 @@ def context_prompt(prompt: str, mode: str, chat: bool) -> Prompt:
 def response_logprobs(backend: Backend, prompts: Sequence[str], responses: Sequence[str], *,
                       context: str = "auto", chunk_size: int = 256,
                       progress: Callable[[int], None] | None = None) -> list[TokenLogprobs]:
-    chat = bool(getattr(backend, "is_chat", True))
+    chat = uses_chat(backend)
     contexts = [context_prompt(p, context, chat) for p in prompts]
     out: list[TokenLogprobs] = []
     for start in range(0, len(contexts), chunk_size):

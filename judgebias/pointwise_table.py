@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.table import Exclusions, TableError
+from judgebias.table_columns import is_missing
 
 REQUIRED = ("item_id", "prompt", "response", "scale_min", "scale_max")
 TEXT_OPTIONAL = ("generator", "judge", "criterion", "reference")
@@ -53,14 +54,6 @@ def is_pointwise(columns: Iterable[str] | pd.DataFrame) -> bool:
     """A pointwise table has a ``response`` column and no pair columns."""
     cols = set(columns.columns if isinstance(columns, pd.DataFrame) else columns)
     return "response" in cols and "response_a" not in cols and "response_b" not in cols
-
-
-def _missing(value: object) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and value.strip() == ""
 
 
 def _number(value: object) -> float | None:
@@ -126,7 +119,7 @@ def validate_pointwise(
     lows, highs = [], []
     for i, row in enumerate(out.to_dict(orient="records")):
         for column in REQUIRED[:3]:
-            if _missing(row[column]):
+            if is_missing(row[column]):
                 flag(i, column, "is empty")
         lo = hi = None
         try:
@@ -146,14 +139,14 @@ def validate_pointwise(
         values = {}
         for column in ("score", "score_argmax"):
             try:
-                x = None if _missing(row[column]) else _number(row[column])
+                x = None if is_missing(row[column]) else _number(row[column])
             except ValueError as exc:
                 flag(i, column, str(exc))
                 x = None
             if x is not None and lo is not None and not lo <= x <= hi:
                 flag(i, column, f"{x:g} is outside the scale {lo:g}..{hi:g}")
             values[column] = math.nan if x is None else x
-        if not math.isnan(values["score"]) and _missing(row["judge"]):
+        if not math.isnan(values["score"]) and is_missing(row["judge"]):
             flag(i, "judge", "is empty but the row has a score (whose score is it?)")
         scores.append(values["score"])
         argmaxes.append(values["score_argmax"])
@@ -186,7 +179,7 @@ def validate_pointwise(
     out["scale_min"] = pd.array([None if v is None else int(v) for v in lows], dtype="Int64")
     out["scale_max"] = pd.array([None if v is None else int(v) for v in highs], dtype="Int64")
     for column in TEXT_OPTIONAL:
-        out[column] = out[column].map(lambda v: "" if _missing(v) else str(v))
+        out[column] = out[column].map(lambda v: "" if is_missing(v) else str(v))
     _flag_duplicates(out, flag)
     exclusions = Exclusions()
     if problems and not skip_invalid:

@@ -11,7 +11,7 @@ from itertools import chain, islice
 import numpy as np
 import pandas as pd
 
-from judgebias.labels import LABELS, _as_label_list, normalize_label
+from judgebias.labels import LABELS, as_label_list, normalize_label
 
 
 def is_missing(value: object) -> bool:
@@ -83,7 +83,7 @@ def labels_by_value(values: pd.Series) -> tuple[list, dict[int, str]] | None:
     errors_u: dict[int, str] = {}
     for k, u in enumerate(uniques):
         try:
-            parsed_uniques.append(_as_label_list(u))
+            parsed_uniques.append(as_label_list(u))
         except ValueError as exc:
             errors_u[k] = str(exc)
             parsed_uniques.append([])
@@ -122,7 +122,7 @@ _CANONICAL_SET = frozenset(LABELS)
 
 def label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
     """Per-row label lists of a list-valued column (``human``). Lists of plain strings are parsed
-    by distinct label; any other row goes through ``_as_label_list`` one by one."""
+    by distinct label; any other row goes through ``as_label_list`` one by one."""
     raw = values.to_numpy(dtype=object)
     n = raw.size
     is_list = np.fromiter((type(v) in _LIST_TYPES for v in raw), dtype=bool, count=n)
@@ -190,7 +190,7 @@ def label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
     todo = np.flatnonzero(~is_list) if fast_done else np.arange(n)
     for i in todo.tolist():
         try:
-            out[i] = _as_label_list(raw[i])
+            out[i] = as_label_list(raw[i])
         except ValueError as exc:
             errors[i] = str(exc)
             out[i] = []

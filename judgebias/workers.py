@@ -27,6 +27,7 @@ from judgebias.backends.call_cache import on_results_kwargs
 from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.backends.resident import Resident
 from judgebias.chunks import Chunk, ChunkStore
+from judgebias.judging import generate_all
 from judgebias.records import Pair
 from judgebias.table import Exclusions
 
@@ -171,9 +172,7 @@ def generate_chunk(chunk: Chunk, spec: ModelSpec, params: GenerationParams, temp
     runner = backend.with_template(template_tag)  # the template version joins the cache key
     prompts = list(chunk.items)
     try:
-        gens = []
-        for start in range(0, len(prompts), spec.batch_size):
-            gens.extend(runner.generate(prompts[start:start + spec.batch_size], params))
+        gens = generate_all(runner, prompts, params, spec.batch_size)
     finally:
         backend.cache.close()
     excl = Exclusions()

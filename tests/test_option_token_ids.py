@@ -108,12 +108,11 @@ def test_the_spec_carries_the_option_tokenizer_to_the_backend():
 
 
 def test_a_config_entry_sets_the_option_tokenizer():
-    from judgebias.backends.builder import JudgeSpec
     from judgebias.config.experiment import JudgeConfig
 
     ref = JudgeConfig(name="j", model="m", backend="openai", base_url="http://127.0.0.1:9/v1",
                       option_tokenizer=ALIAS)
-    assert JudgeSpec.from_config(ref).option_tokenizer == ALIAS
-    assert JudgeSpec.from_config(JudgeConfig(name="j", model=ALIAS, backend="vllm")).backend == "vllm"
+    assert ref.to_spec().option_tokenizer == ALIAS
+    assert JudgeConfig(name="j", model=ALIAS, backend="vllm").to_spec().backend == "vllm"
     with pytest.raises(ValueError, match="only applies to backend 'openai'"):
         JudgeConfig(name="j", model=ALIAS, option_tokenizer=ALIAS)

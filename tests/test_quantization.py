@@ -83,7 +83,7 @@ def test_quantize_applies_to_local_models_only_and_names_the_choices(tiny_models
     path.write_text(yaml.safe_dump(base))
     cfg = load_config(path)
     assert cfg.config_hash() != plain_hash
-    assert JudgeSpec.from_config(cfg.judges[0]).quantize == "int8"
+    assert cfg.judges[0].to_spec().quantize == "int8"
     base["judges"][0].update(backend="openai", base_url="http://127.0.0.1:1/v1", model="m")
     path.write_text(yaml.safe_dump(base))
     with pytest.raises(ConfigError, match="quantize only applies to backend 'local'"):

@@ -49,16 +49,16 @@ def test_a_python_without_vllm_is_refused(tmp_path):
 
 
 def test_spec_and_config_accept_vllm_but_not_endpoint_settings():
-    from judgebias.config.base import _ModelRef
+    from judgebias.config.base import ModelRef
 
     assert JudgeSpec(name="j", model=ALIAS, backend="vllm", dtype="bfloat16").backend == "vllm"
     with pytest.raises(ValueError, match="backend 'openai' with its base_url"):
         ModelSpec(name="j", model=ALIAS, backend="vllm", base_url="http://127.0.0.1:8000/v1")
     with pytest.raises(ValueError, match="quantize only applies"):
         ModelSpec(name="j", model=ALIAS, backend="vllm", quantize="int8")
-    assert _ModelRef(model=ALIAS, backend="vllm").backend == "vllm"
+    assert ModelRef(model=ALIAS, backend="vllm").backend == "vllm"
     with pytest.raises(ValueError, match="only apply to backend 'openai'"):
-        _ModelRef(model=ALIAS, backend="vllm", base_url="http://127.0.0.1:8000/v1")
+        ModelRef(model=ALIAS, backend="vllm", base_url="http://127.0.0.1:8000/v1")
 
 
 def test_builder_reports_the_missing_environment(monkeypatch, tmp_path):

@@ -35,7 +35,7 @@ def sanitize(name: str) -> str:
     return clean or "_"
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -44,7 +44,7 @@ def estimate_metrics(prefix: str, est: Mapping[str, Any]) -> dict[str, float]:
     out = {}
     for part in ESTIMATE_PARTS:
         v = est.get(part)
-        if _finite(v):
+        if finite(v):
             out[prefix if part == "value" else f"{prefix}.{part}"] = float(v)
     return out
 
@@ -60,7 +60,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
             out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
             for term, t in (est.get("terms") or {}).items():
                 for part in ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"):
-                    if _finite(t.get(part)):
+                    if finite(t.get(part)):
                         out[f"{judge}.{name}.{term}.{part}"] = float(t[part])
             for sub in fig.mlflow_parts if fig else ():
                 if isinstance(est.get(sub), Mapping):
@@ -74,7 +74,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
         out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
     for key in ("rows", "pairs", "human_labelled_pairs"):
         v = (result.get("dataset") or {}).get(key)
-        if _finite(v):
+        if finite(v):
             out[f"dataset.{key}"] = float(v)
     return {sanitize(k): v for k, v in out.items()}
 
@@ -83,7 +83,7 @@ def log_metrics_dict(metrics: Mapping[str, float], *, step: int | None = None) -
     """Log finite metrics in batches; returns how many were logged."""
     import mlflow
 
-    items = [(sanitize(k), float(v)) for k, v in metrics.items() if _finite(v)]
+    items = [(sanitize(k), float(v)) for k, v in metrics.items() if finite(v)]
     for i in range(0, len(items), BATCH):
         mlflow.log_metrics(dict(items[i: i + BATCH]), step=step)
     return len(items)

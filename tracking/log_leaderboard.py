@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from judgebias.tracking.log_analysis import (
-    _finite,
     estimate_metrics,
+    finite,
     log_figures,
     log_metrics_dict,
     log_params_dict,
@@ -33,7 +33,7 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
         for rater, rows in per.items():
             for row in rows:
                 for part in ROW_PARTS:
-                    if _finite(row.get(part)):
+                    if finite(row.get(part)):
                         out[f"leaderboard.{variant}.{rater}.{row['model']}.{part}"] = float(row[part])
             detail = (result.get("details") or {}).get(variant, {}).get(rater) or {}
             coefs = detail.get("coefficients") or {}
@@ -47,12 +47,12 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
                     out.update(estimate_metrics(prefix, figures[name]))
     plan = (result.get("recommendation") or {}).get("planner") or {}
     for key in ("labels_needed", "target_half_width", "half_width_now"):
-        if _finite(plan.get(key)):
+        if finite(plan.get(key)):
             out[f"leaderboard.planner.{key}"] = float(plan[key])
     for variant, per in (result.get("rank_change") or {}).items():
         for rater, moved in per.items():
             for key, name in (("largest_rank_change", "largest"), ("p_top_differs", "p_top_differs")):
-                if _finite(moved.get(key)):
+                if finite(moved.get(key)):
                     out[f"leaderboard.rank_change.{variant}.{rater}.{name}"] = float(moved[key])
     return {sanitize(k): v for k, v in out.items()}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.tracking.log_analysis import (
-    _finite,
     estimate_metrics,
+    finite,
     log_figures,
     log_files,
     log_metrics_dict,
@@ -60,14 +60,14 @@ def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
                 continue
             out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(key) or key}", rec))
             for field in DETAIL_NUMBERS.get(key, ()):
-                if _finite(rec.get(field)):
+                if finite(rec.get(field)):
                     out[f"{judge}.{key}.{field}"] = float(rec[field])
             for field in DETAIL_ESTIMATES.get(key, ()):
                 if isinstance(rec.get(field), Mapping):
                     out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
     for key in ("rows", "items"):
         v = (result.get("settings") or {}).get(key)
-        if _finite(v):
+        if finite(v):
             out[f"dataset.{key}"] = float(v)
     return {sanitize(k): v for k, v in out.items()}
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
+from judgebias.judging import generate_all
 
 TEMPLATE_VERSION = "style-rewrite@1"
 
@@ -82,13 +83,9 @@ def rewrite_responses(
         rewrite_prompt(q, r, style, chat=chat)
         for q, r in zip(responses["instruction"], responses["response"], strict=True)
     ]
-    texts: list[str] = []
-    errors: list[str | None] = []
-    for start in range(0, len(prompts), batch_size):
-        for gen in backend.generate(prompts[start : start + batch_size], params):
-            text = "" if gen.error else clean_rewrite(gen.text)
-            texts.append(text)
-            errors.append(gen.error or (None if text else "empty rewrite"))
+    gens = generate_all(backend, prompts, params, batch_size)
+    texts = ["" if gen.error else clean_rewrite(gen.text) for gen in gens]
+    errors = [gen.error or (None if text else "empty rewrite") for gen, text in zip(gens, texts, strict=True)]
     out = responses.copy()
     out["original"] = responses["response"]
     out["response"] = texts

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from judgebias.backends.kinds import BACKENDS, DTYPES, BackendKind, Dtype, chat_for, check_model
 from judgebias.backends.protocol import Backend
-from judgebias.backends.quantization import check_quantization
 from judgebias.backends.resident import Resident
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-BACKENDS = ("local", "openai", "vllm")
+__all__ = ["BACKENDS", "DTYPES", "JudgeSpec", "ModelSpec", "build_backend", "cached", "chat_for",
+           "load_local", "release_resident_models", "resident_model"]
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,15 @@ class ModelSpec:
     ``model`` is a local model spec (packaged alias, folder, ``.gguf``) for ``backend="local"`` (the
     in-process engine) and ``"vllm"`` (vLLM in its own environment, ``judgebias.backends.vllm_backend``) or
     the API's model name for ``"openai"`` (its key is read from ``api_key_env`` where the backend is
-    built, never stored in the spec). ``batch_size`` is the number of items per model call and per
-    call-cache transaction; within a call the cache also commits every few seconds what the backend
-    reported, so a kill loses seconds.
+    built, never stored in the spec). A config's model entry makes its spec with ``to_spec()``; both
+    check their fields with ``judgebias.backends.kinds.check_model``. ``batch_size`` is the number of
+    items per model call and per call-cache transaction; within a call the cache also commits every
+    few seconds what the backend reported, so a kill loses seconds.
     """
 
     name: str
     model: str
-    backend: Literal["local", "openai", "vllm"] = "local"
+    backend: BackendKind = "local"
     base_url: str | None = None
     api_key_env: str | None = None
     batch_size: int = 8
@@ -41,7 +42,7 @@ class ModelSpec:
     # "package.module:function": called with this spec to build any other Backend (an in-house
     # client, a wrapped model); importable wherever the spec is built.
     factory: str | None = None
-    dtype: str = "auto"
+    dtype: Dtype = "auto"
     device: str | None = None
     gguf_file: str | None = None
     max_batch: int | None = None  # local: most prompts per forward pass (None: the backend's default)
@@ -53,26 +54,19 @@ class ModelSpec:
     option_tokenizer: str | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"model {self.name!r}: unknown backend {self.backend!r}; "
-                             f"use one of {', '.join(BACKENDS)}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"model {self.name!r}: unknown dtype {self.dtype!r}; "
-                             f"use one of {', '.join(DTYPES)}")
-        if self.backend == "openai" and self.dtype != "auto":
-            raise ValueError(f"model {self.name!r}: dtype only applies to backend 'local'")
-        check_quantization(self.quantize, what=f"model {self.name!r}")
-        if self.backend != "local" and self.quantize != "none":
-            raise ValueError(f"model {self.name!r}: quantize only applies to backend 'local' "
-                             "(a server or vLLM quantizes its own weights)")
-        if self.backend == "vllm" and (self.base_url or self.api_key_env):
-            raise ValueError(f"model {self.name!r}: backend 'vllm' runs the model here; for a vLLM "
-                             "server use backend 'openai' with its base_url")
-        if self.option_tokenizer and self.backend != "openai":
-            raise ValueError(f"model {self.name!r}: option_tokenizer only applies to backend 'openai' "
-                             "(a local or vllm judge reads every option token itself)")
+        try:
+            check_model(backend=self.backend, dtype=self.dtype, quantize=self.quantize,
+                        base_url=self.base_url, api_key_env=self.api_key_env,
+                        option_tokenizer=self.option_tokenizer)
+        except ValueError as exc:
+            raise ValueError(f"model {self.name!r}: {exc}") from None
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
+
+    @classmethod
+    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> ModelSpec:
+        """``ref.to_spec(...)``: the spelling before issue 32, for branches written against it."""
+        return ref.to_spec(cache_dir, **extra)
 
     def model_key(self) -> str:
         """What identifies the built backend (not the batch size or the cache location)."""
@@ -84,27 +78,6 @@ class ModelSpec:
             if getattr(self, extra) != default:
                 key[extra] = getattr(self, extra)
         return json.dumps(key, sort_keys=True)
-
-    @classmethod
-    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any):
-        """From a model entry of ``judgebias.config.experiment`` (model, backend, ...); ``name`` defaults to
-        the entry's own (a rewriter has none)."""
-        extra.setdefault("name", getattr(ref, "name", None) or ref.model)
-        return cls(model=ref.model, backend=ref.backend, base_url=ref.base_url,
-                   api_key_env=ref.api_key_env, batch_size=ref.batch_size, cache_dir=cache_dir,
-                   dtype=getattr(ref, "dtype", "auto"), quantize=getattr(ref, "quantize", "none"),
-                   option_tokenizer=getattr(ref, "option_tokenizer", None), **extra)
-
-
-PROMPT_KINDS = {"auto": None, "chat": True, "few-shot": False}
-
-
-def chat_for(prompt_kind: str) -> bool | None:
-    """A judge's ``prompt_kind`` as ``JudgeSpec.chat``: None lets the model decide (chat unless a
-    local model has no chat template)."""
-    if prompt_kind not in PROMPT_KINDS:
-        raise ValueError(f"unknown prompt kind {prompt_kind!r}; use one of {', '.join(PROMPT_KINDS)}")
-    return PROMPT_KINDS[prompt_kind]
 
 
 @dataclass(frozen=True)
@@ -119,12 +92,6 @@ class JudgeSpec(ModelSpec):
         """What determines the judgments (for chunk ids): batch size and cache location do not."""
         return json.dumps({"model": self.model_key(), "template": self.template, "chat": self.chat},
                           sort_keys=True)
-
-    @classmethod
-    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
-        """From a ``judgebias.config.experiment.JudgeConfig`` entry."""
-        return super().from_config(ref, cache_dir, template=ref.template, chat=chat_for(ref.prompt_kind),
-                                   **extra)
 
 
 def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
@@ -161,7 +128,7 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
     if spec.quantize != "none":  # LocalBackend loads plain weights; a quantized model is handed to it
         from judgebias.backends.quantization import quantize_weights
 
-        loaded = _load(spec) if loaded is None else quantize_weights(loaded, spec.quantize)
+        loaded = load_local(spec) if loaded is None else quantize_weights(loaded, spec.quantize)
     kwargs = {"name": spec.name or None, "device": spec.device, "dtype": spec.dtype,
               "gguf_file": spec.gguf_file, "token_budget": spec.token_budget}
     if spec.max_batch is not None:
@@ -192,12 +159,13 @@ def resident_model(spec: ModelSpec):
     (default 2) stay loaded; 0 reloads every time. Only plain weights are shared: a fine-tuned
     model is built apart (``loaded=``), so no adapter can leak into another stage."""
     key = (spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize)
-    loaded, _ = _RESIDENT.get(key, lambda: _load(spec))
+    loaded, _ = _RESIDENT.get(key, lambda: load_local(spec))
     return loaded
 
 
-def _load(spec: ModelSpec):
-    """The local model ``spec`` names, in its dtype, quantized as it asks."""
+def load_local(spec: ModelSpec):
+    """The local model ``spec`` names, freshly loaded (not the resident copy: a caller may change it,
+    as fine-tuning does), in its dtype, quantized as it asks."""
     from judgebias.backends.loading import load_model
     from judgebias.backends.quantization import quantize_weights
 

@@ -31,11 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.gguf import exclusive, gguf_parsed_once
+from judgebias.backends.kinds import DTYPES
 from judgebias.runstore import atomic_dir
-
-# The precisions a local model can be loaded in ("auto": the device's default); the builder, the config and
-# the command line check against this one list.
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 ALIASES: dict[str, dict[str, str]] = {
     "smollm2-135m-instruct": {
@@ -338,14 +335,14 @@ def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device:
     if resolved.sha256:
         identity["weights_sha256"] = resolved.sha256
     elif Path(folder).is_dir():
-        identity["weights_sha256"] = _folder_fingerprint(Path(folder))
+        identity["weights_sha256"] = folder_fingerprint(Path(folder))
     else:
         identity["revision"] = getattr(model.config, "_commit_hash", None)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name or resolved.name, identity=identity,
                        load_seconds=time.perf_counter() - start)
 
 
-def _folder_fingerprint(folder: Path) -> str:
+def folder_fingerprint(folder: Path) -> str:
     """sha256 over the sha256 of each weights file of a local model folder."""
     files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
     digest = hashlib.sha256()

@@ -268,19 +268,7 @@ class LocalBackend(PromptTokens):
         """Log-probability of each continuation token given the rendered context and the tokens before it."""
         import torch
 
-        if len(contexts) != len(continuations):
-            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
-        ctx = [self.encode(c) for c in contexts]
-        cont = [self.tokenizer(c, add_special_tokens=False).input_ids for c in continuations]
-        results: list[TokenLogprobs | None] = [None] * len(contexts)
-        todo = []
-        for i in range(len(contexts)):
-            problem = ("empty continuation" if not cont[i] else "empty context" if not ctx[i]
-                       else self._too_long(len(ctx[i]) + len(cont[i])))
-            if problem:
-                results[i] = TokenLogprobs((), error=problem)
-            else:
-                todo.append(i)
+        ctx, cont, results, todo = self.continuation_tokens(contexts, continuations, self._too_long)
         with torch.inference_mode():
             for batch in token_batches([len(ctx[todo[j]]) + len(cont[todo[j]]) for j in range(len(todo))],
                                        self.token_budget, self.max_batch):

@@ -6,9 +6,9 @@ The class using ``PromptTokens`` provides ``tokenizer``, ``name`` and ``is_chat`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from judgebias.backends.protocol import Prompt
+from judgebias.backends.protocol import Prompt, TokenLogprobs
 from judgebias.backends.token_batching import option_variants
 
 
@@ -39,3 +39,24 @@ class PromptTokens:
         if key not in cache:
             cache[key] = option_variants(self.tokenizer, key)
         return cache[key]
+
+    def continuation_tokens(self, contexts: Sequence[Prompt], continuations: Sequence[str],
+                            too_long: Callable[[int], str | None] = lambda n: None
+                            ) -> tuple[list[list[int]], list[list[int]], list[TokenLogprobs | None],
+                                       list[int]]:
+        """The token ids of each context and continuation, the results with an error where a pair
+        cannot be scored (empty, or ``too_long(total tokens)`` says why), and the indices to score."""
+        if len(contexts) != len(continuations):
+            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
+        ctx = [self.encode(c) for c in contexts]
+        cont = [self.tokenizer(c, add_special_tokens=False).input_ids for c in continuations]
+        results: list[TokenLogprobs | None] = [None] * len(contexts)
+        todo = []
+        for i in range(len(contexts)):
+            problem = ("empty continuation" if not cont[i] else "empty context" if not ctx[i]
+                       else too_long(len(ctx[i]) + len(cont[i])))
+            if problem:
+                results[i] = TokenLogprobs((), error=problem)
+            else:
+                todo.append(i)
+        return ctx, cont, results, todo

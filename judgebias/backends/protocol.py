@@ -52,6 +52,8 @@ class Prompt:
                 "prefix": self.assistant_prefix}
 
 
+# Deliberate parallel: a frozen record of defaulted numbers, shaped like other such records
+# (annotation's selection weights and upsert counts); nothing to share but the shape.
 @dataclass(frozen=True)
 class GenerationParams:
     max_new_tokens: int = 256

@@ -14,6 +14,8 @@ from judgebias.backends.loading import LoadedModel, default_device, dtype_name, 
 
 # Config dicts of real architectures (from each model's published config.json), for random-weights
 # benchmarks: same shapes and FLOPs as the real model without needing its weights.
+# Deliberate parallel: the entries repeat the same keys because each copies its model's published
+# config; sharing "defaults" between architectures would hide which values a model really has.
 ARCHITECTURES: dict[str, dict[str, Any]] = {
     "smollm2-135m": dict(
         model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,

@@ -112,7 +112,7 @@ class VLLMBackend(PromptTokens):
     def __init__(self, model: str = "smollm2-135m-instruct", *, name: str | None = None, dtype: str = "auto",
                  gguf_file: str | None = None, max_model_len: int | None = None,
                  engine: dict[str, Any] | None = None, python: str | None = None) -> None:
-        from judgebias.backends.loading import _folder_fingerprint, local_folder
+        from judgebias.backends.loading import folder_fingerprint, local_folder
 
         self.python = python or vllm_python()
         info = _probe(self.python)
@@ -124,7 +124,7 @@ class VLLMBackend(PromptTokens):
         self.model_name = resolved.name
         self.name = name or resolved.name
         self.dtype = ("bfloat16" if self.on_gpu else "float32") if dtype in ("auto", None) else dtype
-        self.weights = resolved.sha256 or _folder_fingerprint(Path(folder))
+        self.weights = resolved.sha256 or folder_fingerprint(Path(folder))
         self.max_model_len, self.engine = max_model_len, dict(engine or {})
         from transformers import AutoTokenizer
 
@@ -250,17 +250,7 @@ class VLLMBackend(PromptTokens):
 
     def continuation_logprobs(self, contexts: Sequence[Prompt], continuations: Sequence[str]
                               ) -> list[TokenLogprobs]:
-        if len(contexts) != len(continuations):
-            raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
-        ctx = [self.encode(c) for c in contexts]
-        cont = [self.tokenizer(c, add_special_tokens=False).input_ids for c in continuations]
-        results: list[TokenLogprobs | None] = [None] * len(contexts)
-        todo = []
-        for i in range(len(contexts)):
-            if not cont[i] or not ctx[i]:
-                results[i] = TokenLogprobs((), error="empty continuation" if not cont[i] else "empty context")
-            else:
-                todo.append(i)
+        ctx, cont, results, todo = self.continuation_tokens(contexts, continuations)
         if todo:
             reply = self._call({"op": "continuation", "prompts": [ctx[i] + cont[i] for i in todo],
                                 "starts": [len(ctx[i]) for i in todo]})

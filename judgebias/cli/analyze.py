@@ -70,13 +70,12 @@ def analyze_cmd(
     Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
     A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
     """
-    from judgebias.cli.options import origin_map, require_tracking
+    from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.io import read_for_analysis
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
     from judgebias.runstore import atomic_write_text
-    from judgebias.table import TableError
 
     require_tracking(mlflow)
     self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")
@@ -102,7 +101,7 @@ def analyze_cmd(
             f"{terminal_safe(str(file))} is a pairwise table; --pairwise takes a second table only when "
             "FILE is a pointwise one (for pointwise_pairwise_consistency): drop --pairwise, or give the "
             "pointwise table as FILE", param_hint="--pairwise")
-    try:
+    with input_errors(file):
         table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
         if fold is not None:
             from judgebias.folding import refold
@@ -111,12 +110,6 @@ def analyze_cmd(
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
                          family_map=family_map, multiplicity=multiplicity)
-    except TableError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except ValueError as exc:
-        typer.echo(f"error: {file}: {exc}", err=True)
-        raise typer.Exit(2) from None
 
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_report(result), keep="\n"))

@@ -23,21 +23,25 @@ annotate_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_SELF_HELP = (
+SELF_HELP = (
     "Responses of GENERATOR count as JUDGE's own (repeatable; a judge named like a generator "
     "is always its own)."
 )
 
 
-def _fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
-def _ledger_for(table: Path, ledger: Path | None) -> Path:
+def ledger_for(table: Path, ledger: Path | None) -> Path:
     from judgebias.annotation.store import default_ledger_path
 
     return ledger or default_ledger_path(table)
+
+
+# The names before issue 32 made them public, for branches written against them.
+_fail, _ledger_for = fail, ledger_for
 
 
 @annotate_app.command("push")
@@ -57,7 +61,7 @@ def push_cmd(
                                    "uniform rate)."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Measured judge(s) (default: all judges)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
     project_title: str = typer.Option(
         "judgebias pairwise preferences",
         help="Label Studio project (created with the pairwise config when absent, reused otherwise).",
@@ -99,7 +103,7 @@ def push_cmd(
 
     settings = DesignSettings(design=design, population=population, min_prob=min_prob, seed=seed,
                               judges=judge or None, gold=gold or None, self_map=origin_map(self_))
-    ledger_path = _ledger_for(table, ledger)
+    ledger_path = ledger_for(table, ledger)
     try:
         project_title = title_ok(project_title)  # before the batch is drawn and recorded
         df, _ = read_table(table)
@@ -107,7 +111,7 @@ def push_cmd(
         # A dry run leaves no ledger file behind; a real push records the batch before pushing it.
         store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
     except (TableError, ValueError, LabelStudioError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     with store.lock() if store is not None else nullcontext():
         _push_locked(df, store, client, budget, settings, project_title, seed, dry_run)
 
@@ -130,7 +134,7 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
     try:
         batch = next_batch(df, store, budget, settings, record=not dry_run)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     sm = batch.summary
     if batch.resumed:
         typer.echo(f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
@@ -152,7 +156,7 @@ def _push_locked(df, store, client, budget, settings, project_title, seed, dry_r
     try:
         result = client.push(batch.rows, store, project_title=project_title, seed=seed)
     except LabelStudioError as exc:
-        _fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
+        fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
     typer.echo(
         f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
         f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
@@ -168,7 +172,7 @@ def pull_cmd(
     table: Path = typer.Argument(..., help="The experiment's judgment table."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Judge(s) to recompute (default: all)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
     ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite)."),
     out: Path = typer.Option(None, help="Merged table to write (default: <table>.human.jsonl)."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log the figures as a new MLflow run."),
@@ -214,7 +218,7 @@ def pull_cmd(
     settings = SyncSettings(
         table=table,
         judges=judge or (),
-        ledger=_ledger_for(table, ledger),
+        ledger=ledger_for(table, ledger),
         out=out,
         self_map=origin_map(self_),
         gold=gold or None,
@@ -236,12 +240,12 @@ def pull_cmd(
         else:
             summary = sync(settings).summary()
     except LabelStudioError as exc:
-        _fail(
+        fail(
             f"{exc}\nThe ledger {settings.ledger_path} is intact; run pull again when the server is back "
             "(or --offline to recompute from the labels already pulled)."
         )
     except (TableError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     from judgebias.annotation.summary import sync_lines
 
     if offline:
@@ -265,9 +269,9 @@ def status_cmd(
 
     if table is None and ledger is None:
         raise typer.BadParameter("give TABLE or --ledger")
-    path = ledger or _ledger_for(table, None)
+    path = ledger or ledger_for(table, None)
     if not Path(path).exists():
-        _fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
+        fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
     from judgebias.pointwise_table import file_is_pointwise
 
     if table is not None and file_is_pointwise(table):

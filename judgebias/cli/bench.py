@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
             import torch
 
             torch.set_num_threads(threads)
-        from judgebias.backends.loading import DTYPES
+        from judgebias.backends.kinds import DTYPES
 
         for flag, value in (("--dtype", dtype), ("--baseline-dtype", baseline_dtype)):
             if value not in DTYPES:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.annotate import _SELF_HELP, _fail, _ledger_for, annotate_app
+from judgebias.cli.annotate import SELF_HELP, annotate_app, fail, ledger_for
 from judgebias.cli.options import origin_map
 
 
@@ -17,7 +17,7 @@ def _table_with_ledger_labels(table: Path, ledger: Path | None):
     from judgebias.io import read_table
 
     df, _ = read_table(table)
-    path = _ledger_for(table, ledger)
+    path = ledger_for(table, ledger)
     if path.exists():
         df, _ = merge_labels(df, Ledger(path).labels(include_skipped=True))
     return df
@@ -34,7 +34,7 @@ def plan_cmd(
                                      "half-width for (repeatable)."),
     population: str = typer.Option("all", help="all or own (as for push)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
     ledger: Path = typer.Option(None, help="Labels ledger: its labels refine the pilot variances."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
@@ -49,7 +49,7 @@ def plan_cmd(
     from judgebias.table import TableError
 
     if half_width is None and not budget:
-        _fail("give --half-width, --budget, or both")
+        fail("give --half-width, --budget, or both")
     try:
         df = _table_with_ledger_labels(table, ledger)
         sm = origin_map(self_)
@@ -57,7 +57,7 @@ def plan_cmd(
         rows = plan(frame, df, judge, figure, half_width=half_width, budgets=budget or (), self_map=sm,
                     gold=gold or None)
     except (TableError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         typer.echo(rows.to_json(orient="records", indent=2))
         return
@@ -96,7 +96,7 @@ def _budgets(text: str) -> tuple[int, ...]:
 def replay_cmd(
     table: Path = typer.Argument(..., help="A judgment table whose pairs all carry human labels."),
     judge: list[str] = typer.Option(..., "--judge", "-j", help="Measured judge(s)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=_SELF_HELP),
+    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
     budgets: str = typer.Option("25,50,100,200,400", help="Comma-separated label budgets."),
     reps: int = typer.Option(200, min=1, help="Repetitions per budget."),
@@ -132,7 +132,7 @@ def replay_cmd(
                                   self_map=origin_map(self_), gold=gold or None, seed=seed)
         results = replay(df, settings)
     except (TableError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     summary = summarize(results)
     out.mkdir(parents=True, exist_ok=True)
     results.to_csv(out / "results.csv", index=False)

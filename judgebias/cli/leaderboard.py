@@ -51,12 +51,11 @@ def leaderboard_cmd(
     intervals from a seeded bootstrap over prompts; Kendall tau and Spearman with the human ranking.
     Layout: docs/metrics.md "Leaderboard".
     """
-    from judgebias.cli.options import origin_map, require_tracking
+    from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.io import read_table
     from judgebias.reporting.leaderboard import format_leaderboard, leaderboard
     from judgebias.runstore import atomic_write_text
-    from judgebias.table import TableError
 
     require_tracking(mlflow)
     try:
@@ -66,7 +65,7 @@ def leaderboard_cmd(
     if target_half_width is not None and not target_half_width > 0:
         raise typer.BadParameter(f"must be > 0, got {target_half_width}", param_hint="--target-half-width")
     maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
-    try:
+    with input_errors(file):
         table, _ = read_table(file, skip_invalid=skip_invalid)
         generators = {str(g) for col in ("generator_a", "generator_b") if col in table.columns
                       for g in table[col].dropna()}
@@ -77,12 +76,6 @@ def leaderboard_cmd(
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
                              judges=judge or None, reps=reps, seed=seed, label_sample=label_sample,
                              timing=timings, target_half_width=target_half_width)
-    except TableError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except ValueError as exc:
-        typer.echo(terminal_safe(f"error: {file}: {exc}"), err=True)
-        raise typer.Exit(2) from None
     typer.echo(terminal_safe(format_leaderboard(result), keep="\n"))
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")

@@ -3,6 +3,10 @@ server that must answer before any work is done."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 import typer
 
 
@@ -24,3 +28,20 @@ def require_tracking(mlflow: bool) -> None:
         from judgebias.tracking.settings import TrackingSettings
 
         TrackingSettings().check_reachable()
+
+
+@contextlib.contextmanager
+def input_errors(file: Path) -> Iterator[None]:
+    """A table that cannot be read (``TableError``) or figures its rows cannot give (``ValueError``,
+    naming ``file``) as one line on stderr and exit code 2, never a traceback."""
+    from judgebias.display import terminal_safe
+    from judgebias.table import TableError
+
+    try:
+        yield
+    except TableError as exc:
+        typer.echo(terminal_safe(f"error: {exc}"), err=True)
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        typer.echo(terminal_safe(f"error: {file}: {exc}"), err=True)
+        raise typer.Exit(2) from None

@@ -187,7 +187,7 @@ def _demo_dtype() -> str | None:
 
 
 def _overrides(sample: int | None, no_ablations: bool, dtype: str | None = None) -> dict | None:
-    from judgebias.backends.loading import DTYPES
+    from judgebias.backends.kinds import DTYPES
     from judgebias.config.overrides import LOCAL_DTYPE
 
     out: dict = {}

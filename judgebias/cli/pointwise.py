@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from judgebias.cli.options import input_errors
+
 
 def judge_pointwise_table(
     df,
@@ -68,20 +70,13 @@ def analyze_pointwise_file(
     from judgebias.pointwise_table import validate_pointwise
     from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
     from judgebias.runstore import atomic_write_text
-    from judgebias.table import TableError
 
-    try:
+    with input_errors(file):
         table, exclusions = validate_pointwise(read_raw(file), source=str(file), skip_invalid=skip_invalid)
         pairs = read_table(pairwise)[0] if pairwise is not None else None
         result = analyze_pointwise(
             table, self_map=self_map, family_map=family_map, gold=gold, pairwise=pairs, reps=reps, seed=seed
         )
-    except TableError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except ValueError as exc:
-        typer.echo(f"error: {file}: {exc}", err=True)
-        raise typer.Exit(2) from None
     result["exclusions"] = dict(exclusions.counts)
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_pointwise(result), keep="\n"))

@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from judgebias.backends.kinds import BackendKind, Dtype, check_model
 from judgebias.backends.quantization import Quantization
+
+if TYPE_CHECKING:
+    from judgebias.backends.builder import ModelSpec
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class _ModelRef(_Strict):
+class ModelRef(Strict):
     """Where a model runs: in-process (``local``: a packaged name or a local folder), in vLLM (``vllm``:
     the same model names, vLLM in its own environment, ``scripts/install.sh --vllm``) or behind an
     OpenAI-compatible endpoint (``openai``: needs ``base_url``; the key is read from ``api_key_env``)."""
 
     model: str = Field(min_length=1)
-    backend: Literal["local", "openai", "vllm"] = "local"
+    backend: BackendKind = "local"
     base_url: str | None = None
     api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
     # Local models only. "auto": bf16 on a GPU, fp32 (exact) on CPU; "bfloat16" on a CPU with
     # AVX512-BF16/AMX judges ~3x faster at a cost in P(A) that docs/benchmarks.md reports.
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Dtype = "auto"
     # Local models only: "int8" stores the linear weights as int8 (torchao, the `quant` extra), a
     # larger judge in about half the memory of bf16 (docs/benchmarks.md, "Judges that fit in memory").
     quantize: Quantization = "none"
@@ -36,14 +40,27 @@ class _ModelRef(_Strict):
 
     @model_validator(mode="after")
     def _endpoint(self):
+        # A config names its endpoint; only `judgebias judge --backend openai` falls back to the
+        # client's default one.
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url")
-        if self.backend in ("local", "vllm") and (self.base_url or self.api_key_env):
-            raise ValueError("base_url/api_key_env only apply to backend 'openai'")
-        if self.backend == "openai" and self.dtype != "auto":
-            raise ValueError("dtype only applies to backend 'local'")
-        if self.backend != "local" and self.quantize != "none":
-            raise ValueError("quantize only applies to backend 'local' (a server quantizes its own weights)")
-        if self.option_tokenizer and self.backend != "openai":
-            raise ValueError("option_tokenizer only applies to backend 'openai'")
+        check_model(backend=self.backend, dtype=self.dtype, quantize=self.quantize, base_url=self.base_url,
+                    api_key_env=self.api_key_env, option_tokenizer=self.option_tokenizer)
         return self
+
+    def to_spec(self, cache_dir: str | None = None, **extra: Any) -> ModelSpec:
+        """The builder's spec of this entry (``name`` defaults to the entry's own; a rewriter has none)."""
+        from judgebias.backends.builder import ModelSpec
+
+        return ModelSpec(**self._spec_fields(cache_dir, extra))
+
+    def _spec_fields(self, cache_dir: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+        extra.setdefault("name", getattr(self, "name", None) or self.model)
+        return dict(model=self.model, backend=self.backend, base_url=self.base_url,
+                    api_key_env=self.api_key_env, batch_size=getattr(self, "batch_size", 8),
+                    cache_dir=cache_dir, dtype=self.dtype, quantize=self.quantize,
+                    option_tokenizer=self.option_tokenizer, **extra)
+
+
+# The names before issue 32 made them public, for branches written against them.
+_Strict, _ModelRef = Strict, ModelRef

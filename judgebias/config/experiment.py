@@ -17,14 +17,18 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from judgebias.config.base import Name, _ModelRef, _Strict
+from judgebias.backends.kinds import GenerationPromptKind, PromptKind, chat_for
+from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.config.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
 from judgebias.config.stages import BUNDLED_SFT_DATA, STYLES, AblationsConfig, ProbesConfig
+
+if TYPE_CHECKING:
+    from judgebias.backends.builder import JudgeSpec
 
 __all__ = ["BUNDLED_SFT_DATA", "STYLES", "AblationsConfig", "ConfigError", "ExperimentConfig", "Name",
            "ProbesConfig"]
@@ -43,7 +47,7 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: invalid experiment config\n  " + "\n  ".join(problems))
 
 
-class DatasetConfig(_Strict):
+class DatasetConfig(Strict):
     """Instructions to answer: a bundled set by name or a JSONL file with an ``instruction`` field."""
 
     source: str = "mt-bench-40"
@@ -62,15 +66,21 @@ class DatasetConfig(_Strict):
         return v
 
 
-class GeneratorConfig(_ModelRef):
+def _known(name: str, known, kind: str) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+    return name
+
+
+class GeneratorConfig(ModelRef):
     name: Name
     # "chat" uses the model's chat template; "few-shot" is the DBG paper's prompt for base models.
-    prompt_kind: Literal["chat", "few-shot"] = "chat"
+    prompt_kind: GenerationPromptKind = "chat"
     max_new_tokens: int = Field(128, ge=1, le=8192)
     batch_size: int = Field(8, ge=1, le=512)
 
 
-class JudgeConfig(_ModelRef):
+class JudgeConfig(ModelRef):
     name: Name
     # "pairwise": judges the pairs (every figure of the main run); "pointwise": scores each generated
     # response alone on its template's scale (judgebias.stages.pointwise), figures of its own.
@@ -83,8 +93,15 @@ class JudgeConfig(_ModelRef):
     max_new_tokens: int | None = Field(None, ge=1, le=8192, description="pointwise explain-first "
                                        "templates: tokens generated before the score (default 512)")
     # "auto": the chat variant when the model has a chat template (API models: always chat).
-    prompt_kind: Literal["auto", "chat", "few-shot"] = "auto"
+    prompt_kind: PromptKind = "auto"
     batch_size: int = Field(8, ge=1, le=512)
+
+    def to_spec(self, cache_dir: str | None = None, **extra: Any) -> JudgeSpec:
+        """The builder's judge spec: the model entry's fields, the template and the prompt kind."""
+        from judgebias.backends.builder import JudgeSpec
+
+        extra = {"template": self.template, "chat": chat_for(self.prompt_kind), **extra}
+        return JudgeSpec(**self._spec_fields(cache_dir, extra))
 
     def mode_problems(self, where: str) -> list[str]:
         """What is wrong with this judge's template and scale for its mode, each line naming its
@@ -121,14 +138,14 @@ class JudgeConfig(_ModelRef):
         return out
 
 
-class GoldConfig(_Strict):
+class GoldConfig(Strict):
     """The gold judgment of the DBG score: the panel's mean P(A), the measured judge left out."""
 
     panel: list[Name] | Literal["all-others"] = "all-others"
     human_as_gold: bool = False
 
 
-class PromptsConfig(_Strict):
+class PromptsConfig(Strict):
     """Generation template by name (judgebias.prompts); each has a chat and a few-shot variant, chosen
     by the generator's ``prompt_kind``. Judge templates are set per judge."""
 
@@ -139,19 +156,17 @@ class PromptsConfig(_Strict):
     def _known_template(cls, v: str) -> str:
         from judgebias.prompts import GENERATION_TEMPLATES
 
-        if v not in GENERATION_TEMPLATES:
-            raise ValueError(f"unknown generation template {v!r}; known: {', '.join(GENERATION_TEMPLATES)}")
-        return v
+        return _known(v, GENERATION_TEMPLATES, "generation template")
 
 
-class AnalysesConfig(_Strict):
+class AnalysesConfig(Strict):
     perplexity: bool = True
     attention: bool = True
     # One forward pass per pair and order with eager attention, uncached: sample to bound its cost.
     attention_sample: int | None = Field(None, ge=1, description="pairs used for attention (all when empty)")
 
 
-class AnnotationConfig(_Strict):
+class AnnotationConfig(Strict):
     url_env: str = Field("LABEL_STUDIO_URL", pattern=r"^[A-Z_][A-Z0-9_]*$")
     api_key_env: str = Field("LABEL_STUDIO_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
     budget: int = Field(50, ge=0, description="pairs sent to annotators per sync")
@@ -166,14 +181,14 @@ class AnnotationConfig(_Strict):
     target_half_width: float | None = Field(None, gt=0, description="stop pushing once reached")
 
 
-class TrackingConfig(_Strict):
+class TrackingConfig(Strict):
     experiment: str = Field("judgebias", min_length=1)
     tracking_uri: str | None = None
     traces: bool = Field(False, description="also log every judgment as an MLflow trace with its "
                                             "assessments (docs/mlflow-genai.md)")
 
 
-class TaskRunnerConfig(_Strict):
+class TaskRunnerConfig(Strict):
     kind: Literal["thread", "dask"] = "thread"
     max_workers: int = Field(1, ge=1, le=256)
     address: str | None = Field(None, description="scheduler address of an existing Dask cluster")
@@ -185,7 +200,7 @@ class TaskRunnerConfig(_Strict):
         return self
 
 
-class ExperimentConfig(_Strict):
+class ExperimentConfig(Strict):
     name: Name = "experiment"
     dataset: DatasetConfig = DatasetConfig()
     generators: list[GeneratorConfig] = Field(min_length=2)
@@ -257,7 +272,7 @@ class ExperimentConfig(_Strict):
     def local_models(self) -> list[str]:
         """Every in-process model, in the order the stages first use it (generators, judges, then
         the style rewriter when that ablation is on), each once."""
-        refs: list[_ModelRef] = [*self.generators, *self.judges]
+        refs: list[ModelRef] = [*self.generators, *self.judges]
         if self.ablations.style_rewrite.enabled:
             refs.append(self.ablations.style_rewrite)
         return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))

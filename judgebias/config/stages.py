@@ -8,13 +8,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from judgebias.config.base import Name, _ModelRef, _Strict
+from judgebias.config.base import ModelRef, Name, Strict
 
 BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
 STYLES = ("attractive", "humorous")
 
 
-class StyleRewriteConfig(_ModelRef):
+class StyleRewriteConfig(ModelRef):
     """DBG Sec. 4.2: rewrite both generators' responses into other styles, then judge again."""
 
     enabled: bool = True
@@ -35,14 +35,14 @@ class StyleRewriteConfig(_ModelRef):
         return v
 
 
-class LoraConfig(_Strict):
+class LoraConfig(Strict):
     r: int = Field(8, ge=1, le=512)
     alpha: int = Field(16, ge=1)
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
 
 
-class FinetuneConfig(_Strict):
+class FinetuneConfig(Strict):
     """DBG Sec. 4.3: fine-tune two base models on the same data (LoRA), regenerate, judge again."""
 
     enabled: bool = True
@@ -67,7 +67,7 @@ class FinetuneConfig(_Strict):
         return v
 
 
-class AblationsConfig(_Strict):
+class AblationsConfig(Strict):
     style_rewrite: StyleRewriteConfig = StyleRewriteConfig(enabled=False)
     finetune: FinetuneConfig = FinetuneConfig(enabled=False)
 
@@ -78,7 +78,7 @@ def _all_perturbations() -> list[str]:
     return list(PERTURBATIONS)
 
 
-class PerturbationsConfig(_Strict):
+class PerturbationsConfig(Strict):
     """CALM (Ye et al. 2024): one side of each pair perturbed, judged again in both orders."""
 
     enabled: bool = True
@@ -98,7 +98,7 @@ class PerturbationsConfig(_Strict):
         return v
 
 
-class SelfRecognitionConfig(_Strict):
+class SelfRecognitionConfig(Strict):
     """Panickssery et al. 2024: each judge asked which of a pair's answers it wrote (pairs holding
     exactly one of its own), related to its preference on the same pairs."""
 
@@ -112,7 +112,7 @@ def _all_pointwise_probes() -> list[str]:
     return list(POINTWISE_PROBES)
 
 
-class PointwiseProbesConfig(_Strict):
+class PointwiseProbesConfig(Strict):
     """Scoring perturbations that should not move a pointwise judge's score (Li et al. 2025, Xu et
     al. 2026): each pointwise judge scores a sample of the responses again under each variant of its
     rubric template (``judgebias.prompts.pointwise_variants``)."""
@@ -134,7 +134,7 @@ class PointwiseProbesConfig(_Strict):
         return v
 
 
-class ProbesConfig(_Strict):
+class ProbesConfig(Strict):
     perturbations: PerturbationsConfig = PerturbationsConfig(enabled=False)
     self_recognition: SelfRecognitionConfig = SelfRecognitionConfig(enabled=False)
     pointwise: PointwiseProbesConfig = PointwiseProbesConfig(enabled=False)

@@ -109,6 +109,15 @@ def _simulate_agreement(joint: np.ndarray):
     return simulate
 
 
+def _agreement_family(name: str, what: str, setting: str, joint: np.ndarray) -> Family:
+    """The agreement figures on tables drawn from ``joint`` (human x judge over a/b/tie)."""
+    truths = agreement_truths(joint)
+    figures = (("agreement_human", WILSON), ("kappa_human", KAPPA), ("agreement_human_2class", WILSON),
+               ("tie_rate", WILSON))
+    return Family(name, what, setting, tuple(Figure(k, m, truths[k]) for k, m in figures),
+                  _simulate_agreement(joint), _estimate_agreement)
+
+
 def _estimate_agreement(df) -> dict:
     return {"agreement_human": safely(lambda: of_estimate(agreement(df, T.JUDGE))),
             "kappa_human": safely(lambda: of_estimate(cohen_kappa(df, T.JUDGE))),
@@ -214,18 +223,10 @@ FAMILIES: tuple[Family, ...] = (
                ("position_consistency", WILSON), ("position_flip_rate", WILSON),
                ("position_bias", T_PROB), ("preference_fairness", "t clipped to [-1, 1]"))),
            _simulate_position_verdicts, lambda df: _estimate_position(df, False)),
-    Family("agreement", "judge vs one human label over a/b/tie",
-           "tie-heavy humans (29% ties), judge ties 17%",
-           tuple(Figure(k, m, agreement_truths(_AGREE_MID)[k]) for k, m in (
-               ("agreement_human", WILSON), ("kappa_human", KAPPA),
-               ("agreement_human_2class", WILSON), ("tie_rate", WILSON))),
-           _simulate_agreement(_AGREE_MID), _estimate_agreement),
-    Family("agreement_high", "a judge agreeing with humans on 95% of pairs",
-           "agreement and kappa near their upper bound",
-           tuple(Figure(k, m, agreement_truths(_AGREE_HIGH)[k]) for k, m in (
-               ("agreement_human", WILSON), ("kappa_human", KAPPA),
-               ("agreement_human_2class", WILSON), ("tie_rate", WILSON))),
-           _simulate_agreement(_AGREE_HIGH), _estimate_agreement),
+    _agreement_family("agreement", "judge vs one human label over a/b/tie",
+                      "tie-heavy humans (29% ties), judge ties 17%", _AGREE_MID),
+    _agreement_family("agreement_high", "a judge agreeing with humans on 95% of pairs",
+                      "agreement and kappa near their upper bound", _AGREE_HIGH),
     Family("ceiling", "three human labels per pair, leave one out",
            "25% contested pairs (labels split a/b/tie); ties in labels and judge",
            tuple(Figure(k, "t clipped to the range", v) for k, v in _ceiling_truths().items()),

@@ -55,9 +55,9 @@ def _simulate(rng: np.random.Generator, n: int):
 
 def _estimate(df) -> dict:
     c = lb.judge_comparisons(df, T.JUDGE)
-    codes, counts = bt.cluster_draws(lb._text(df["prompt"]), REPS, 0)
+    codes, counts = bt.cluster_draws(lb.prompt_text(df["prompt"]), REPS, 0)
     try:
-        fit = lb._fit(c, lb.Draws(codes, counts), f"raw[{T.JUDGE}]")
+        fit = lb.fit_bt(c, lb.Draws(codes, counts), f"raw[{T.JUDGE}]")
     except ValueError:          # a model with no comparison, or comparisons that do not link them all
         return {}
     if fit.models != _NAMES:

@@ -67,7 +67,7 @@ class Comparisons:
                            self.exclusions)
 
 
-def _text(values: pd.Series) -> np.ndarray:
+def prompt_text(values: pd.Series) -> np.ndarray:
     return values.astype(object).where(values.notna(), "").astype(str).str.strip().to_numpy()
 
 
@@ -90,7 +90,7 @@ def human_comparisons(prep: pd.DataFrame) -> Comparisons:
 
 
 def _comparisons(prep: pd.DataFrame, rows: np.ndarray, vote: np.ndarray) -> Comparisons:
-    ga, gb = _text(prep["generator_a"])[rows], _text(prep["generator_b"])[rows]
+    ga, gb = prompt_text(prep["generator_a"])[rows], prompt_text(prep["generator_b"])[rows]
     y = vote[rows]
     reasons = [("no_generator", (ga == "") | (gb == "")), ("same_generator", ga == gb),
                ("no_vote", ~np.isfinite(y))]
@@ -154,7 +154,7 @@ class Draws:
         return int(self.counts.shape[0])
 
 
-def _fit(c: Comparisons, draws: Draws, what: str, z: np.ndarray | None = None,
+def fit_bt(c: Comparisons, draws: Draws, what: str, z: np.ndarray | None = None,
          covariates: Sequence[str] = ()) -> bt.BTFit:
     models = sorted(set(c.model_a) | set(c.model_b))
     if len(models) < 2 or c.y.size == 0:
@@ -293,7 +293,7 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     unknown = [j for j in names if j not in set(judge_names(prep))]
     if unknown:
         raise ValueError(f"judge(s) {unknown} have no rows (judges in the table: {judge_names(prep)})")
-    codes, counts = bt.cluster_draws(_text(prep["prompt"]), reps, seed)
+    codes, counts = bt.cluster_draws(prompt_text(prep["prompt"]), reps, seed)
     draws = Draws(codes, counts)
     fits: dict[str, dict[str, bt.BTFit]] = {v: {} for v in VARIANTS}
     skipped: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
@@ -312,10 +312,10 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     for j in names:
         c = judge_comparisons(prep, j)
         excl[RAW][j] = dict(c.exclusions)
-        attempt(RAW, j, lambda c=c, j=j: _fit(c, draws, f"raw[{j}]"))
+        attempt(RAW, j, lambda c=c, j=j: fit_bt(c, draws, f"raw[{j}]"))
         z, feats = style_covariates(prep, c.rows)
         excl[STYLE][j] = dict(c.exclusions)
-        attempt(STYLE, j, lambda c=c, z=z, feats=feats, j=j: _fit(c, draws, f"style[{j}]", z, feats))
+        attempt(STYLE, j, lambda c=c, z=z, feats=feats, j=j: fit_bt(c, draws, f"style[{j}]", z, feats))
         hit = np.isin(c.model_a, list(related[j])) | np.isin(c.model_b, list(related[j]))
         excl[RELATED][j] = {**c.exclusions, **({"related_contestant": int(hit.sum())} if hit.any() else {})}
         gone = sorted((set(c.model_a) | set(c.model_b)) - set(c.model_a[~hit]) - set(c.model_b[~hit]))
@@ -323,7 +323,7 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
             notes[RELATED][j] = "the judge is related to no contestant: the same comparisons as raw"
         elif gone:
             notes[RELATED][j] = f"not ranked (every comparison involves a relative of the judge): {gone}"
-        attempt(RELATED, j, lambda c=c, hit=hit, j=j: _fit(c.take(~hit), draws, f"related[{j}]"))
+        attempt(RELATED, j, lambda c=c, hit=hit, j=j: fit_bt(c.take(~hit), draws, f"related[{j}]"))
 
         def term(j=j):
             pooled, t, tnames = related_term_comparisons(prep, j, names, related, *rel[j])
@@ -331,7 +331,7 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
             others = sorted(set(names) - {j})
             notes[RELATED_TERM][j] = (f"{j}'s comparisons pooled with the unrelated comparisons of "
                                       f"{others}: strengths shared, terms {tnames} on {j}'s rows")
-            return _fit(pooled, draws, f"related_term[{j}]", t, tnames)
+            return fit_bt(pooled, draws, f"related_term[{j}]", t, tnames)
 
         attempt(RELATED_TERM, j, term)
 
@@ -347,13 +347,13 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
         c, names_per = panel_comparisons(prep, names, related)
         excl[PANEL][PANEL] = dict(c.exclusions)
         panels.update(zip(prep["pair_id"].astype(str).to_numpy()[c.rows], names_per, strict=True))
-        return _fit(c, draws, "panel")
+        return fit_bt(c, draws, "panel")
 
     attempt(PANEL, PANEL, panel)
     h = human_comparisons(prep)
     excl[HUMAN][HUMAN] = dict(h.exclusions)
     if h.y.size:
-        attempt(HUMAN, HUMAN, lambda: _fit(h, draws, "human"))
+        attempt(HUMAN, HUMAN, lambda: fit_bt(h, draws, "human"))
     else:
         skipped[HUMAN][HUMAN] = "human: no pair has human labels"
     return Leaderboard(fits, skipped, excl, notes, panels, reps, seed, relations=rel,

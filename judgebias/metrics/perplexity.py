@@ -47,13 +47,16 @@ def _rows(df, judge, what):
     return rows, la, lb
 
 
+def _choices(df, judge, what):
+    """The judge's rows, log ppl_A - log ppl_B, the judge's choice and the humans' label per row."""
+    rows, la, lb = _rows(df, judge, what)
+    return rows, la - lb, rows[F.CHOICE].to_numpy(), rows[F.HUMAN].to_numpy()
+
+
 def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_PPL_EDGES) -> Estimate:
     """P(judge picks the lower-perplexity response) with an Agresti-Coull interval and an exact binomial test
     of 1/2; ``judge_bins``/``human_bins``: P(A wins) by log ppl_A - log ppl_B (Figure 3)."""
-    rows, la, lb = _rows(df, judge, "perplexity_preference")
-    x = la - lb
-    choice = rows[F.CHOICE].to_numpy()
-    human = rows[F.HUMAN].to_numpy()
+    rows, x, choice, human = _choices(df, judge, "perplexity_preference")
     keep, excl = count_reasons([
         ("no_perplexity", ~np.isfinite(x)),
         *F.judge_reasons(choice),
@@ -90,10 +93,7 @@ def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: i
     them. ``reps`` and ``seed`` are still accepted (``analyze`` passes its bootstrap settings to
     every figure) and no longer used."""
     F.require(df, ["human"], "perplexity_excess")
-    rows, la, lb = _rows(df, judge, "perplexity_excess")
-    x = la - lb
-    choice = rows[F.CHOICE].to_numpy()
-    human = rows[F.HUMAN].to_numpy()
+    rows, x, choice, human = _choices(df, judge, "perplexity_excess")
     keep, excl = count_reasons([
         ("no_perplexity", ~np.isfinite(x)),
         ("equal_perplexity", x == 0),

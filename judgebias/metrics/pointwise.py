@@ -73,47 +73,33 @@ def _fisher(r: float, se: float) -> tuple[float, float]:
     return math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)
 
 
+def _rank_with_human(df: pd.DataFrame, judge: str, minimum: int, correlate, se, method: str) -> Estimate:
+    """A rank correlation of the judge's scores with the mean human score (``correlate``: scipy's
+    function giving the statistic and its p-value), with a Fisher-z interval of standard error
+    ``se(statistic, n)``."""
+    s, h, excl = with_human(df, judge, minimum=minimum)
+    if np.ptp(s) == 0 or np.ptp(h) == 0:
+        raise InsufficientData("the judge's or the humans' scores are all equal: no rank correlation")
+    r, p = correlate(s, h)
+    low, high = _fisher(float(r), se(float(r), len(s)))
+    return Estimate(float(r), low, high, len(s), excl, statistic=float(r), p_value=float(p), method=method)
+
+
 def score_spearman_human(df: pd.DataFrame, judge: str) -> Estimate:
     """Spearman's rho of the judge's scores with the mean human score; Fisher-z interval with
     Bonett-Wright's standard error; p-value of scipy's test of rho = 0."""
     from scipy.stats import spearmanr
 
-    s, h, excl = with_human(df, judge, minimum=4)
-    if np.ptp(s) == 0 or np.ptp(h) == 0:
-        raise InsufficientData("the judge's or the humans' scores are all equal: no rank correlation")
-    r, p = spearmanr(s, h)
-    low, high = _fisher(float(r), math.sqrt((1 + r * r / 2) / (len(s) - 3)))
-    return Estimate(
-        float(r),
-        low,
-        high,
-        len(s),
-        excl,
-        statistic=float(r),
-        p_value=float(p),
-        method="Spearman rho vs mean human score, Fisher-z interval (Bonett-Wright SE)",
-    )
+    return _rank_with_human(df, judge, 4, spearmanr, lambda r, n: math.sqrt((1 + r * r / 2) / (n - 3)),
+                            "Spearman rho vs mean human score, Fisher-z interval (Bonett-Wright SE)")
 
 
 def score_kendall_human(df: pd.DataFrame, judge: str) -> Estimate:
     """Kendall's tau-b with the mean human score; Fisher-z interval with SE sqrt(0.437/(n-4))."""
     from scipy.stats import kendalltau
 
-    s, h, excl = with_human(df, judge, minimum=5)
-    if np.ptp(s) == 0 or np.ptp(h) == 0:
-        raise InsufficientData("the judge's or the humans' scores are all equal: no rank correlation")
-    tau, p = kendalltau(s, h)
-    low, high = _fisher(float(tau), math.sqrt(0.437 / (len(s) - 4)))
-    return Estimate(
-        float(tau),
-        low,
-        high,
-        len(s),
-        excl,
-        statistic=float(tau),
-        p_value=float(p),
-        method="Kendall tau-b vs mean human score, Fisher-z interval (Fieller et al. SE)",
-    )
+    return _rank_with_human(df, judge, 5, kendalltau, lambda _, n: math.sqrt(0.437 / (n - 4)),
+                            "Kendall tau-b vs mean human score, Fisher-z interval (Fieller et al. SE)")
 
 
 def quadratic_kappa(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -39,6 +39,15 @@ def _known(rows: pd.DataFrame) -> np.ndarray:
     return (rows["generator"].astype(str).str.strip() != "").to_numpy()
 
 
+def _welch_split(values: np.ndarray, keep: np.ndarray, group: np.ndarray, excl: dict, method: str,
+                 **extra) -> Estimate:
+    """Welch's difference of the kept ``values`` inside ``group`` minus outside it (own or family vs
+    the others), n = the kept rows."""
+    d = welch(values[keep & group], values[keep & ~group])
+    return Estimate(d["value"], d["ci_low"], d["ci_high"], int(keep.sum()), excl, statistic=d["statistic"],
+                    p_value=d["p_value"], method=method, **extra)
+
+
 def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | None = None) -> Estimate:
     """mean(judge - human) on own responses - mean(judge - human) on others' (Welch): the score
     analogue of Equal Opportunity, a judge more generous to itself than people are."""
@@ -50,18 +59,8 @@ def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | N
     if not ok.any():
         raise InsufficientData(f"no row of judge {judge!r} with a human score and a known generator")
     gap = rows["score"].to_numpy(dtype=float) - h
-    d = welch(gap[ok & own], gap[ok & ~own])
-    return Estimate(
-        d["value"],
-        d["ci_low"],
-        d["ci_high"],
-        int(ok.sum()),
-        excl,
-        statistic=d["statistic"],
-        p_value=d["p_value"],
-        method="(judge - human) own - others, Welch t",
-        details={"n_own": int((ok & own).sum()), "n_other": int((ok & ~own).sum())},
-    )
+    return _welch_split(gap, ok, own, excl, "(judge - human) own - others, Welch t",
+                        details={"n_own": int((ok & own).sum()), "n_other": int((ok & ~own).sum())})
 
 
 def score_self_preference_dp(df: pd.DataFrame, judge: str, self_map: SelfMap | None = None) -> Estimate:
@@ -73,18 +72,8 @@ def score_self_preference_dp(df: pd.DataFrame, judge: str, self_map: SelfMap | N
     if (~known).any():
         excl = {**excl, "unknown_generator": int((~known).sum())}
     s = rows["score"].to_numpy(dtype=float)
-    d = welch(s[known & own], s[known & ~own])
-    return Estimate(
-        d["value"],
-        d["ci_low"],
-        d["ci_high"],
-        int(known.sum()),
-        excl,
-        statistic=d["statistic"],
-        p_value=d["p_value"],
-        method="score own - others, Welch t",
-        details={"n_own": int((known & own).sum()), "n_other": int((known & ~own).sum())},
-    )
+    return _welch_split(s, known, own, excl, "score own - others, Welch t",
+                        details={"n_own": int((known & own).sum()), "n_other": int((known & ~own).sum())})
 
 
 def score_family_preference_eo(
@@ -104,17 +93,8 @@ def score_family_preference_eo(
     h = human_mean(rows)
     ok = np.isfinite(h) & _known(rows) & ~own
     gap = rows["score"].to_numpy(dtype=float) - h
-    d = welch(gap[ok & fam], gap[ok & ~fam])
-    return Estimate(
-        d["value"],
-        d["ci_low"],
-        d["ci_high"],
-        int(ok.sum()),
-        {**excl, "own_response": int(own.sum())},
-        statistic=d["statistic"],
-        p_value=d["p_value"],
-        method="(judge - human) family - others, Welch t",
-    )
+    return _welch_split(gap, ok, fam, {**excl, "own_response": int(own.sum())},
+                        "(judge - human) family - others, Welch t")
 
 
 def score_dbg(

@@ -32,17 +32,23 @@ def order_choices(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+def _both_orders(df: pd.DataFrame, judge: str, what: str):
+    """The judge's rows, which of them were judged in both orders, the exclusions, and the choice
+    codes of the kept rows in the A-first and B-first presentations."""
+    F.require(df, ["judge"], what)
+    rows = F.judge_rows(df, judge, what)
+    ab, ba = order_choices(rows)
+    keep, excl = count_reasons([("missing_order", (ab == F.MISSING) | (ba == F.MISSING))], len(rows))
+    if not keep.any():
+        raise InsufficientData("no pair judged in both presentation orders (p_a_ab/p_a_ba or verdict_ab/ba)")
+    return rows, keep, excl, ab[keep], ba[keep]
+
+
 def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
     """Share of pairs whose choice flips between A and B when the order is swapped (Agresti-Coull interval).
     ``details.inconsistent_rate`` also counts a tie in one order against a choice in the other."""
-    F.require(df, ["judge"], "position_flip_rate")
-    rows = F.judge_rows(df, judge, "position_flip_rate")
-    ab, ba = order_choices(rows)
-    keep, excl = count_reasons([("missing_order", (ab == F.MISSING) | (ba == F.MISSING))], len(rows))
+    _, keep, excl, a, b = _both_orders(df, judge, "position_flip_rate")
     n = int(keep.sum())
-    if n == 0:
-        raise InsufficientData("no pair judged in both presentation orders (p_a_ab/p_a_ba or verdict_ab/ba)")
-    a, b = ab[keep], ba[keep]
     flips = int((((a == F.A) & (b == F.B)) | ((a == F.B) & (b == F.A))).sum())
     inconsistent = int((a != b).sum())
     rate, lo, hi = proportion_interval(flips, n)
@@ -96,14 +102,8 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
     al.'s preference fairness without their normalisation: 0 = no side favoured, -1 = every pair
     decided by being shown first.
     Mean P(A) shift: p_a_ab - p_a_ba, what moving A from second to first adds to its probability."""
-    F.require(df, ["judge"], "position_consistency")
-    rows = F.judge_rows(df, judge, "position_consistency")
-    ab, ba = order_choices(rows)
-    keep, excl = count_reasons([("missing_order", (ab == F.MISSING) | (ba == F.MISSING))], len(rows))
+    rows, keep, excl, a, b = _both_orders(df, judge, "position_consistency")
     n = int(keep.sum())
-    if n == 0:
-        raise InsufficientData("no pair judged in both presentation orders (p_a_ab/p_a_ba or verdict_ab/ba)")
-    a, b = ab[keep], ba[keep]
     outcomes = {name: int(((a == x) & (b == y)).sum()) for (x, y), name in _OUTCOMES.items()}
     consistent = outcomes["a_a"] + outcomes["b_b"] + outcomes["tie_tie"]
     value, lo, hi = proportion_interval(consistent, n)

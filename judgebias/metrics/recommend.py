@@ -107,25 +107,25 @@ def checks(p: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "figure": ("related to " + "; ".join(f"{k}: {', '.join(v)}" for k, v in rel.items()))
                 if rel else "related to no candidate"})
     k = p["kappa_human"]
-    out.append({"rule": "R2", "figure": _text("kappa with humans", k),
+    out.append({"rule": "R2", "figure": estimate_text("kappa with humans", k),
                 "outcome": "not applicable" if k is None or k.get("ci_low") is None else
                 "excluded" if k["ci_low"] <= 0 else "passed"})
     pc = p["position_consistency"]
-    out.append({"rule": "R3", "figure": _text("position consistency", pc),
+    out.append({"rule": "R3", "figure": estimate_text("position consistency", pc),
                 "outcome": "not applicable" if pc is None else
                 "flagged" if pc["value"] < CONSISTENT else "passed"})
     vb, lt = p.get("verbosity_bias"), p["style_length_term"]
     if vb is not None and vb.get("ci_low") is not None:
-        out.append({"rule": "R4", "figure": _text("verbosity bias (judge - humans)", vb),
+        out.append({"rule": "R4", "figure": estimate_text("verbosity bias (judge - humans)", vb),
                     "outcome": "flagged" if vb["ci_low"] > 0 else "passed"})
     else:
-        out.append({"rule": "R4", "figure": _text("style length term", lt),
+        out.append({"rule": "R4", "figure": estimate_text("style length term", lt),
                     "outcome": "not applicable" if lt is None or lt.get("ci_low") is None else
                     "flagged" if lt["ci_low"] > 0 or lt["ci_high"] < 0 else "passed"})
     return out
 
 
-def _text(name: str, e: Mapping[str, Any] | None) -> str:
+def estimate_text(name: str, e: Mapping[str, Any] | None) -> str:
     if e is None:
         return f"{name}: not computed"
     ci = (f" [{e['ci_low']:.3f}, {e['ci_high']:.3f}]"

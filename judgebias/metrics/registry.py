@@ -178,6 +178,7 @@ def _dbg(c: Inputs, who: Mapping[str, set[str]]) -> Estimate:
 
 
 # The figures, in the papers' order (the order of the JSON, the terminal and the report card).
+# Deliberate parallel: every entry spells all its fields, alike by design (one declaration a figure).
 _CATALOGUE = (
     Figure("self_preference_eo", needs=(GENERATORS, HUMAN),
            compute=lambda c: self_preference_eo(c.rows, c.judge, c.self_map),

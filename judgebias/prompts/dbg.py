@@ -134,22 +134,26 @@ def _fewshot_generate(query: str) -> Prompt:
     return Prompt.raw("\n\n".join(parts))
 
 
-DBG_AB = JudgeTemplate(
-    name="dbg-ab", version="1",
-    description="DBG paper Table 7 (AlpacaEval helpfulness): answer A or B, read P(A), P(B) at the first "
-                "answer token. Few-shot variant for base models with 2 examples.",
-    options=("A", "B"), explain_first=False, markers=("<Response A>", "<Response B>"),
-    chat_builder=_chat_judge(_HELPFUL_CHAT),
-    raw_builder=_fewshot_judge(_HELPFUL_FEWSHOT_HEAD, examples.JUDGE_HELPFUL),
-    source=SOURCE + ", Table 7")
+def _dbg_judge(name: str, description: str, chat: str, fewshot_head: str, shots, table: str) -> JudgeTemplate:
+    """A DBG paper A-or-B judge (one of its tables): P(A), P(B) read at the first answer token, a chat
+    variant and a few-shot one for base models."""
+    return JudgeTemplate(
+        name=name, version="1", description=description,
+        options=("A", "B"), explain_first=False, markers=("<Response A>", "<Response B>"),
+        chat_builder=_chat_judge(chat), raw_builder=_fewshot_judge(fewshot_head, shots),
+        source=f"{SOURCE}, {table}")
 
-DBG_TRUTHFUL = JudgeTemplate(
-    name="dbg-truthful", version="1",
-    description="DBG paper Table 8 (AlpacaEval truthfulness): which response is more truthful, A or B.",
-    options=("A", "B"), explain_first=False, markers=("<Response A>", "<Response B>"),
-    chat_builder=_chat_judge(_TRUTHFUL_CHAT),
-    raw_builder=_fewshot_judge(_TRUTHFUL_FEWSHOT_HEAD, examples.JUDGE_TRUTHFUL),
-    source=SOURCE + ", Table 8")
+
+DBG_AB = _dbg_judge(
+    "dbg-ab",
+    "DBG paper Table 7 (AlpacaEval helpfulness): answer A or B, read P(A), P(B) at the first "
+    "answer token. Few-shot variant for base models with 2 examples.",
+    _HELPFUL_CHAT, _HELPFUL_FEWSHOT_HEAD, examples.JUDGE_HELPFUL, "Table 7")
+
+DBG_TRUTHFUL = _dbg_judge(
+    "dbg-truthful",
+    "DBG paper Table 8 (AlpacaEval truthfulness): which response is more truthful, A or B.",
+    _TRUTHFUL_CHAT, _TRUTHFUL_FEWSHOT_HEAD, examples.JUDGE_TRUTHFUL, "Table 8")
 
 DBG_GENERATE = GenerationTemplate(
     name="dbg-generate", version="2",

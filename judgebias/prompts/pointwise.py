@@ -196,6 +196,8 @@ def _criterion(query: str, response: str, reference: str | None, criterion: str)
     return Prompt.chat(("system", CRITERION_SYSTEM), ("user", user))
 
 
+# Deliberate parallel: each template is declared field by field, as the prompt's source defines it
+# (scale, marker, criterion); two that share values stay two explicit declarations.
 MTBENCH_SINGLE = PointwiseTemplate(
     name="mtbench-single",
     version="single-v1",

@@ -65,23 +65,20 @@ def plan(cfg: ExperimentConfig) -> str:
     if extra:
         lines.append(f"      then {' and '.join(extra)} per judge, gold panels and metrics")
     sr, ft = cfg.ablations.style_rewrite, cfg.ablations.finetune
-    if sr.enabled:
-        lines.append(f"      style-rewrite ablation: {', '.join(sr.styles)} "
-                     f"on {sr.sample or 'all'} instructions")
-    if ft.enabled:
-        lines.append(f"      fine-tune ablation: LoRA {ft.steps} steps on "
-                     f"{', '.join(cfg.finetune_generators)}, {ft.sample or 'all'} instructions")
     pt, rec = cfg.probes.perturbations, cfg.probes.self_recognition
-    if pt.enabled:
-        lines.append(f"      perturbation probe (CALM): {len(pt.names)} perturbations of "
-                     f"{pt.sample or 'all'} pairs, judged again in both orders")
     pw = cfg.probes.pointwise
-    if pw.enabled:
-        lines.append(f"      pointwise probes: {', '.join(pw.names)} on {pw.sample or 'all'} responses, "
-                     "each pointwise judge scoring again")
-    if rec.enabled:
-        lines.append(f"      self-recognition probe: each judge asked which answer it wrote, "
-                     f"{rec.sample or 'all'} pairs per judge")
+    optional = (  # (a stage that may be off, what it does when on)
+        (sr, f"style-rewrite ablation: {', '.join(sr.styles)} on {sr.sample or 'all'} instructions"),
+        (ft, f"fine-tune ablation: LoRA {ft.steps} steps on {', '.join(cfg.finetune_generators)}, "
+             f"{ft.sample or 'all'} instructions"),
+        (pt, f"perturbation probe (CALM): {len(pt.names)} perturbations of {pt.sample or 'all'} pairs, "
+             "judged again in both orders"),
+        (pw, f"pointwise probes: {', '.join(pw.names)} on {pw.sample or 'all'} responses, each pointwise "
+             "judge scoring again"),
+        (rec, f"self-recognition probe: each judge asked which answer it wrote, {rec.sample or 'all'} "
+              "pairs per judge"),
+    )
+    lines += [f"      {does}" for stage, does in optional if stage.enabled]
     lines.append("      every stage is saved as it finishes: an interrupted run resumes where it stopped")
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ def label(name: Any) -> str:
 MIN_JOINED_N = 5  # bins with fewer pairs are drawn hollow and not joined: their rate is noise
 
 
-def _figure(figsize=FIGSIZE) -> tuple[Figure, Any]:
+def new_figure(figsize=FIGSIZE) -> tuple[Figure, Any]:
     # Constrained layout keeps titles, tick labels and legends inside the saved canvas.
     fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
     return fig, fig.add_subplot(1, 1, 1)
@@ -55,7 +55,7 @@ def ink(rgba) -> str:
 def confusion_matrix(confusion: Mapping[str, int], title: str = "") -> Figure:
     """Wataoka Fig. 2: rows = human (own better / other better), columns = judge, with row rates."""
     m = np.array([[confusion["tp"], confusion["fn"]], [confusion["fp"], confusion["tn"]]], dtype=float)
-    fig, ax = _figure((5.6, 4.8))
+    fig, ax = new_figure((5.6, 4.8))
     rates = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
     image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
     for (i, j), v in np.ndenumerate(m):
@@ -83,7 +83,7 @@ def win_rate_heatmap(records: Sequence[Mapping[str, Any]], title: str = "") -> F
         i, j = raters.index(r["rater"]), pairings.index((r["generator_x"], r["generator_y"]))
         grid[i, j], counts[i, j] = r["win_rate_x"], r["n"]
     width = max(6.0, 1.3 * len(pairings) + 3)
-    fig, ax = _figure((width, max(3.0, 0.6 * len(raters) + 2)))
+    fig, ax = new_figure((width, max(3.0, 0.6 * len(raters) + 2)))
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=0, vmax=1, aspect="auto")
     for (i, j), v in np.ndenumerate(grid):
         if not np.isnan(v):
@@ -164,7 +164,7 @@ def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
                     ylabel: str = "human alignment") -> Figure:
     """Saito Fig. 5: agreement with humans by (len_chosen - len_rejected) / len_rejected in %
     (or any rate binned by a relative word-count difference, e.g. Fig. 4 for humans)."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     series = {ylabel: bins}
     binned_rates(ax, series)  # the unit is in the axis label: "-100%..-80%" x 11 bins ran together
     ax.set_xlabel(xlabel + " (bins; 95% intervals" + _small_note(series) + ")")
@@ -176,7 +176,7 @@ def verbosity_curve(bins: Sequence[Mapping[str, Any]], title: str = "",
 def verbosity_judges(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> Figure:
     """Saito Fig. 5 with every judge on one axis: the x (length of the humans' choice against the
     other) is a property of the pair, the same for all judges, so the curves compare directly."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     binned_rates(ax, series)  # the unit is in the axis label: "-100%..-80%" x 11 bins ran together
     ax.set_xlabel("word count difference, the humans' choice vs the other (%)\n(bins; n per judge in legend "
                   "order; 95% intervals" + _small_note(series) + ")")
@@ -190,7 +190,7 @@ def perplexity_curves(series: Mapping[str, Sequence[Mapping[str, Any]]], title: 
                       xlabel: str = "log ppl(A) - log ppl(B)") -> Figure:
     """Wataoka Figs. 3-4: win rate of A by log-perplexity difference, one curve per series
     (judge vs human, or own vs other)."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     binned_rates(ax, series)
     ax.set_xlabel(xlabel + " (bins; n per series in legend order; 95% intervals"
                   + _small_note(series) + ")")
@@ -201,7 +201,7 @@ def perplexity_curves(series: Mapping[str, Sequence[Mapping[str, Any]]], title: 
     return fig
 
 
-def _span(values: Sequence[float]) -> tuple[float, float]:
+def axis_span(values: Sequence[float]) -> tuple[float, float]:
     """Y limits that hold zero and every value with a margin, so no interval ends on the frame."""
     finite = [v for v in values if v is not None and np.isfinite(v)] + [0.0]
     lo, hi = min(finite), max(finite)
@@ -217,11 +217,11 @@ def estimate_bars(estimates: Mapping[str, Mapping[str, Any]], title: str = "", y
     v = np.array([e["value"] for _, e in items], dtype=float)
     lo = np.array([e["ci_low"] if e.get("ci_low") is not None else np.nan for _, e in items], dtype=float)
     hi = np.array([e["ci_high"] if e.get("ci_high") is not None else np.nan for _, e in items], dtype=float)
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ax.bar(range(len(v)), v, yerr=[np.nan_to_num(v - lo), np.nan_to_num(hi - v)], capsize=4,
            color=["tab:red" if x > 0 else "tab:blue" for x in v])
     ax.axhline(0, color="black", linewidth=1.0, zorder=3)
-    ax.set_ylim(*_span([*v, *lo, *hi]))
+    ax.set_ylim(*axis_span([*v, *lo, *hi]))
     # The value and n under each name: text over a bar would cover its interval.
     ax.set_xticks(range(len(v)), [f"{label(k)}\n{e['value']:+.2f} (n={e.get('n', '?')})" for k, e in items])
     ax.set_ylabel(ylabel or "DBG score")
@@ -289,7 +289,7 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
     judges = list(out["judges"])
     conditions = list(next(iter(out["judges"].values())).keys()) if judges else []
     conditions.sort(key=lambda c: c != "before")  # "before" first: a comparison read back from JSON is sorted
-    fig, ax = _figure((6.4, 4.0))
+    fig, ax = new_figure((6.4, 4.0))
     width = 0.8 / max(1, len(conditions))
     ends: list[float] = []
     for k, cond in enumerate(conditions):
@@ -311,7 +311,7 @@ def dbg_before_after(out: Mapping[str, Any], title: str) -> Figure:
             if np.isnan(v):  # not computable (e.g. no gold judge left): say so instead of a blank
                 ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.3", rotation=90)
     ax.axhline(0, color="black", lw=1.0, zorder=3)
-    ax.set_ylim(*_span(ends))
+    ax.set_ylim(*axis_span(ends))
     ax.set_xlim(-0.5, len(judges) - 0.5)
     ax.set_xticks(np.arange(len(judges)), [label(j) for j in judges])
     ax.set_ylabel("DBG score (judge - gold win rate)")
@@ -325,7 +325,7 @@ def attention_layers(per_layer, judge: str) -> Figure:
     (``per_layer``: layers x generators)."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = _figure((6.4, 4.0))
+    fig, ax = new_figure((6.4, 4.0))
     for gen in per_layer.columns:
         ax.plot(per_layer.index, per_layer[gen], marker="o", ms=3, label=f"responses of {gen}")
     ax.set_xlabel("layer")
@@ -339,7 +339,7 @@ def attention_layers(per_layer, judge: str) -> Figure:
 def semantic_shift(sem, title: str = "Responses before and after rewriting (PCA of sentence embeddings)"
                    ) -> Figure:
     """DBG App. A.3: originals and rewrites in one 2-D projection, one marker per style."""
-    fig, ax = _figure((6.4, 4.8))
+    fig, ax = new_figure((6.4, 4.8))
     ax.scatter(sem["orig_x"], sem["orig_y"], s=18, c="0.3", label="original")
     markers = {"attractive": ("^", "tab:orange"), "humorous": ("s", "tab:blue")}
     for style, part in sem.groupby("style", sort=True):

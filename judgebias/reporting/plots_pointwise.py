@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from judgebias.metrics.pointwise import half_up
 from judgebias.pointwise_table import human_mean
-from judgebias.reporting.plots import _figure, label
+from judgebias.reporting.plots import label, new_figure
 
 
 def judge_levels(rows: pd.DataFrame) -> np.ndarray:
@@ -45,7 +45,7 @@ def score_distribution(df: pd.DataFrame, judge: str, title: str = "") -> Figure:
         h = h[np.isfinite(h)]
         if h.size:
             series[f"humans, rounded mean rating (n={h.size})"] = half_up(h)
-    fig, ax = _figure()
+    fig, ax = new_figure()
     width = 0.8 / len(series)
     for i, (name, levels) in enumerate(series.items()):
         ax.bar(scale + (i - (len(series) - 1) / 2) * width, _shares(levels, scale), width, label=name)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from judgebias.reporting.plots import _figure, _span, label
+from judgebias.reporting.plots import axis_span, label, new_figure
 
 # A shift of P(perturbed side) under this is "detectable but small" in the report card's statements
 # (judgebias.reporting.trust.MATERIAL_SHIFT): drawn as a reading aid, never a test.
@@ -42,7 +42,7 @@ def _shifts(probe: Mapping[str, Any], names: str, key: str, aid: float | None, x
     judges = list(probe.get("judges") or {})
     if not tags or not judges:
         raise ValueError(f"no {names} figures to plot")
-    fig, ax = _figure((8.0, max(3.2, 0.4 * len(tags) * max(1, len(judges)) ** 0.5 + 1.4)))
+    fig, ax = new_figure((8.0, max(3.2, 0.4 * len(tags) * max(1, len(judges)) ** 0.5 + 1.4)))
     step = 0.7 / max(1, len(judges))
     ends: list[float] = [-aid, aid] if aid else [0.0]
     for k, (judge, marker) in enumerate(zip(judges, "osD^v<>ph*", strict=False)):
@@ -65,7 +65,7 @@ def _shifts(probe: Mapping[str, Any], names: str, key: str, aid: float | None, x
     for side in (-1, 1) if aid else ():
         ax.axvline(side * aid, color="0.4", linewidth=0.9, linestyle="--",
                    label=f"±{aid} (reading aid)" if side > 0 else None)
-    lo_x, hi_x = _span(ends)
+    lo_x, hi_x = axis_span(ends)
     ax.set_xlim(lo_x, hi_x)
     ax.set_ylim(len(tags) - 0.5, -0.5)  # the first perturbation on top
     ax.set_yticks(range(len(tags)), [label(t.split("@")[0]).replace("_", " ") for t in tags])

@@ -119,11 +119,11 @@ def format_recommendation(r: Mapping[str, Any]) -> list[str]:
         lines += [f"    {c['rule']} {c['outcome']}: {c['figure']}" for c in info["checks"]
                   if c["outcome"] != "not applicable" or rater != rec.PANEL]
         p = info["profile"]
-        extra = [rec._text("tau with human ranking", p["kendall_tau_human"])]
+        extra = [rec.estimate_text("tau with human ranking", p["kendall_tau_human"])]
         if p["agreement_human"]:
-            extra.append(rec._text("agreement with humans", p["agreement_human"]))
+            extra.append(rec.estimate_text("agreement with humans", p["agreement_human"]))
         if p["ceiling_gap"]:
-            extra.append(rec._text("gap to the human ceiling", p["ceiling_gap"]))
+            extra.append(rec.estimate_text("gap to the human ceiling", p["ceiling_gap"]))
         t = p["timing"]
         extra.append(f"{t['seconds_per_1000']:.1f} s per 1,000 judgments ({t.get('source', '')})"
                      if t and t.get("seconds_per_1000") is not None

@@ -175,6 +175,8 @@ def _dataset_line(ds: Mapping[str, Any]) -> str:
 _MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
 
 
+# Deliberate parallel: render_markdown and render_html take the same arguments (one page, built by
+# build_page) and differ in what the plots are (paths vs PNG bytes) and how the page is written.
 def render_markdown(
     result: Mapping[str, Any],
     *,

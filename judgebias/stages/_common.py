@@ -1,4 +1,10 @@
-"""Helpers shared by the stages: timing, names, and opening (cached) backends."""
+"""Helpers shared by the stages: timing, names, and opening (cached) backends.
+
+Every stage has the same calling convention, ``stage(cfg, store, <subject>, <input>, *, variant=...,
+progress=...)``, so the flows' tasks can wrap any of them alike; the signatures look the same to a
+duplicate finder on purpose (a deliberate parallel). What they share beyond the signature lives
+here: ``timed`` (the stage's time in the run store) and ``model_stage`` (timed, with its model's
+cached backend open)."""
 
 from __future__ import annotations
 
@@ -18,16 +24,23 @@ log = logging.getLogger("judgebias.stages")
 Progress = Callable[[str], None]
 
 
-def _noop(_: str) -> None:
+def noop(_: str) -> None:
     pass
 
 
+# The name before issue 32 made it public, for branches written against it.
+_noop = noop
+
+
 @contextlib.contextmanager
-def _timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
+def timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     extra: dict[str, Any] = dict(info)
     start = time.perf_counter()
     yield extra
     store.record_stage(stage, time.perf_counter() - start, **extra)
+
+
+_timed = timed  # the name before issue 32, for branches written against it
 
 
 def call_cache_dir(cfg: ExperimentConfig) -> str:
@@ -49,10 +62,10 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     """A cached backend for a generator/judge/rewriter entry of the config. A local model's plain
     weights stay resident between stages (``resident_model``: the last two models loaded); a
     fine-tuned one (``loaded``) is released on exit."""
-    from judgebias.backends.builder import ModelSpec, build_backend, cached, resident_model
+    from judgebias.backends.builder import build_backend, cached, resident_model
 
     gc.collect()  # the previous stage's fine-tuned model (and a peft wrapper's reference cycles) goes first
-    spec = ModelSpec.from_config(ref, name=name)
+    spec = ref.to_spec(name=name)
     if loaded is None and spec.backend == "local" and not spec.factory:
         loaded = resident_model(spec)
     inner = build_backend(spec, loaded=loaded)
@@ -63,7 +76,20 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
         gc.collect()
 
 
-def _adapted(ref, adapter: dict | None):
+@contextlib.contextmanager
+def model_stage(cfg: ExperimentConfig, store: RunStore, stage: str, ref, *, name: str,
+                adapter: dict | None = None, loaded=None) -> Iterator[tuple[dict, Any]]:
+    """The skeleton of every stage that runs a model: timed as ``stage`` in the run store (``info``
+    joins the record), with ``ref``'s backend behind the run's call cache open for its duration:
+    ``loaded`` when given, else with ``adapter`` merged in (its loading is timed), else resident."""
+    with timed(store, stage) as info:
+        if loaded is None:
+            loaded = adapted_model(ref, adapter)
+        with open_backend(ref, name=name, cache=call_cache(cfg), loaded=loaded) as backend:
+            yield info, backend
+
+
+def adapted_model(ref, adapter: dict | None):
     """A ``LoadedModel`` of ``ref``'s model with a LoRA adapter merged in, or None (plain model)."""
     if not adapter:
         return None
@@ -80,3 +106,6 @@ def _adapted(ref, adapter: dict | None):
         identity=identity,
         load_seconds=base.load_seconds,
     )
+
+
+_adapted = adapted_model  # the name before issue 32, for branches written against it

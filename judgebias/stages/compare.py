@@ -7,7 +7,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 
 
-def _dbg(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str] | None) -> dict:
+def dbg_summary(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str] | None) -> dict:
     from judgebias.metrics.dbg import dbg_score
     from judgebias.stats import InsufficientData
 
@@ -29,7 +29,7 @@ def _dbg(table: pd.DataFrame, judge: str, cfg: ExperimentConfig, gold: list[str]
     return est.to_dict()
 
 
-def _fmt_compare(out: dict) -> str:
+def format_compare(out: dict) -> str:
     parts = []
     for judge, row in out["judges"].items():
         cells = []

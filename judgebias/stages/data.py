@@ -12,7 +12,7 @@ from judgebias.config.experiment import BUNDLED_DATASETS, ExperimentConfig, bund
 from judgebias.io import iter_jsonl
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import _timed
+from judgebias.stages._common import timed
 
 
 def dataset_path(source: str) -> Path:
@@ -62,7 +62,7 @@ def load_instructions(cfg: ExperimentConfig, store: RunStore) -> pd.DataFrame:
     name = RunLayout.instructions
     if store.has(name):
         return store.read_frame(name)
-    with _timed(store, "load_instructions") as info:
+    with timed(store, "load_instructions") as info:
         df = check_sample(cfg)
         if cfg.dataset.sample is not None and cfg.dataset.sample < len(df):
             keep = sorted(random.Random(cfg.dataset.seed).sample(range(len(df)), cfg.dataset.sample))

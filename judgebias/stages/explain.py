@@ -7,14 +7,14 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, model_stage, noop
 from judgebias.stages.data import subset
-from judgebias.stages.generation import _pairs
-from judgebias.stages.judge import _chat
+from judgebias.stages.generation import pair_records
+from judgebias.stages.judge import judge_chat
 
 
 def perplexity_analysis(
-    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = noop
 ) -> pd.DataFrame:
     """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
     from judgebias.perplexity import fill_perplexity
@@ -23,10 +23,7 @@ def perplexity_analysis(
     if store.has(name):
         return store.read_frame(name)
     j = cfg.judge(judge)
-    with (
-        _timed(store, f"perplexity_analysis[{judge}]") as info,
-        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
-    ):
+    with model_stage(cfg, store, f"perplexity_analysis[{judge}]", j, name=judge) as (info, backend):
         filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
         df = filled[["pair_id", "ppl_a", "ppl_b", "ppl_error"]].assign(judge=judge)
         info.update(n=len(df), calls=backend.calls, hits=backend.hits)
@@ -36,7 +33,7 @@ def perplexity_analysis(
 
 
 def attention_analysis(
-    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = noop
 ) -> pd.DataFrame:
     """Mean attention per layer that the judge pays to each response (DBG Fig. 7), averaged over both
     presentation orders so the response's position does not masquerade as its author; one row per
@@ -49,13 +46,10 @@ def attention_analysis(
         return store.read_frame(name)
     j = cfg.judge(judge)
     chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
-    plist = _pairs(chosen)
-    with (
-        _timed(store, f"attention_analysis[{judge}]") as info,
-        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
-    ):
+    plist = pair_records(chosen)
+    with model_stage(cfg, store, f"attention_analysis[{judge}]", j, name=judge) as (info, backend):
         template = judge_template(j.template)
-        chat = _chat(j, backend)
+        chat = judge_chat(j, backend)
         by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}
         rows = []
         for k, pair in enumerate(plist):

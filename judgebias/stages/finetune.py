@@ -13,18 +13,19 @@ import pandas as pd
 from judgebias.config.experiment import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
 from judgebias.layout import ADAPTER_RESULT, RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed, call_cache
-from judgebias.stages.compare import _dbg, _fmt_compare
+from judgebias.stages._common import Progress, call_cache, noop, timed
+from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
 
 
 def finetune_generator(
-    cfg: ExperimentConfig, store: RunStore, generator: str, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, generator: str, *, progress: Progress = noop
 ) -> dict:
     """A LoRA adapter for ``generator``'s model trained on the shared instruction data."""
     from judgebias.ablations.finetune import load_sft_data, lora_finetune
-    from judgebias.backends.loading import load_model
+    from judgebias.backends.builder import load_local
+    from judgebias.backends.kinds import chat_for, uses_chat
     from judgebias.backends.local import LocalBackend
     from judgebias.prompts import generation_template
 
@@ -42,9 +43,11 @@ def finetune_generator(
     data = bundled_file(BUNDLED_SFT_DATA[ft.data]) if ft.data in BUNDLED_SFT_DATA else Path(ft.data)
     examples = load_sft_data(data, ft.train_size, ft.seed)
     template = generation_template(cfg.prompts.generation)
-    chat = g.prompt_kind == "chat"
-    with _timed(store, variant.stage(f"finetune_generator[{generator}]")) as info:
-        model = load_model(g.model)
+    with timed(store, variant.stage(f"finetune_generator[{generator}]")) as info:
+        # Through the builder, so the entry's dtype and quantize apply as in every other stage; a
+        # fresh copy, never the resident one: LoRA wraps the model it trains.
+        model = load_local(g.to_spec(name=generator))
+        chat = uses_chat(model, chat_for(g.prompt_kind))
         encode = LocalBackend(model, name=generator).encode
         result: dict = {"base_model": g.model, "base_identity": model.identity}
         key = _adapter_key(model.identity, data, ft, template.tag(chat))
@@ -142,14 +145,14 @@ def compare_finetune(
     before: pd.DataFrame,
     after: pd.DataFrame,
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict:
     """DBG per judge of the original models vs their fine-tuned versions (same instructions)."""
     variant = RunLayout.finetune(cfg)
     name = variant.comparison
     if store.has(name):
         return store.read_json(name)
-    with _timed(store, variant.stage("compare_finetune")):
+    with timed(store, variant.stage("compare_finetune")):
         keep = set(after["prompt"])
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before)
@@ -161,15 +164,15 @@ def compare_finetune(
         }
         for j in cfg.self_map:
             out["judges"][j] = {
-                "before": _dbg(before_sub, j, cfg, gold),
-                "finetuned": _dbg(after, j, cfg, gold),
+                "before": dbg_summary(before_sub, j, cfg, gold),
+                "finetuned": dbg_summary(after, j, cfg, gold),
             }
         compute_metrics(cfg, store, after, variant=variant)
         store.write_json(name, out)
         from judgebias.reporting import plots as plots
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
                           store.path(variant.plot("dbg_before_after")))
-    progress("fine-tune ablation DBG: " + _fmt_compare(out))
+    progress("fine-tune ablation DBG: " + format_compare(out))
     return out
 
 

@@ -13,12 +13,12 @@ from judgebias.records import Pair
 from judgebias.runstore import RunStore
 from judgebias.stages._common import (
     Progress,
-    _adapted,
-    _noop,
-    _timed,
+    adapted_model,
     call_cache,
     call_cache_dir,
+    noop,
     open_backend,
+    timed,
 )
 from judgebias.table import Exclusions
 
@@ -35,7 +35,7 @@ def generate_responses(
     variant: RunLayout = RunLayout(),
     adapter: dict | None = None,
     chunks: ChunkRoute | None = None,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter).
     ``chunks``: where to run the prompts in chunks (the flow's workers); the responses are the same."""
@@ -50,7 +50,7 @@ def generate_responses(
     template = generation_template(cfg.prompts.generation)
     params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
     prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
-    with _timed(store, variant.stage(f"generate_responses[{generator}]")) as info:
+    with timed(store, variant.stage(f"generate_responses[{generator}]")) as info:
         if chunks is not None and adapter is None:  # spread over the flow's workers
             from judgebias.backends.builder import ModelSpec
             from judgebias.workers import generate_chunk_size
@@ -60,7 +60,7 @@ def generate_responses(
                                            generate_chunk_size(g.batch_size))
             calls, hits = summary.calls, summary.hits
         else:
-            loaded = _adapted(g, adapter)
+            loaded = adapted_model(g, adapter)
             with open_backend(g, name=generator, cache=call_cache(cfg), loaded=loaded) as backend:
                 runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
                 out = []
@@ -85,7 +85,7 @@ def build_pairs(
     responses: dict[str, pd.DataFrame],
     *,
     variant: RunLayout = RunLayout(),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """One pair per instruction and unordered generator pair (A = earlier generator in the config;
     both orders are judged). A failed response excludes its pairs, counted by reason."""
@@ -137,7 +137,7 @@ def build_pairs(
     return df
 
 
-def _pairs(df: pd.DataFrame) -> list[Pair]:
+def pair_records(df: pd.DataFrame) -> list[Pair]:
     return [
         Pair(
             pair_id=r.pair_id,
@@ -149,3 +149,6 @@ def _pairs(df: pd.DataFrame) -> list[Pair]:
         )
         for r in df.itertuples(index=False)
     ]
+
+
+_pairs = pair_records  # the name before issue 32, for branches written against it

@@ -6,10 +6,10 @@ from __future__ import annotations
 from judgebias.bundled import BUNDLED, BundledTable, analyze_bundled
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages._common import Progress, noop, timed
 
 
-def imported_reports(store: RunStore, *, progress: Progress = _noop) -> list[tuple[BundledTable, dict]]:
+def imported_reports(store: RunStore, *, progress: Progress = noop) -> list[tuple[BundledTable, dict]]:
     """(entry, analyze result) of every bundled table, each with its metrics.json, plots and
     report.html under ``RunLayout.imported(name)``."""
     from judgebias.reporting import plots as plots
@@ -24,7 +24,7 @@ def imported_reports(store: RunStore, *, progress: Progress = _noop) -> list[tup
             if (result.get("source") or {}).get("sha256") == digest:
                 out.append((entry, result))
                 continue
-        with _timed(store, layout.stage("imported_report")):
+        with timed(store, layout.stage("imported_report")):
             result = analyze_bundled(entry)
             plots.save_figures(plots.figures_for(result), store.path(layout.plots))
             store.write_json(layout.metrics, result)

@@ -11,24 +11,29 @@ from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
 from judgebias.stages._common import (
     Progress,
-    _adapted,
-    _noop,
-    _timed,
+    adapted_model,
     call_cache,
     call_cache_dir,
+    model_stage,
+    noop,
     open_backend,
+    timed,
 )
-from judgebias.stages.generation import _pairs
+from judgebias.stages.generation import pair_records
 from judgebias.table import Exclusions
 
 if TYPE_CHECKING:
     from judgebias.workers import ChunkRoute
 
 
-def _chat(judge_cfg, backend) -> bool:
-    if judge_cfg.prompt_kind != "auto":
-        return judge_cfg.prompt_kind == "chat"
-    return bool(getattr(backend, "is_chat", True))
+def judge_chat(judge_cfg, backend) -> bool:
+    """Whether ``backend`` judges with chat prompts: the judge entry's prompt kind, else the model's."""
+    from judgebias.backends.kinds import chat_for, uses_chat
+
+    return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
+
+
+_chat = judge_chat  # the name before issue 32, for branches written against it
 
 
 def judge_pairs(
@@ -41,7 +46,7 @@ def judge_pairs(
     adapter: dict | None = None,
     template: str | None = None,
     chunks: ChunkRoute | None = None,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """Every pair judged in both orders by ``judge``: its judgment-table rows. ``template`` asks
     the judge another question with its other settings (the self-recognition probe). ``chunks``:
@@ -57,26 +62,27 @@ def judge_pairs(
         j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
     if template:
         j = j.model_copy(update={"template": template})
-    with _timed(store, variant.stage(f"judge_pairs[{judge}]")) as info:
+    with timed(store, variant.stage(f"judge_pairs[{judge}]")) as info:
         if chunks is not None and not adapter:  # spread over the flow's workers
             from judgebias.backends.builder import JudgeSpec
             from judgebias.workers import judge_chunk_size
 
             spec = JudgeSpec.from_config(j, cache_dir=call_cache_dir(cfg), name=judge)
-            rows, summary = chunks.judge(_pairs(pairs), spec, judge_chunk_size(j.batch_size))
+            rows, summary = chunks.judge(pair_records(pairs), spec, judge_chunk_size(j.batch_size))
             df = pd.DataFrame(rows)
             exclusions = Exclusions()
             for reason, n in summary.exclusions.items():
                 exclusions.add(reason, n)
             calls, hits = summary.calls, summary.hits
         else:
-            with open_backend(j, name=judge, cache=call_cache(cfg), loaded=_adapted(j, adapter)) as backend:
+            loaded = adapted_model(j, adapter)
+            with open_backend(j, name=judge, cache=call_cache(cfg), loaded=loaded) as backend:
                 result = run_judge(
-                    _pairs(pairs),
+                    pair_records(pairs),
                     backend,
                     judge_template(j.template),
                     judge=judge,
-                    chat=_chat(j, backend),
+                    chat=judge_chat(j, backend),
                     chunk_size=j.batch_size * 4,
                     progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
                 )
@@ -95,7 +101,7 @@ REDUCED_PRECISION = ("bfloat16", "float16")
 
 
 def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments: pd.DataFrame,
-                   *, sample: int = 4, progress: Progress = _noop) -> dict | None:
+                   *, sample: int = 4, progress: Progress = noop) -> dict | None:
     """What a reduced-precision local judge costs against float32, the exact reference: the first
     ``sample`` pairs re-scored in float32 (both orders), their P(A) and verdicts compared with the
     run's own. None for a float32 or API judge. A few pairs bound the cost, not the distribution:
@@ -116,10 +122,10 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     head = judgments.drop_duplicates("pair_id").head(sample)
     reference = j.model_copy(update={"dtype": "float32"})
     once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
-    with (_timed(store, f"dtype_fidelity[{judge}]"),
-          open_backend(reference, name=judge, cache=call_cache(cfg), loaded=once) as backend):
-        exact = run_judge(_pairs(head), backend, judge_template(j.template), judge=judge,
-                          chat=_chat(j, backend), chunk_size=j.batch_size).table()
+    stage = f"dtype_fidelity[{judge}]"
+    with model_stage(cfg, store, stage, reference, name=judge, loaded=once) as (_, backend):
+        exact = run_judge(pair_records(head), backend, judge_template(j.template), judge=judge,
+                          chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
     out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
     store.write_json(name, out)
     progress(f"{judge}: {j.dtype} vs float32 on {out['judgments']} judgments: max |dP(A)| "

@@ -10,7 +10,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages._common import Progress, noop, timed
 
 REPS = 1000  # as the command's default
 
@@ -43,7 +43,7 @@ def compute_leaderboard(
     metrics: dict,
     *,
     variant: RunLayout = RunLayout(),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict[str, Any] | None:
     """The leaderboard of the run's generators (JSON and plots in the run folder), or None when the
     table ranks fewer than two generators. Read back when present: a rerun recomputes nothing."""
@@ -57,7 +57,7 @@ def compute_leaderboard(
     from judgebias.reporting.leaderboard import leaderboard
     from judgebias.reporting.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
 
-    with _timed(store, variant.stage("compute_leaderboard")):
+    with timed(store, variant.stage("compute_leaderboard")):
         judges = sorted({str(j) for j in table["judge"].dropna()})
         result = leaderboard(table, self_map=cfg.own_generators(), reps=REPS, seed=cfg.dataset.seed,
                              audit=metrics.get("judges") or {}, timing=judging_time(store, judges, variant))

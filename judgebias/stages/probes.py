@@ -14,7 +14,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages._common import Progress, noop, timed
 from judgebias.stages.data import subset
 from judgebias.stages.results import refresh_report
 
@@ -59,7 +59,7 @@ def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFra
 
 def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str, pd.DataFrame],
                         after: dict[str, pd.DataFrame], perturbed: pd.DataFrame,
-                        *, progress: Progress = _noop) -> dict:
+                        *, progress: Progress = noop) -> dict:
     """Robustness rate and shift per judge and perturbation (``metrics.robustness``), one plot of
     the shifts with every judge overlaid; ``after[judge]`` are the perturbed pairs' judgments."""
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
@@ -72,7 +72,7 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
     if store.has(layout.probe_result):
         return store.read_json(layout.probe_result)
     out: dict = {"judges": {}, "perturbations": {}}
-    with _timed(store, layout.stage("perturbation_report")):
+    with timed(store, layout.stage("perturbation_report")):
         for name in cfg.probes.perturbations.names:
             p = perturbation(name)
             out["perturbations"][p.tag] = {"bias": p.bias, "description": p.description}
@@ -107,7 +107,7 @@ def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) ->
 
 
 def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[str, pd.DataFrame],
-                       judgments: dict[str, pd.DataFrame], *, progress: Progress = _noop) -> dict:
+                       judgments: dict[str, pd.DataFrame], *, progress: Progress = noop) -> dict:
     """Per judge: recognition accuracy and its correlation with self-preference on the same pairs."""
     from judgebias.metrics.recognition import recognition_preference, self_recognition
     from judgebias.stats import InsufficientData
@@ -117,7 +117,7 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
         return store.read_json(layout.probe_result)
     self_map = cfg.own_generators()
     out: dict = {"judges": {}}
-    with _timed(store, layout.stage("recognition_report")):
+    with timed(store, layout.stage("recognition_report")):
         for judge, rows in recognised.items():
             entry = {}
             plan = (("self_recognition", partial(self_recognition, rows, judge, self_map)),

@@ -9,7 +9,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages._common import Progress, noop, timed
 from judgebias.table import validate
 
 
@@ -20,7 +20,7 @@ def assemble_table(
     perplexity: dict[str, pd.DataFrame] | None = None,
     *,
     variant: RunLayout = RunLayout(),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """All judges' rows in one validated judgment table (with each judge's perplexities)."""
     from judgebias.io import read_table, write_table
@@ -64,7 +64,7 @@ def aggregate_gold(
     *,
     variant: RunLayout = RunLayout(),
     exclude: tuple[str, ...] = (),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """Gold vote per (pair, measured judge): the panel's mean P(A) without that judge, or the human
     majority with ``human_as_gold``; what the DBG scores are measured against."""
@@ -113,7 +113,7 @@ def compute_metrics(
     *,
     variant: RunLayout = RunLayout(),
     exclude: tuple[str, ...] = (),
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict:
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
     from judgebias.reporting.analysis import analyze
@@ -124,7 +124,7 @@ def compute_metrics(
         if not store.has(variant.report_html):  # a run folder from before the report card existed
             _report(cfg, store, result, variant)
         return result
-    with _timed(store, variant.stage("compute_metrics")):
+    with timed(store, variant.stage("compute_metrics")):
         gold = gold_for(cfg, table, exclude)
         result = analyze(
             table,
@@ -179,7 +179,7 @@ def _plots(result: dict, folder: Path) -> list[Path]:
 
 
 def annotated_metrics(
-    cfg: ExperimentConfig, store: RunStore, merged_table: str, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, merged_table: str, *, progress: Progress = noop
 ) -> dict:
     """``analyze`` on the table with the human labels merged in; one folder per distinct merged table."""
     import hashlib

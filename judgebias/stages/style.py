@@ -9,8 +9,8 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
-from judgebias.stages.compare import _dbg, _fmt_compare
+from judgebias.stages._common import Progress, model_stage, noop, timed
+from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
 
@@ -33,10 +33,11 @@ def rewrite_style(
     style: str,
     responses: dict[str, pd.DataFrame],
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict[str, pd.DataFrame]:
     """Both (all) generators' responses rewritten into ``style`` by the rewriter, per generator."""
     from judgebias.ablations.style import TEMPLATE_VERSION, rewrite_responses
+    from judgebias.backends.kinds import uses_chat
     from judgebias.backends.protocol import GenerationParams
 
     variant = RunLayout.style(cfg, style)
@@ -46,12 +47,10 @@ def rewrite_style(
     rw = cfg.ablations.style_rewrite
     keep = set(_style_instructions(cfg, responses))
     out = {}
-    with (
-        _timed(store, variant.stage("rewrite_style")) as info,
-        open_backend(rw, name=f"rewriter:{rw.model}", cache=call_cache(cfg)) as backend,
-    ):
+    stage = variant.stage("rewrite_style")
+    with model_stage(cfg, store, stage, rw, name=f"rewriter:{rw.model}") as (info, backend):
         runner = backend.with_template(TEMPLATE_VERSION)
-        chat = bool(getattr(backend, "is_chat", True))
+        chat = uses_chat(backend)
         params = GenerationParams(max_new_tokens=rw.max_new_tokens)
         for g, df in responses.items():
             part = df[df["instruction_id"].isin(keep) & df["error"].isna()].reset_index(drop=True)
@@ -72,7 +71,7 @@ def semantic_preservation(
     store: RunStore,
     rewrites: dict[str, dict[str, pd.DataFrame]],
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """Cosine similarity of each rewrite to its original and the App. A.3 projection plot."""
     from judgebias.ablations.style import Embedder
@@ -82,7 +81,7 @@ def semantic_preservation(
     name = base.semantic
     if store.has(name):
         return store.read_frame(name)
-    with _timed(store, base.stage("semantic_preservation")):
+    with timed(store, base.stage("semantic_preservation")):
         frames = [df for per_gen in rewrites.values() for df in per_gen.values()]
         both = pd.concat(frames, ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
@@ -103,7 +102,7 @@ def compare_style(
     before: pd.DataFrame,
     after: dict[str, pd.DataFrame],
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict:
     """DBG per judge before and after each rewrite, on the same instructions and the same gold panel
     (the rewriter left out), side by side; plus the usual metrics of each rewritten table."""
@@ -112,7 +111,7 @@ def compare_style(
     if store.has(name):
         return store.read_json(name)
     exclude = rewriter_judges(cfg)
-    with _timed(store, base.stage("compare_style")):
+    with timed(store, base.stage("compare_style")):
         keep = set(next(iter(after.values()))["prompt"]) if after else set()
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before, exclude)
@@ -123,9 +122,9 @@ def compare_style(
             "judges": {},
         }
         for j in cfg.self_map:
-            row = {"before": _dbg(before_sub, j, cfg, gold)}
+            row = {"before": dbg_summary(before_sub, j, cfg, gold)}
             for style, table in after.items():
-                row[style] = _dbg(table, j, cfg, gold)
+                row[style] = dbg_summary(table, j, cfg, gold)
             out["judges"][j] = row
         for style, table in after.items():
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
@@ -134,5 +133,5 @@ def compare_style(
         from judgebias.reporting import plots as plots
         plots.save_figure(plots.dbg_before_after(out, "DBG before and after style rewrite"),
                           store.path(base.plot("dbg_before_after")))
-    progress("style ablation DBG: " + _fmt_compare(out))
+    progress("style ablation DBG: " + format_compare(out))
     return out
