@@ -19,6 +19,7 @@ from judgebias.backends.builder import release_resident_models
 from judgebias.config import ExperimentConfig
 from judgebias.layout import RunLayout
 from tasks import experiment as t
+from tasks.stage_lines import new_experiment
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
 # models judging at once would double memory and fight over the same cores.
@@ -171,6 +172,7 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     already parsed from ``config_path`` with ``overrides`` (``judgebias run`` validates it before
     Prefect starts and hands it down); a deployment passes only the path, parsed here."""
     started_at = time.time()
+    new_experiment()
     cfg = cfg if cfg is not None else _load(config_path, overrides)
     store = _store(cfg, run_dir)
     try:

@@ -12,29 +12,52 @@ failure is recorded per item (excluded and counted), and a crash should be seen,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import time
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 
 from judgebias import stages
+from judgebias.runstore import watch
+from tasks.stage_lines import report_stage
 
 
 def _log(message: str) -> None:
-    get_run_logger().info(message)
+    with contextlib.suppress(MissingContextError):  # a stage called as a plain function (``task.fn``)
+        get_run_logger().info(message)
 
 
-def stage_task(fn, run_name: str | None = None):
+def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
     """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters, e.g.
     "judge_pairs[{judge}]"); no caching, no retries. A stage that takes ``progress`` gets the
-    task's logger; Prefect sees the stage's parameters without it."""
+    task's logger; Prefect sees the stage's parameters without it. When it ends, one console line
+    says whether it ran or read its output back from the run folder (``tasks.stage_lines``);
+    ``resumable=False``: a task that always runs (MLflow, the summary, Label Studio)."""
     sig = inspect.signature(fn)
     takes_progress = "progress" in sig.parameters
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        return fn(*args, **({**kwargs, "progress": _log} if takes_progress else kwargs))
+        said: list[str] = []
+
+        def progress(message: str) -> None:
+            said.append(message)
+            _log(message)
+
+        start = time.perf_counter()
+        with watch() as seen:
+            out = fn(*args, **({**kwargs, "progress": progress} if takes_progress else kwargs))
+        outcome = seen.outcome if resumable else "ran"
+        if outcome is not None:
+            bound = sig.bind_partial(*args, **kwargs).arguments
+            name = (run_name or fn.__name__).format(**bound)
+            report_stage(outcome, name, bound.get("variant"), time.perf_counter() - start,
+                         said[-1] if said else "")
+        return out
 
     # Annotations dropped: they are strings naming the stages' own imports, which Prefect would
     # try to resolve here.
@@ -75,7 +98,7 @@ def load_instructions(cfg, store):
     return df
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = None):
     from tracking.experiment import log_experiment
 
@@ -86,7 +109,7 @@ def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = Non
     return result
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def publish_summary(cfg, store, tracking: dict):
     from prefect.artifacts import create_markdown_artifact
 
@@ -103,7 +126,7 @@ def publish_summary(cfg, store, tracking: dict):
     return markdown
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def sync_annotations(cfg, store, push: bool = True):
     from annotation.experiment import sync_annotations as sync
 
