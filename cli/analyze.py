@@ -94,7 +94,7 @@ def analyze_cmd(
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
-                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces)
         return
     try:
         table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)

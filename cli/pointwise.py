@@ -55,11 +55,13 @@ def analyze_pointwise_file(
     plots_dir: Path | None = None,
     mlflow: bool = False,
     run_name: str | None = None,
+    traces: bool | None = None,
 ) -> None:
     """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
     per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
-    params, metrics, the JSON, the table and the plots (``tracking.log_pointwise``). No report card
-    or traces for pointwise tables yet: said on the terminal."""
+    params, metrics, the JSON, the table and the plots (``tracking.log_pointwise``) and, with
+    ``traces`` (None: up to ``TRACES_AUTO_ROWS`` rows), every row as a trace
+    (``tracking.pointwise_traces``). No report card for pointwise tables yet: said on the terminal."""
     from judgebias.display import terminal_safe
     from judgebias.io import read_raw, read_table
     from judgebias.pointwise_analysis import analyze_pointwise, format_pointwise
@@ -91,7 +93,7 @@ def analyze_pointwise_file(
     plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
     paths = save_figures(figures, plots_dir)
     typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
-    typer.echo("(pointwise table: no report card or MLflow traces yet)")
+    typer.echo("(pointwise table: no report card yet)")
     if mlflow:
         from tracking.log_pointwise import log_pointwise_analysis
         from tracking.mlflow_run import mlflow_run
@@ -101,5 +103,29 @@ def analyze_pointwise_file(
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
             counts = log_pointwise_analysis(result, table_path=file, figures=figures)
+            logged = _log_traces(table, traces)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
+        if logged is not None:
+            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
+                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
+                       + " (the experiment's Traces tab; judgebias import mlflow reads them back)")
+
+
+def _log_traces(table, traces: bool | None) -> dict | None:
+    """Each row as a trace in the active run (``traces`` None: only small tables, as for pairwise)."""
+    from cli.analyze import TRACES_AUTO_ROWS
+
+    if not (traces if traces is not None else len(table) <= TRACES_AUTO_ROWS):
+        return None
+    from mlflow.exceptions import MlflowException
+
+    from judgebias.display import terminal_safe
+    from tracking.pointwise_traces import log_pointwise_traces
+
+    try:
+        return log_pointwise_traces(table)
+    except MlflowException as exc:  # the figures are logged; the run stays a success
+        typer.echo(f"warning: MLflow refused the traces, none or only some logged: "
+                   f"{terminal_safe(str(exc))[:500]}", err=True)
+        return None
