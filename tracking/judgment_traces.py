@@ -244,31 +244,39 @@ def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, no
 
 
 def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None,
-           threads: int = THREADS) -> None:
+           threads: int = THREADS, bulk: bool = True) -> None:
     """Each trace's info (with its feedback and tags) in one request, ``threads`` at a time, then the
     spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
-    where spans first would make it merge row by row. A failing request raises."""
+    where spans first would make it merge row by row. A failing request raises. With a database
+    tracking URI (and ``bulk``) each chunk is one transaction instead (``tracking.trace_bulk``)."""
     from mlflow.tracing.client import TracingClient
 
+    from tracking.trace_bulk import sql_store, write_chunk
+
     client = TracingClient()
+    store = sql_store() if bulk else None
     now_ns = time.time_ns()
     with ThreadPoolExecutor(threads) as pool:
         for start in range(0, len(todo), CHUNK):
             built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
+            if store is not None and write_chunk(store, experiment_id, built):
+                continue
+            store = None  # refused once: the rest goes the public way too
             list(pool.map(client.start_trace, [info for info, _ in built]))
             client.log_spans(experiment_id, [span for _, span in built])
 
 
 def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,
-                        threads: int = THREADS) -> dict[str, int]:
+                        threads: int = THREADS, bulk: bool = True) -> dict[str, int]:
     """Log each row of ``table`` as a trace in the active experiment; inside an active run the
     traces are linked to it. Returns counts: rows, logged, skipped (already there), missing
     (written but not found by the search afterwards)."""
     records = judgment_records(table, self_map)
-    return {**log_records(records, LAYOUT, threads=threads), **flag_counts(records)}
+    return {**log_records(records, LAYOUT, threads=threads, bulk=bulk), **flag_counts(records)}
 
 
-def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int = THREADS) -> dict[str, int]:
+def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int = THREADS,
+                bulk: bool = True) -> dict[str, int]:
     """Log trace records (``judgment_record``'s shape) of ``layout`` in the active experiment,
     skipping the keys already there; counts as ``log_judgment_traces`` returns them."""
     import mlflow
@@ -279,7 +287,7 @@ def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int =
     before = existing_keys(experiment_id, layout=layout)
     todo = list({r["tags"][KEY_TAG]: r for r in records if r["tags"][KEY_TAG] not in before}.values())
     run = mlflow.active_run()
-    _write(todo, experiment_id, run.info.run_id if run else None, threads)
+    _write(todo, experiment_id, run.info.run_id if run else None, threads, bulk)
     after = existing_keys(experiment_id, layout=layout) if todo else before
     missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
     return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
