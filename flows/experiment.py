@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from judgebias.tasks import experiment as t
+from judgebias.tasks.stage_lines import new_experiment
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -199,6 +200,7 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     already parsed from ``config_path`` with ``overrides`` (``judgebias run`` validates it before
     Prefect starts and hands it down); a deployment passes only the path, parsed here."""
     started_at = time.time()
+    new_experiment()
     cfg = cfg if cfg is not None else _load(config_path, overrides)
     store = _store(cfg, run_dir)
     try:

@@ -8,12 +8,15 @@ rerun redoes exactly the unfinished stages, and the model-call cache makes even 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,42 @@ import pandas as pd
 from judgebias.layout import RunLayout
 
 MANIFEST = RunLayout.manifest
+
+
+@dataclass
+class StageWatch:
+    """What the code run inside ``watch()`` did with run folders: output it computed and wrote
+    (``wrote``), output it found already there (``found``)."""
+
+    wrote: list[str] = field(default_factory=list)
+    found: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str | None:
+        """"ran" (something was computed), "reused" (only found), or None (neither: not applicable)."""
+        return "ran" if self.wrote else "reused" if self.found else None
+
+
+_WATCH: contextvars.ContextVar[StageWatch | None] = contextvars.ContextVar("judgebias_stage_watch",
+                                                                          default=None)
+
+
+@contextlib.contextmanager
+def watch() -> Iterator[StageWatch]:
+    """Say whether a stage called inside computed its output or read it back (the console's
+    ran/reused line); per context, so stages running in other threads are not counted."""
+    w = StageWatch()
+    token = _WATCH.set(w)
+    try:
+        yield w
+    finally:
+        _WATCH.reset(token)
+
+
+def _saw(kind: str, name: str) -> None:
+    w = _WATCH.get()
+    if w is not None:
+        getattr(w, kind).append(name)
 
 
 
@@ -105,10 +144,14 @@ class RunStore:
         return self.root / name
 
     def has(self, name: str) -> bool:
-        return self.path(name).exists()
+        present = self.path(name).exists()
+        if present and name != MANIFEST:  # read by every stage that records its time
+            _saw("found", name)
+        return present
 
     # --- frames -----------------------------------------------------------------------------------
     def write_frame(self, name: str, df: pd.DataFrame) -> Path:
+        _saw("wrote", name)
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -127,6 +170,8 @@ class RunStore:
 
     # --- json -------------------------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> Path:
+        if name != MANIFEST:
+            _saw("wrote", name)
         text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default)
         return atomic_write_text(self.path(name), text)
 
@@ -136,6 +181,7 @@ class RunStore:
     # --- folders (adapters, plots) ----------------------------------------------------------------
     def write_dir(self, name: str, fill: Callable[[Path], Any]) -> Path:
         """Create folder ``name`` by letting ``fill`` write into a temporary sibling, then move it."""
+        _saw("wrote", name)
         return atomic_dir(self.path(name), fill)
 
     # --- manifest ---------------------------------------------------------------------------------
@@ -143,6 +189,7 @@ class RunStore:
         return self.read_json(MANIFEST) if self.has(MANIFEST) else {"stages": {}}
 
     def record_stage(self, stage: str, seconds: float, **info: Any) -> None:
+        _saw("wrote", MANIFEST)
         m = self.manifest()
         m.setdefault("stages", {})[stage] = {"seconds": round(seconds, 3),
                                              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

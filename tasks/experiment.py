@@ -12,17 +12,23 @@ failure is recorded per item (excluded and counted), and a crash should be seen,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import time
 
+from judgebias.tasks.stage_lines import report_stage
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 
 from judgebias import stages
+from judgebias.runstore import watch
 
 
 def _log(message: str) -> None:
-    get_run_logger().info(message)
+    with contextlib.suppress(MissingContextError):  # a stage called as a plain function (``task.fn``)
+        get_run_logger().info(message)
 
 
 # Names of the stages that take a chunk route (generation and judging): on a Dask task runner they
@@ -44,11 +50,13 @@ def sharded(task_obj, cfg) -> bool:
     return task_obj.name in _SHARDABLE and cfg.task_runner.kind == "dask"
 
 
-def stage_task(fn, run_name: str | None = None):
+def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
     """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters, e.g.
     "judge_pairs[{judge}]"); no caching, no retries. A stage that takes ``progress`` gets the
     task's logger, one that takes ``chunks`` the config's chunk route (``chunk_route``); Prefect sees
-    the stage's parameters without them."""
+    the stage's parameters without them. When it ends, one console line says whether it ran or read
+    its output back from the run folder (``judgebias.tasks.stage_lines``); ``resumable=False``: a task that
+    always runs (MLflow, the summary, Label Studio)."""
     sig = inspect.signature(fn)
     takes_progress = "progress" in sig.parameters
     takes_chunks = "chunks" in sig.parameters
@@ -57,11 +65,26 @@ def stage_task(fn, run_name: str | None = None):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        said: list[str] = []
+
+        def progress(message: str) -> None:
+            said.append(message)
+            _log(message)
+
+        bound = sig.bind_partial(*args, **kwargs).arguments
         if takes_progress:
-            kwargs = {**kwargs, "progress": _log}
+            kwargs = {**kwargs, "progress": progress}
         if takes_chunks:
             kwargs = {**kwargs, "chunks": chunk_route(args[0] if args else kwargs["cfg"])}
-        return fn(*args, **kwargs)
+        start = time.perf_counter()
+        with watch() as seen:
+            out = fn(*args, **kwargs)
+        outcome = seen.outcome if resumable else "ran"
+        if outcome is not None:
+            name = (run_name or fn.__name__).format(**bound)
+            report_stage(outcome, name, bound.get("variant"), time.perf_counter() - start,
+                         said[-1] if said else "")
+        return out
 
     # Annotations dropped: they are strings naming the stages' own imports, which Prefect would
     # try to resolve here.
@@ -106,7 +129,7 @@ def load_instructions(cfg, store):
     return df
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = None):
     from judgebias.tracking.experiment import log_experiment
 
@@ -117,7 +140,7 @@ def log_to_mlflow(cfg, store, config_source: str, started_at: float | None = Non
     return result
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def publish_summary(cfg, store, tracking: dict):
     from prefect.artifacts import create_markdown_artifact
 
@@ -134,7 +157,7 @@ def publish_summary(cfg, store, tracking: dict):
     return markdown
 
 
-@stage_task
+@functools.partial(stage_task, resumable=False)
 def sync_annotations(cfg, store, push: bool = True):
     from judgebias.annotation.experiment import sync_annotations as sync
 

@@ -30,8 +30,11 @@ def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tin
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # --verbose: Prefect's own lines ("Beginning subflow run", "Stopping temporary server") are what
+    # this test waits for and checks; by default they are kept off the console.
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     lines: list[str] = []
     started = threading.Event()
 
@@ -116,8 +119,9 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     lines: list[str] = []
     started = threading.Event()
 

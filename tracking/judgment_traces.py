@@ -159,8 +159,8 @@ def judgment_records(table: pd.DataFrame, self_map: SelfMap | None = None) -> li
     return [judgment_record(row, own[i]) for i, row in enumerate(table.to_dict("records"))]
 
 
-def existing_keys(experiment_id: str, client: Any = None) -> set[str]:
-    """Keys of the judgebias traces already in the experiment (trace infos only, no spans)."""
+def existing_keys(experiment_id: str, client: Any = None, layout: str = LAYOUT) -> set[str]:
+    """Keys of the judgebias traces of ``layout`` already in the experiment (trace infos only)."""
     from mlflow import MlflowClient
 
     client = client or MlflowClient()
@@ -168,7 +168,7 @@ def existing_keys(experiment_id: str, client: Any = None) -> set[str]:
     token = None
     while True:
         page = client.search_traces(locations=[experiment_id], include_spans=False, max_results=500,
-                                    filter_string=f"tag.`{LAYOUT_TAG}` = '{LAYOUT}'", page_token=token)
+                                    filter_string=f"tag.`{LAYOUT_TAG}` = '{layout}'", page_token=token)
         keys.update(t.info.tags[KEY_TAG] for t in page if KEY_TAG in t.info.tags)
         token = page.token
         if not token:
@@ -185,6 +185,13 @@ def _trace_id(key: str, experiment_id: str) -> str:
 def _feedback(record: Mapping[str, Any], trace_id: str) -> list[Any]:
     from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
 
+    # another layout's (judgebias.tracking.pointwise_traces): (name, value, kind, id, error)
+    if "feedback" in record:
+        return [Feedback(name=name, value=value, trace_id=trace_id,
+                         error=AssessmentError(error_code="NO_VERDICT", error_message=error)
+                         if error else None,
+                         source=AssessmentSource(getattr(AssessmentSourceType, kind), source_id))
+                for name, value, kind, source_id, error in record["feedback"]]
     out = []
     judge = record["inputs"].get("judge")
     if judge:
@@ -237,39 +244,54 @@ def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, no
     return info, span
 
 
-def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None) -> None:
-    """Each trace's info (with its feedback and tags) in one request, THREADS at a time, then the
+def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None,
+           threads: int = THREADS, bulk: bool = True) -> None:
+    """Each trace's info (with its feedback and tags) in one request, ``threads`` at a time, then the
     spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
-    where spans first would make it merge row by row. A failing request raises."""
+    where spans first would make it merge row by row. A failing request raises. With a database
+    tracking URI (and ``bulk``) each chunk is one transaction instead (``judgebias.tracking.trace_bulk``)."""
+    from judgebias.tracking.trace_bulk import sql_store, write_chunk
     from mlflow.tracing.client import TracingClient
 
     client = TracingClient()
+    store = sql_store() if bulk else None
     now_ns = time.time_ns()
-    with ThreadPoolExecutor(THREADS) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         for start in range(0, len(todo), CHUNK):
             built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
+            if store is not None and write_chunk(store, experiment_id, built):
+                continue
+            store = None  # refused once: the rest goes the public way too
             list(pool.map(client.start_trace, [info for info, _ in built]))
             client.log_spans(experiment_id, [span for _, span in built])
 
 
-def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None) -> dict[str, int]:
+def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,
+                        threads: int = THREADS, bulk: bool = True) -> dict[str, int]:
     """Log each row of ``table`` as a trace in the active experiment; inside an active run the
     traces are linked to it. Returns counts: rows, logged, skipped (already there), missing
     (written but not found by the search afterwards)."""
+    records = judgment_records(table, self_map)
+    return {**log_records(records, LAYOUT, threads=threads, bulk=bulk), **flag_counts(records)}
+
+
+def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int = THREADS,
+                bulk: bool = True) -> dict[str, int]:
+    """Log trace records (``judgment_record``'s shape) of ``layout`` in the active experiment,
+    skipping the keys already there; counts as ``log_judgment_traces`` returns them."""
     import mlflow
     from mlflow.tracking.fluent import _get_experiment_id
 
     # The experiment mlflow.start_span would resolve (the active run's, else the active one).
     experiment_id = _get_experiment_id()
-    records = judgment_records(table, self_map)
-    before = existing_keys(experiment_id)
+    before = existing_keys(experiment_id, layout=layout)
     todo = list({r["tags"][KEY_TAG]: r for r in records if r["tags"][KEY_TAG] not in before}.values())
     run = mlflow.active_run()
-    _write(todo, experiment_id, run.info.run_id if run else None)
-    after = existing_keys(experiment_id) if todo else before
+    _write(todo, experiment_id, run.info.run_id if run else None, threads, bulk)
+    after = existing_keys(experiment_id, layout=layout) if todo else before
     missing = sum(r["tags"][KEY_TAG] not in after for r in todo)
     return {"rows": len(records), "logged": len(todo) - missing, "skipped": len(records) - len(todo),
-            "missing": missing, **flag_counts(records)}
+            "missing": missing}
 
 
 def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
@@ -336,5 +358,5 @@ def filter_strings() -> dict[str, str]:
 
 
 __all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "traces_note", "traces_page",
-           "ui_base"]
+           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "traces_note",
+           "traces_page", "ui_base"]

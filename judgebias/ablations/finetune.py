@@ -13,11 +13,11 @@ import hashlib
 import math
 import random
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from judgebias.backends.library_noise import peft_reads_deprecated_attributes
 from judgebias.backends.protocol import Prompt
 from judgebias.io import iter_jsonl
 
@@ -113,9 +113,7 @@ def lora_finetune(model, tokenizer, examples: Sequence[SFTExample], build_prompt
     torch.manual_seed(seed)
     encoded = [encode_example(tokenizer, encode(build_prompt(ex.instruction)), ex.response, max_length)
                for ex in examples]
-    with warnings.catch_warnings():
-        # peft reads transformers' deprecated ``is_gradient_checkpointing``; nothing to act on here.
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    with peft_reads_deprecated_attributes():
         peft_model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
                                                       target_modules=list(target_modules),
                                                       task_type="CAUSAL_LM"))
@@ -164,6 +162,7 @@ def merge_adapter(model, adapter_dir: str | Path):
     """The base ``model`` with a saved LoRA adapter merged in (a plain transformers model again)."""
     from peft import PeftModel
 
-    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    with peft_reads_deprecated_attributes():
+        merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     merged.eval()
     return merged

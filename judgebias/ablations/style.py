@@ -122,6 +122,9 @@ class Embedder:
     def __post_init__(self) -> None:
         from transformers import AutoModel, AutoTokenizer
 
+        from judgebias.backends.library_noise import quiet_model_libraries
+
+        quiet_model_libraries()
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         self.model = AutoModel.from_pretrained(str(self.path)).eval()
 

@@ -191,6 +191,9 @@ def _dequantize(resolved: ResolvedSpec, sha: str) -> Path:
 def _convert(resolved: ResolvedSpec, sha: str, target: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from judgebias.backends.library_noise import quiet_model_libraries
+
+    quiet_model_libraries()
     gguf = Path(resolved.source)
     with gguf_parsed_once():
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -315,6 +318,9 @@ def load_model(spec: str | os.PathLike, *, gguf_file: str | None = None, device:
     """Load a model and tokenizer from any spec (see module docs) for inference."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from judgebias.backends.library_noise import quiet_model_libraries
+
+    quiet_model_libraries()
     start = time.perf_counter()
     resolved, folder = local_folder(spec, gguf_file)
     device = device or default_device()

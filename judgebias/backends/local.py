@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from judgebias.backends.kv_cache import returned_cache, with_cache
 from judgebias.backends.loading import LoadedModel, load_model
 from judgebias.backends.prompt_tokens import PromptTokens
 from judgebias.backends.protocol import (
@@ -120,7 +121,7 @@ class LocalBackend(PromptTokens):
             cache = copy.deepcopy(prefix[1])
             cache.batch_repeat_interleave(len(rows))
             positions = torch.arange(start, start + width, device=self.device)[None].expand(len(rows), -1)
-            kwargs = {"use_cache": True, "past_key_values": cache, "position_ids": positions}
+            kwargs = {"use_cache": True, **with_cache(self._body(), cache), "position_ids": positions}
         out = self._body()(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
         return out.last_hidden_state, lengths
 
@@ -138,7 +139,7 @@ class LocalBackend(PromptTokens):
         if size < MIN_SHARED_PREFIX:
             return None
         out = self._body()(input_ids=torch.tensor([rows[0][:size]], device=self.device), use_cache=True)
-        return size, out.past_key_values
+        return size, returned_cache(out)
 
     def _last_hidden(self, rows: list[list[int]], prefix: tuple[int, Any] | None):
         """Hidden state at each row's last token [n, d], reusing shared prefixes when possible."""
@@ -178,11 +179,11 @@ class LocalBackend(PromptTokens):
         if prefix:
             cache = copy.deepcopy(prefix[1])
             cache.batch_repeat_interleave(len(shared))
-            kwargs["past_key_values"] = cache
+            kwargs.update(with_cache(self._body(), cache))
         g_pos = torch.arange(start, start + width_g, device=dev)[None].expand(len(shared), -1)
         step = self._body()(input_ids=g_ids.to(dev), attention_mask=g_mask.to(dev), position_ids=g_pos,
                             **kwargs)
-        group_cache = step.past_key_values
+        group_cache = returned_cache(step)
 
         n = len(rows)
         owner = [group_of.get(i, (0, 0)) for i in range(n)]  # no group: any cache row, fully masked
@@ -201,7 +202,7 @@ class LocalBackend(PromptTokens):
         cache = copy.deepcopy(group_cache)
         cache.batch_select_indices(torch.tensor([k for k, _ in owner], device=dev))
         out = self._body()(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                           past_key_values=cache, use_cache=True)
+                           **with_cache(self._body(), cache), use_cache=True)
         return out.last_hidden_state[torch.arange(n, device=dev), torch.tensor(lengths, device=dev) - 1]
 
     def _too_long(self, n_tokens: int) -> str | None:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import typer
 
-# MLflow's store writes each trace in its own transactions (about 10 traces/s on a 2-core machine,
-# docs/benchmarks.md): the default keeps an analyze of a large table from waiting minutes on them.
-TRACES_AUTO_ROWS = 50
+from judgebias.cli.options import TRACES_AUTO_ROWS
+
+# MLflow writes traces slowly (13 traces/s through a server, 32 into a local database on a loaded
+# 2-core machine, docs/benchmarks.md): the default keeps an analyze of a large table from waiting
+# minutes on them.
 
 
 def analyze_cmd(
@@ -93,7 +95,7 @@ def analyze_cmd(
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
-                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name)
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces)
         return
     if pairwise is not None:
         # A pairwise FILE has no scores to compare verdicts with: saying so beats computing without it.

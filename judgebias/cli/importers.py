@@ -63,8 +63,13 @@ def import_cmd(
         None, "--judge-assessment", metavar="NAME",
         help="mlflow: feedback name(s) holding a judge's pairwise verdict (a/b/tie) or P(A); the judge "
              "is the feedback's source id. Repeatable. Default: preference."),
-    human_assessment: str = typer.Option("preference", "--human-assessment", metavar="NAME",
-                                         help="mlflow: feedback name of the HUMAN-source labels."),
+    human_assessment: str = typer.Option(None, "--human-assessment", metavar="NAME",
+                                         help="mlflow: feedback name of the HUMAN-source labels "
+                                              "(default: preference; pointwise: score)."),
+    mode: str = typer.Option("auto", "--mode", help="mlflow: pairwise (verdicts on two responses), "
+                             "pointwise (a score per response: --judge-assessment defaults to score) or "
+                             "auto: pointwise when the experiment holds judgebias' pointwise traces and "
+                             "no pairwise ones."),
     trace_filter: str = typer.Option(None, "--filter", metavar="FILTER",
                                      help="mlflow: a search_traces filter string, e.g. "
                                           "\"tag.`judgebias.position_flip` = 'true'\"."),
@@ -102,10 +107,11 @@ def import_cmd(
         raise typer.BadParameter("mlflow needs the experiment to read", param_hint="--experiment")
     try:
         if fmt == "mlflow":
-            table, exclusions = _read_mlflow(experiment, judge_assessment or ["preference"], human_assessment,
-                                             {k: v for k, v in specs.items() if v}, trace_filter)
-            table, exclusions = finish_import(table, exclusions, f"mlflow experiment {experiment!r}",
-                                              judge_generator=mapping, fold_rule=_rule(fold))
+            table, exclusions = _read_mlflow(experiment, judge_assessment, human_assessment,
+                                             {k: v for k, v in specs.items() if v}, trace_filter, mode)
+            if "pair_id" in table.columns:
+                table, exclusions = finish_import(table, exclusions, f"mlflow experiment {experiment!r}",
+                                                  judge_generator=mapping, fold_rule=_rule(fold))
         else:
             table, exclusions = import_dataset(fmt, src, judge_generator=mapping, seed=seed,
                                                split=split or None, turns=turns, fold_rule=_rule(fold))
@@ -139,11 +145,14 @@ def import_cmd(
         typer.echo("recoded (kept):" + "".join(f"\n  {k}: {v}" for k, v in recoded.items()))
 
 
-def _read_mlflow(experiment: str, judges: list[str], human: str, fields: dict[str, str],
-                 trace_filter: str | None):
+def _read_mlflow(experiment: str, judges: list[str] | None, human: str | None, fields: dict[str, str],
+                 trace_filter: str | None, mode: str = "auto"):
     """The MLflow reader lives in tracking/ (the domain core never imports mlflow)."""
     from judgebias.tracking.settings import TrackingSettings
     from judgebias.tracking.trace_import import check_field_spec, read_judgment_traces
+
+    if mode not in ("auto", "pairwise", "pointwise"):
+        raise typer.BadParameter("use pairwise, pointwise or auto", param_hint="--mode")
 
     for column, spec in fields.items():
         try:
@@ -157,8 +166,18 @@ def _read_mlflow(experiment: str, judges: list[str], human: str, fields: dict[st
     except TrackingUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    return read_judgment_traces(experiment, judge_assessments=judges, human_assessment=human,
-                                fields=fields, filter_string=trace_filter)
+    from judgebias.tracking.pointwise_traces import LAYOUT, experiment_layouts, read_pointwise_traces
+
+    if mode == "auto":
+        mode = "pointwise" if experiment_layouts(experiment) == {LAYOUT} else "pairwise"
+    if mode == "pointwise":
+        if fields:
+            raise typer.BadParameter("the pair field options read pairwise traces", param_hint="--mode")
+        return read_pointwise_traces(experiment, judge_assessments=judges or ["score"],
+                                     human_assessment=human or "score", filter_string=trace_filter)
+    return read_judgment_traces(experiment, judge_assessments=judges or ["preference"],
+                                human_assessment=human or "preference", fields=fields,
+                                filter_string=trace_filter)
 
 
 import_cmd.__doc__ += "\n\n".join(f"  {k}: {v}" for k, v in FORMAT_HELP.items())

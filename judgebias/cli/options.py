@@ -9,6 +9,9 @@ from pathlib import Path
 
 import typer
 
+# analyze --traces left unset: every row becomes an MLflow trace only for tables this small.
+TRACES_AUTO_ROWS = 50
+
 
 def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple[str, ...]]:
     """``--self J=G1,G2`` / ``--family J=G1,G2`` as the metrics' map; a malformed entry is a usage

@@ -11,11 +11,33 @@ from typing import Annotated
 import typer
 
 
-def _prepare_env() -> None:
-    # Must happen before prefect is imported anywhere (it reads PREFECT_HOME at import).
-    from judgebias.flows.runtime.environment import prepare
+def _prepare_env(verbose: bool = False) -> None:
+    # Must happen before prefect is imported anywhere (it reads PREFECT_HOME and its logging
+    # settings at import).
+    from judgebias.flows.runtime.environment import CONSOLE_LEVEL_VAR, prepare
 
+    if verbose:
+        os.environ[CONSOLE_LEVEL_VAR] = "INFO"
     prepare(Path.cwd())
+
+
+def _print_stage_lines() -> None:
+    """Each stage's line (``judgebias.tasks.stage_lines``) on stdout, in order with the plan and the
+    summary."""
+    import logging
+
+    from judgebias.display import terminal_safe
+    from judgebias.tasks.stage_lines import LOGGER
+
+    class _Safe(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return "  " + terminal_safe(record.getMessage())  # stage names come from the config
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_Safe())
+    LOGGER.handlers[:] = [handler]
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
 
 
 def _peak_rss_gb() -> float:
@@ -43,6 +65,10 @@ Threads = Annotated[int | None, typer.Option(
     "--threads", min=1, envvar="JUDGEBIAS_TORCH_THREADS",
     help="torch threads for the models (env JUDGEBIAS_TORCH_THREADS; default: torch's own). On a "
          "machine busy with other work, 1 thread was measured 3-7x faster than 2.")]
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", help="also print Prefect's own log lines (each task's state and progress, flow runs); "
+    "same as PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL=INFO. Without it the console shows one line per "
+    "stage and Prefect's warnings.")]
 Dtype = Annotated[str | None, typer.Option(
     "--dtype", help="dtype of every local model (auto, float32, bfloat16, float16); bfloat16 runs "
     "~2-4x faster on a CPU with AVX512-BF16/AMX at up to ~0.03 in P(A) (docs/benchmarks.md). Part "
@@ -50,7 +76,7 @@ Dtype = Annotated[str | None, typer.Option(
 
 
 def _run(config_path: Path, overrides: dict | None, threads: int | None = None, *,
-         imported: bool = False) -> None:
+         imported: bool = False, verbose: bool = False) -> None:
     cfg = _load_or_exit(config_path, overrides)
     from judgebias.stages.data import check_sample
 
@@ -59,7 +85,8 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     except ValueError as exc:  # said before Prefect starts, not from inside a failed flow
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    _prepare_env()
+    _prepare_env(verbose)
+    _print_stage_lines()
     from judgebias.backends.loading import prefetch
     from judgebias.display import terminal_safe
     from judgebias.reporting.experiment_summary import console_report, plan
@@ -81,6 +108,7 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
 
     settings_for(cfg).check_reachable()
     prefetch(cfg.local_models())  # cold models convert in a child process while Prefect starts
+    typer.echo("stages, as each ends (ran, or reused from the run folder):")
     from judgebias.flows.experiment import experiment
     from judgebias.runstore import RunStore
 
@@ -115,10 +143,11 @@ def register(app: typer.Typer) -> None:
         no_ablations: NoAblations = False,
         threads: Threads = None,
         dtype: Dtype = None,
+        verbose: Verbose = False,
     ) -> None:
         """Run one experiment: generate, judge both orders, gold, metrics, perplexity/attention,
         ablations; every stage resumable, tracked in MLflow. See docs/pipeline.md."""
-        _run(config, _overrides(sample, no_ablations, dtype), threads)
+        _run(config, _overrides(sample, no_ablations, dtype), threads, verbose=verbose)
 
     @app.command("demo")
     def demo_cmd(
@@ -128,6 +157,7 @@ def register(app: typer.Typer) -> None:
         no_ablations: NoAblations = False,
         threads: Threads = None,
         dtype: Dtype = None,
+        verbose: Verbose = False,
     ) -> None:
         """Run the bundled experiment offline on two packaged small models (SmolLM2-135M-Instruct and
         gemma-3-270m) over MT-bench instructions: Prefect in ephemeral mode, MLflow in ./mlflow.db.
@@ -137,7 +167,7 @@ def register(app: typer.Typer) -> None:
         from judgebias.config.experiment import demo_config_path
 
         _run(demo_config_path(), _overrides(sample, no_ablations, dtype or _demo_dtype()), threads,
-             imported=True)
+             imported=True, verbose=verbose)
 
     @app.command("serve")
     def serve_cmd(

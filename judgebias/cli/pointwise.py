@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import input_errors
+from judgebias.cli.options import TRACES_AUTO_ROWS, input_errors
 
 
 def judge_pointwise_table(
@@ -60,11 +60,14 @@ def analyze_pointwise_file(
     plots_dir: Path | None = None,
     mlflow: bool = False,
     run_name: str | None = None,
+    traces: bool | None = None,
 ) -> None:
     """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
     per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
-    params, metrics, the JSON, the table and the plots (``judgebias.tracking.log_pointwise``). No report card
-    or traces for pointwise tables yet: said on the terminal."""
+    params, metrics, the JSON, the table and the plots (``judgebias.tracking.log_pointwise``) and, with
+    ``traces`` (None: up to ``TRACES_AUTO_ROWS`` rows), every row as a trace
+    (``judgebias.tracking.pointwise_traces``). No report card for pointwise tables yet: said on the
+    terminal."""
     from judgebias.display import terminal_safe
     from judgebias.io import read_raw, read_table
     from judgebias.pointwise_table import validate_pointwise
@@ -89,7 +92,7 @@ def analyze_pointwise_file(
     plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
     paths = save_figures(figures, plots_dir)
     typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
-    typer.echo("(pointwise table: no report card or MLflow traces yet)")
+    typer.echo("(pointwise table: no report card yet)")
     if mlflow:
         from judgebias.tracking.log_pointwise import log_pointwise_analysis
         from judgebias.tracking.mlflow_run import mlflow_run
@@ -99,5 +102,23 @@ def analyze_pointwise_file(
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
             counts = log_pointwise_analysis(result, table_path=file, figures=figures)
+            logged = _log_traces(table, traces)
         typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
                    f"({counts['metrics']} metrics, {counts['figures']} plots)")
+        if logged is not None:
+            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
+                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
+                       + " (the experiment's Traces tab; judgebias import mlflow reads them back)")
+
+
+def _log_traces(table, traces: bool | None) -> dict | None:
+    """Each row as a trace in the active run (``traces`` None: only small tables, as for pairwise)."""
+    if not (traces if traces is not None else len(table) <= TRACES_AUTO_ROWS):
+        return None
+    from judgebias.display import terminal_safe
+    from judgebias.tracking.pointwise_traces import log_pointwise_traces_or_warn
+
+    logged, warning = log_pointwise_traces_or_warn(table)
+    if warning:  # the figures are logged; the run stays a success
+        typer.echo(f"warning: {terminal_safe(warning)[:500]}", err=True)
+    return logged

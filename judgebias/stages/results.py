@@ -29,14 +29,15 @@ def assemble_table(
     if store.has(name):
         return read_table(store.path(name))[0]
     frames = []
-    for judge, rows in judgments.items():
-        rows = rows.drop(columns=[c for c in ("ppl_a", "ppl_b") if c in rows.columns])
-        ppl = (perplexity or {}).get(judge)
-        if ppl is not None and len(ppl):
-            rows = rows.merge(ppl[["pair_id", "ppl_a", "ppl_b"]], on="pair_id", how="left")
-        frames.append(rows)
-    table, _ = validate(pd.concat(frames, ignore_index=True), source=f"{store.root / name}")
-    write_table(table, store.path(name))
+    with timed(store, variant.stage("assemble_table")):
+        for judge, rows in judgments.items():
+            rows = rows.drop(columns=[c for c in ("ppl_a", "ppl_b") if c in rows.columns])
+            ppl = (perplexity or {}).get(judge)
+            if ppl is not None and len(ppl):
+                rows = rows.merge(ppl[["pair_id", "ppl_a", "ppl_b"]], on="pair_id", how="left")
+            frames.append(rows)
+        table, _ = validate(pd.concat(frames, ignore_index=True), source=f"{store.root / name}")
+        write_table(table, store.path(name))
     progress(
         f"judgment table: {len(table)} rows, {table['pair_id'].nunique()} pairs, "
         f"{table['judge'].nunique()} judges"

@@ -1,0 +1,186 @@
+"""What `judgebias run` prints (issue 34, item 9): one line per stage (ran with its time, or reused
+from the run folder), no Prefect task-state lines, no library warnings or weight-loading bars the
+user cannot act on, and nothing after the summary.
+
+The end-to-end test runs the CLI in a subprocess on the flow tests' tiny random-weights models (the
+style ablation and attention left out to save time), cold and then again on the same run folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+import warnings
+
+import pytest
+import yaml
+from conftest import tiny_config
+
+PREFECT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| ")  # Prefect's console format
+STAGE_LINE = re.compile(r"^  (ran|reused) +(\S.*?)(?: {2,}|$)")
+NOISE = ("Finished in state", "FutureWarning", "DeprecationWarning", "UserWarning", "Loading weights",
+         "it/s]", "past_key_values", "temporary server", "torchao")
+
+
+# --- the console lines, without Prefect ------------------------------------------------------------
+def test_a_stage_says_whether_it_computed_or_found_its_output(tmp_path):
+    from judgebias.runstore import RunStore, watch
+
+    store = RunStore(tmp_path)
+
+    def stage():  # the shape of every stage: return what the run folder has, else compute and write
+        if store.has("out.json"):
+            return store.read_json("out.json")
+        store.record_stage("stage", 0.1)
+        store.write_json("out.json", {"x": 1})
+        return {"x": 1}
+
+    for expected in ("ran", "reused"):
+        with watch() as seen:
+            stage()
+        assert seen.outcome == expected
+    with watch() as seen:  # a stage that does not apply (dtype_fidelity of a float32 judge)
+        store.has("absent.json")
+    assert seen.outcome is None
+    with watch() as seen:  # the manifest every recording stage reads is not a found output
+        store.manifest()
+    assert seen.outcome is None
+
+
+def test_reused_stages_are_reported_once_per_experiment(caplog):
+    from judgebias.tasks.stage_lines import LOGGER, new_experiment, report_stage, variant_words
+
+    from judgebias.layout import RunLayout
+
+    assert variant_words("style-3f2a/attractive") == "style ablation, attractive"
+    assert variant_words("finetune-1c2d") == "fine-tune ablation" and variant_words("") == ""
+    new_experiment()
+    with caplog.at_level(logging.INFO, logger=LOGGER.name):
+        report_stage("ran", "judge_pairs[ta]", None, 2.25, "ta: 6 pairs judged")
+        for _ in range(4):  # the ablations and probes read the main stages back
+            report_stage("reused", "judge_pairs[ta]", RunLayout(), 0.01, "")
+        report_stage("reused", "judge_pairs[ta]", RunLayout("finetune-1c2d/"), 0.01, "")
+        report_stage("ran", "log_to_mlflow", None, 1.0, "")
+        report_stage("ran", "log_to_mlflow", None, 1.0, "")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4
+    assert re.fullmatch(r"ran +judge_pairs\[ta\] +2\.2 s  ta: 6 pairs judged", lines[0]), lines[0]
+    assert lines[1].startswith("reused  judge_pairs[ta] (fine-tune ablation)")
+    new_experiment()
+    with caplog.at_level(logging.INFO, logger=LOGGER.name):
+        report_stage("reused", "judge_pairs[ta]", None, 0.01, "")
+    assert len(caplog.records) == 5  # a new experiment reports it again
+
+
+def test_peft_filter_hides_only_its_own_warning():
+    from judgebias.backends.library_noise import peft_reads_deprecated_attributes
+
+    def warn(message: str, module: str) -> None:
+        warnings.warn_explicit(message, FutureWarning, filename=f"{module}.py", lineno=1, module=module)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with peft_reads_deprecated_attributes():
+            warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.",
+                 "transformers.modeling_utils")
+            warn("`something_else` is deprecated", "transformers.modeling_utils")
+            warn("`is_gradient_checkpointing` is deprecated", "somebody.else")
+    assert [str(w.message) for w in caught] == ["`something_else` is deprecated",
+                                                "`is_gradient_checkpointing` is deprecated"]
+
+
+def test_the_kv_cache_goes_by_the_name_the_model_declares():
+    from judgebias.backends.kv_cache import returned_cache, with_cache
+
+    class New:
+        def forward(self, input_ids=None, cache=None): ...
+
+    class Old:
+        def forward(self, input_ids=None, past_key_values=None): ...
+
+    assert with_cache(New(), "kv") == {"cache": "kv"}
+    assert with_cache(Old(), "kv") == {"past_key_values": "kv"}
+
+    class OldOut:
+        past_key_values = "kv-old"
+
+    class NewOut:
+        cache = "kv-new"
+
+    assert returned_cache(OldOut()) == "kv-old" and returned_cache(NewOut()) == "kv-new"
+
+
+def test_prefix_reuse_raises_no_deprecation_warning():
+    from judgebias.backends import loading as models
+    from judgebias.backends.local import LocalBackend
+    from judgebias.backends.random_weights import random_model
+    from judgebias.prompts import DBG_AB
+
+    tok = models.load_tokenizer("smollm2-135m-instruct")
+    lm = random_model("tiny-llama", tokenizer=tok, seed=0, device="cpu")
+    backend = LocalBackend(lm, token_budget=512, max_batch=4)
+    prompts = [DBG_AB.build("Say hi.", a, b) for a, b in (("hi", "hello"), ("yo", "hey"), ("a", "b"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # transformers 5 warns on `past_key_values`
+        backend.score_options(prompts, ["A", "B"])
+
+
+def test_demo_help_quotes_no_timing():
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    out = CliRunner().invoke(app, ["demo", "--help"], terminal_width=100).output
+    assert not re.search(r"\d+(\.\d+)?\s*(min|minutes|s|seconds)\b", out), out  # README has the figure
+    assert "--verbose" in out
+
+
+# --- the console of a real run ---------------------------------------------------------------------
+def _run_cli(base, config) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"}
+    env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved as printed
+    proc = subprocess.run([sys.executable, "-m", "judgebias", "run", str(config)], cwd=base, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc.stdout.splitlines()
+
+
+def _check_common(lines: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    noisy = [line for line in lines if PREFECT_LINE.match(line) or any(n in line for n in NOISE)]
+    assert not noisy, noisy
+    header = next(i for i, line in enumerate(lines) if "judgebias experiment 'tiny' finished in" in line)
+    after = lines[header:]
+    # Nothing after the summary but the summary: no stage line, log line or warning.
+    assert not [line for line in after if STAGE_LINE.match(line)], after
+    stages = [m.groups() for m in map(STAGE_LINE.match, lines[:header]) if m]
+    names = [name for _, name in stages]
+    assert len(names) == len(set(names)), names  # one line per stage
+    return stages, after
+
+
+@pytest.mark.slow
+def test_run_console_is_one_line_per_stage_and_ends_with_the_summary(tiny_models, tmp_path):
+    conf = tiny_config(tiny_models, tmp_path)
+    conf["analyses"]["attention"] = False
+    conf["ablations"]["style_rewrite"]["enabled"] = False
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(conf))
+
+    cold = _run_cli(tmp_path, config)
+    stages, after = _check_common(cold)
+    ran = {name for outcome, name in stages if outcome == "ran"}
+    assert {"generate_responses[ta]", "judge_pairs[tb]", "compute_metrics", "finetune_generator[ta]",
+            "judge_pairs[ta] (fine-tune ablation)", "log_to_mlflow"} <= ran, stages
+    # The fine-tune ablation read the main stages back: not listed a second time as reused.
+    assert not [s for s in stages if s[0] == "reused"], stages
+    assert any(line.startswith("headline figures") for line in after)
+
+    warm = _run_cli(tmp_path, config)
+    stages, _ = _check_common(warm)
+    always = {"log_to_mlflow", "publish_summary"}
+    outcomes = {name: outcome for outcome, name in stages}
+    assert {n for n, o in outcomes.items() if o == "ran"} == always, stages
+    assert outcomes.keys() - always == ran - always  # every stage that ran before, reused now
