@@ -31,13 +31,16 @@ from judgebias.exclusions import Exclusions
 from judgebias.folding import DEFAULT_FOLD, FOLD_RULES, fold
 from judgebias.labels import majority
 from judgebias.table_columns import (
+    arrow_label_lists,
     bool_mask,
+    first_labels_by_value,
     is_missing,
+    is_text_categorical,
     is_text_dtype,
     label_lists,
-    labels_by_value,
     map_by_value,
     missing_mask,
+    value_codes,
 )
 
 REQUIRED = ("pair_id", "prompt", "response_a", "response_b")
@@ -93,12 +96,13 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     def codes_of(column: str) -> tuple:  # once per column: hashing millions of texts is the cost
         if column not in factorized:
-            factorized[column] = pd.factorize(out[column], use_na_sentinel=True)
+            factorized[column] = value_codes(out[column])
         return factorized[column]
 
     for column in REQUIRED:
         values = out[column]
-        shared = values.dtype == object and column != "pair_id" and is_text_dtype(values)
+        shared = (values.dtype == object and column != "pair_id" and is_text_dtype(values)) or \
+            is_text_categorical(values)
         for i in np.flatnonzero(missing_mask(values, codes_of(column) if shared else None)):
             flag(i, column, "is empty")
         for i in np.flatnonzero(bool_mask(values)):
@@ -153,24 +157,32 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
             out[column] = [[] for _ in range(len(out))] if as_list else None
             continue
         values = out[column]
-        by_value = None if as_list else labels_by_value(values)
-        lists, errors = by_value if by_value is not None else label_lists(values)
         if as_list:
+            kept = arrow_label_lists(values)  # already-normalized Arrow lists stay as they are
+            if kept is not None:
+                out[column] = kept
+                continue
+            lists, errors = label_lists(values)
             for i in sorted(errors):
                 flag(i, column, errors[i])
             out[column] = pd.Series(lists, index=out.index, dtype=object)
             continue
-        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        multi = np.flatnonzero(lens > 1)
-        for i in sorted({*errors, *multi.tolist()}):
+        by_value = first_labels_by_value(values)
+        if by_value is None:
+            lists, errors = label_lists(values)
+            lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+            first = np.full(len(lists), None, dtype=object)
+            nonempty = np.flatnonzero(lens > 0)
+            if nonempty.size:
+                first[nonempty] = [lists[i][0] for i in nonempty.tolist()]
+            multi = lens > 1
+        else:
+            first, multi, errors = by_value
+        for i in sorted({*errors, *np.flatnonzero(multi).tolist()}):
             if i in errors:
                 flag(i, column, errors[i])
             else:
                 flag(i, column, f"one verdict expected, got {values.iat[i]!r}")
-        first = np.full(len(lists), None, dtype=object)
-        nonempty = np.flatnonzero(lens > 0)
-        if nonempty.size:
-            first[nonempty] = [lists[i][0] for i in nonempty.tolist()]
         out[column] = pd.Series(first, index=out.index, dtype=object)
 
     _fold_orders(out, fold_rule, flag)
