@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from judgebias.parquet_columns import text_categorical
 from judgebias.table import Exclusions, TableError, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -123,10 +124,19 @@ def _read_parquet_columnar(path: Path) -> pd.DataFrame:
     columns: dict[str, pd.Series | pd.Categorical] = {}
     n_rows = pq.ParquetFile(path).metadata.num_rows
     index = df.index if df is not None else pd.RangeIndex(n_rows)
+    texts = [c for c in coded if c in SHARED_TEXTS]
+    if texts:
+        # Texts row group by row group, each pair's compared with its first (judgebias.parquet_columns).
+        group = pd.factorize(df["pair_id"], use_na_sentinel=False)[0] if df is not None and \
+            "pair_id" in df.columns else np.zeros(n_rows, dtype=np.int64)
+        parquet_file = pq.ParquetFile(path, read_dictionary=texts)
+        for name in texts:
+            columns[name] = pd.Series(text_categorical(parquet_file, name, group), index=index)
     for name in coded:
-        col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0)
-        columns[name] = pd.Series(dictionary_categorical(col), index=index)
-        del col
+        if name not in texts:
+            col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0)
+            columns[name] = pd.Series(dictionary_categorical(col), index=index)
+            del col
     if human:
         col = pq.read_table(path, columns=["human"]).column(0)
         columns["human"] = pd.Series(pd.arrays.ArrowExtensionArray(col), index=index)
