@@ -132,6 +132,8 @@ def _read_parquet_columnar(path: Path) -> pd.DataFrame:
         parquet_file = pq.ParquetFile(path, read_dictionary=texts)
         for name in texts:
             columns[name] = pd.Series(text_categorical(parquet_file, name, group), index=index)
+            # Arrow's allocator keeps the freed row-group buffers for reuse; hand them back.
+            pa.default_memory_pool().release_unused()
     for name in coded:
         if name not in texts:
             col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0)
@@ -142,6 +144,7 @@ def _read_parquet_columnar(path: Path) -> pd.DataFrame:
         columns["human"] = pd.Series(pd.arrays.ArrowExtensionArray(col), index=index)
     frame = pd.concat([df, pd.DataFrame(columns, index=index)], axis=1) if df is not None else \
         pd.DataFrame(columns, index=index)
+    pa.default_memory_pool().release_unused()
     return frame[[c for c in schema.names if c in frame.columns]]
 
 
