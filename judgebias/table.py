@@ -194,13 +194,14 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         flag(i, "p_a", f"{out['p_a'].iat[i]:.4f} contradicts its two orders (p_a_ab {ab:.4f}, "
                        f"p_a_ba {ba:.4f}: mean {folded.iat[i]:.4f})")
 
-    dup = out.duplicated(subset=["pair_id", "judge"], keep="first")
-    for i in np.flatnonzero(dup.to_numpy()):
+    # (pair_id, judge) repeated: ``DataFrame.duplicated`` on the two columns' codes (a missing value
+    # equal to another, as there), the ids hashed once for this and the text checks below.
+    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
+    for i in np.flatnonzero(_repeated(pair, pd.factorize(out["judge"], use_na_sentinel=True)[0])):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
     # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
     # join judges on it, so rows that disagree would silently compare different texts or authors.
-    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
         for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
@@ -215,6 +216,17 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     extras = [c for c in out.columns if c not in CANONICAL]
     return out[list(CANONICAL) + extras], exclusions
+
+
+def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Rows whose (first, second) codes appeared on an earlier row; -1 (missing) is a value like any
+    other, as in ``DataFrame.duplicated``."""
+    if first.size == 0:
+        return np.zeros(0, dtype=bool)
+    key = (first.astype(np.int64) + 1) * (int(second.max()) + 2) + (second.astype(np.int64) + 1)
+    out = np.ones(key.size, dtype=bool)
+    out[np.unique(key, return_index=True)[1]] = False
+    return out
 
 
 def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:

@@ -120,3 +120,13 @@ def test_markdown_and_word_counts_of_a_categorical_are_per_text():
     assert F.markdown_counts(texts)["headers"].tolist() == [1, 0, 0, 0]
     assert F.word_counts(as_cat).tolist() == F.word_counts(texts).tolist() == [5, 2, 0, 2]
     assert F.word_counts(as_cat, np.array([3, 0])).tolist() == [2, 5]
+
+
+def test_repeated_pairs_are_the_later_rows_of_equal_code_pairs_missing_included():
+    from judgebias.table import _repeated
+
+    # (pair, judge) codes: (0, 0), (0, 1), (0, 0) repeats row 0; (-1, 1), (-1, 1) repeats row 3
+    # (missing is a value like any other); (1, -1) is new.
+    first = np.array([0, 0, 0, -1, -1, 1])
+    second = np.array([0, 1, 0, 1, 1, -1])
+    assert _repeated(first, second).tolist() == [False, False, True, False, True, False]
