@@ -69,7 +69,7 @@ def fold_arrays(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.n
     """
     n = len(v_ab)
     rules = np.full(n, rules, dtype=object) if isinstance(rules, str) else np.asarray(rules, dtype=object)
-    for rule in set(rules.tolist()):
+    for rule in pd.unique(rules):  # the distinct rules, not a Python list of every row's
         check_rule(rule)
     p_ab, p_ba = np.asarray(p_ab, dtype=float), np.asarray(p_ba, dtype=float)
     v_ab = np.where(pd.isna(v_ab), _from_p(p_ab), v_ab)

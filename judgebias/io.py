@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from judgebias.parquet_columns import text_categorical
 from judgebias.table import Exclusions, TableError, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -78,45 +79,94 @@ def read_table(path: str | Path, *, skip_invalid: bool = False) -> tuple[pd.Data
     return validate(read_raw(path), source=str(path), skip_invalid=skip_invalid)
 
 
-# A pair's texts repeat on every judge's row of it: read for analysis, each distinct text is one
-# Python string that all its rows share (object dtype), not one copy per row.
+# A pair's texts repeat on every judge's row of it, and a name on millions of rows: read for analysis,
+# these columns are pandas categoricals over Arrow's dictionary (each distinct value stored once), and
+# the human labels stay an Arrow list column (no Python list per row).
 SHARED_TEXTS = ("prompt", "response_a", "response_b")
+CATEGORICAL = (*SHARED_TEXTS, "generator_a", "generator_b", "judge", "verdict", "verdict_ab", "verdict_ba",
+               "fold_rule")
 
 
 def read_for_analysis(path: str | Path, *, skip_invalid: bool = False) -> tuple[pd.DataFrame, Exclusions]:
-    """``read_table`` as ``analyze`` needs it: the same validated table and values, but a Parquet
-    file's text columns hold one string per distinct text (Arrow's dictionary decoding) instead of
-    one per row, so five judges' rows of a pair cost its texts once. Other formats: ``read_table``."""
+    """``read_table`` as ``analyze`` needs it: the same validated table and values, read column-wise
+    from a Parquet file: texts and names as categoricals (one string per distinct value, not one per
+    row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. Other formats:
+    ``read_table``."""
     path = Path(path)
     if not path.exists() or _format(path) != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
-        raw = _read_parquet_shared(path)
+        raw = _read_parquet_columnar(path)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
     return validate(raw, source=str(path), skip_invalid=skip_invalid)
 
 
-def _read_parquet_shared(path: Path) -> pd.DataFrame:
+def _is_text(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def _read_parquet_columnar(path: Path) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
-    texts = [c for c in SHARED_TEXTS if c in schema.names]
-    shared = [c for c in texts if pa.types.is_string(schema.field(c).type)
-              or pa.types.is_large_string(schema.field(c).type)]
-    others = [c for c in schema.names if c not in shared]
-    df = pd.read_parquet(path, columns=others)
-    for name in shared:
-        col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0).unify_dictionaries()
-        if col.num_chunks == 0:
-            df[name] = pd.Series([], index=df.index, dtype=object)
-            continue
-        uniques = np.append(col.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object), None)
-        codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in col.chunks])
-        df[name] = pd.Series(uniques[codes], index=df.index, dtype=object)  # -1 (null) -> None
-        del col, uniques, codes
-    return df[[c for c in schema.names if c in df.columns]]
+    coded = [c for c in CATEGORICAL if c in schema.names and _is_text(schema.field(c).type)]
+    human = "human" in schema.names and (pa.types.is_list(schema.field("human").type)
+                                        or pa.types.is_large_list(schema.field("human").type)) \
+        and _is_text(schema.field("human").type.value_type)
+    special = {*coded, *(["human"] if human else [])}
+    others = [c for c in schema.names if c not in special]
+    # Everything else as pandas reads it (ids, numbers, extra columns): values unchanged.
+    df = pd.read_parquet(path, columns=others) if others else None
+    columns: dict[str, pd.Series | pd.Categorical] = {}
+    n_rows = pq.ParquetFile(path).metadata.num_rows
+    index = df.index if df is not None else pd.RangeIndex(n_rows)
+    texts = [c for c in coded if c in SHARED_TEXTS]
+    if texts:
+        # Texts row group by row group, each pair's compared with its first (judgebias.parquet_columns).
+        group = pd.factorize(df["pair_id"], use_na_sentinel=False)[0] if df is not None and \
+            "pair_id" in df.columns else np.zeros(n_rows, dtype=np.int64)
+        parquet_file = pq.ParquetFile(path, read_dictionary=texts)
+        for name in texts:
+            columns[name] = pd.Series(text_categorical(parquet_file, name, group), index=index)
+            # Arrow's allocator keeps the freed row-group buffers for reuse; hand them back.
+            pa.default_memory_pool().release_unused()
+    for name in coded:
+        if name not in texts:
+            col = pq.read_table(path, columns=[name], read_dictionary=[name]).column(0)
+            columns[name] = pd.Series(dictionary_categorical(col), index=index)
+            del col
+    if human:
+        col = pq.read_table(path, columns=["human"]).column(0)
+        columns["human"] = pd.Series(pd.arrays.ArrowExtensionArray(col), index=index)
+    frame = pd.concat([df, pd.DataFrame(columns, index=index)], axis=1) if df is not None else \
+        pd.DataFrame(columns, index=index)
+    pa.default_memory_pool().release_unused()
+    return frame[[c for c in schema.names if c in frame.columns]]
+
+
+def dictionary_categorical(col) -> pd.Categorical:
+    """A pandas categorical from an Arrow dictionary-encoded (chunked) array: its categories are the
+    distinct values (Arrow-backed text, stored once), its codes one int32 per row (-1: null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = col.unify_dictionaries() if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    if col.num_chunks == 0 or len(col) == 0:
+        return pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=pd.Index([], dtype=object))
+    dictionary = col.chunk(0).dictionary
+    codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+                            for c in col.chunks])
+    if len(pc.unique(dictionary)) != len(dictionary) or dictionary.null_count:
+        # A categorical's categories are distinct: re-encode a dictionary that repeats a value.
+        encoded = pc.dictionary_encode(dictionary)
+        remap = np.append(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), -1).astype(np.int32)
+        codes, dictionary = remap[codes], pc.drop_null(encoded.dictionary)
+    categories = pd.Index(pd.arrays.ArrowExtensionArray(dictionary))
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories))
 
 
 def _jsonable(value):

@@ -31,13 +31,16 @@ from judgebias.exclusions import Exclusions
 from judgebias.folding import DEFAULT_FOLD, FOLD_RULES, fold
 from judgebias.labels import majority
 from judgebias.table_columns import (
+    arrow_label_lists,
     bool_mask,
+    first_labels_by_value,
     is_missing,
+    is_text_categorical,
     is_text_dtype,
     label_lists,
-    labels_by_value,
     map_by_value,
     missing_mask,
+    value_codes,
 )
 
 REQUIRED = ("pair_id", "prompt", "response_a", "response_b")
@@ -93,12 +96,13 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     def codes_of(column: str) -> tuple:  # once per column: hashing millions of texts is the cost
         if column not in factorized:
-            factorized[column] = pd.factorize(out[column], use_na_sentinel=True)
+            factorized[column] = value_codes(out[column])
         return factorized[column]
 
     for column in REQUIRED:
         values = out[column]
-        shared = values.dtype == object and column != "pair_id" and is_text_dtype(values)
+        shared = (values.dtype == object and column != "pair_id" and is_text_dtype(values)) or \
+            is_text_categorical(values)
         for i in np.flatnonzero(missing_mask(values, codes_of(column) if shared else None)):
             flag(i, column, "is empty")
         for i in np.flatnonzero(bool_mask(values)):
@@ -153,24 +157,32 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
             out[column] = [[] for _ in range(len(out))] if as_list else None
             continue
         values = out[column]
-        by_value = None if as_list else labels_by_value(values)
-        lists, errors = by_value if by_value is not None else label_lists(values)
         if as_list:
+            kept = arrow_label_lists(values)  # already-normalized Arrow lists stay as they are
+            if kept is not None:
+                out[column] = kept
+                continue
+            lists, errors = label_lists(values)
             for i in sorted(errors):
                 flag(i, column, errors[i])
             out[column] = pd.Series(lists, index=out.index, dtype=object)
             continue
-        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        multi = np.flatnonzero(lens > 1)
-        for i in sorted({*errors, *multi.tolist()}):
+        by_value = first_labels_by_value(values)
+        if by_value is None:
+            lists, errors = label_lists(values)
+            lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+            first = np.full(len(lists), None, dtype=object)
+            nonempty = np.flatnonzero(lens > 0)
+            if nonempty.size:
+                first[nonempty] = [lists[i][0] for i in nonempty.tolist()]
+            multi = lens > 1
+        else:
+            first, multi, errors = by_value
+        for i in sorted({*errors, *np.flatnonzero(multi).tolist()}):
             if i in errors:
                 flag(i, column, errors[i])
             else:
                 flag(i, column, f"one verdict expected, got {values.iat[i]!r}")
-        first = np.full(len(lists), None, dtype=object)
-        nonempty = np.flatnonzero(lens > 0)
-        if nonempty.size:
-            first[nonempty] = [lists[i][0] for i in nonempty.tolist()]
         out[column] = pd.Series(first, index=out.index, dtype=object)
 
     _fold_orders(out, fold_rule, flag)
@@ -182,13 +194,14 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         flag(i, "p_a", f"{out['p_a'].iat[i]:.4f} contradicts its two orders (p_a_ab {ab:.4f}, "
                        f"p_a_ba {ba:.4f}: mean {folded.iat[i]:.4f})")
 
-    dup = out.duplicated(subset=["pair_id", "judge"], keep="first")
-    for i in np.flatnonzero(dup.to_numpy()):
+    # (pair_id, judge) repeated: ``DataFrame.duplicated`` on the two columns' codes (a missing value
+    # equal to another, as there), the ids hashed once for this and the text checks below.
+    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
+    for i in np.flatnonzero(_repeated(pair, pd.factorize(out["judge"], use_na_sentinel=True)[0])):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
     # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
     # join judges on it, so rows that disagree would silently compare different texts or authors.
-    pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
         for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
@@ -203,6 +216,17 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     extras = [c for c in out.columns if c not in CANONICAL]
     return out[list(CANONICAL) + extras], exclusions
+
+
+def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Rows whose (first, second) codes appeared on an earlier row; -1 (missing) is a value like any
+    other, as in ``DataFrame.duplicated``."""
+    if first.size == 0:
+        return np.zeros(0, dtype=bool)
+    key = (first.astype(np.int64) + 1) * (int(second.max()) + 2) + (second.astype(np.int64) + 1)
+    out = np.ones(key.size, dtype=bool)
+    out[np.unique(key, return_index=True)[1]] = False
+    return out
 
 
 def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:

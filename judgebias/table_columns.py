@@ -34,8 +34,46 @@ def inferred(values: pd.Series) -> str:
 
 
 def is_text_dtype(values: pd.Series) -> bool:
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return is_text_categorical(values)
     return isinstance(values.dtype, pd.StringDtype) or (values.dtype == object and inferred(values) in
                                                         ("string", "empty"))
+
+
+def is_text_categorical(values: pd.Series) -> bool:
+    """A categorical whose categories are all text (``judgebias.io.read_for_analysis`` reads texts
+    and names so): its checks run once per category."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        return False
+    categories = values.cat.categories
+    if isinstance(categories.dtype, pd.ArrowDtype):
+        import pyarrow as pa
+
+        arrow_type = categories.dtype.pyarrow_dtype
+        return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+    return isinstance(categories.dtype, pd.StringDtype) or \
+        inferred(pd.Series(categories)) in ("string", "empty")
+
+
+def value_codes(values: pd.Series) -> tuple[np.ndarray, pd.Index | np.ndarray]:
+    """(codes, distinct values) as ``pd.factorize(values, use_na_sentinel=True)`` gives them, read
+    off a categorical's own codes instead of hashing every row (equal values, equal codes; -1:
+    missing)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy(), values.cat.categories
+    return pd.factorize(values, use_na_sentinel=True)
+
+
+def _blank_texts(texts) -> np.ndarray:
+    """Empty or whitespace-only, per text of a sequence of strings (Arrow kernels when Arrow-backed)."""
+    if hasattr(texts, "array") and hasattr(texts.array, "__arrow_array__"):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(texts.array)
+        blank = pc.or_(pc.equal(pc.utf8_length(arr), 0), pc.utf8_is_space(arr)).fill_null(False)
+        return np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
+    return np.fromiter((u.strip() == "" for u in texts), dtype=bool, count=len(texts))
 
 
 def missing_mask(values: pd.Series, factorized: tuple | None = None) -> np.ndarray:
@@ -43,6 +81,9 @@ def missing_mask(values: pd.Series, factorized: tuple | None = None) -> np.ndarr
         return np.zeros(len(values), dtype=bool)
     if pd.api.types.is_numeric_dtype(values.dtype):
         return values.isna().to_numpy(dtype=bool)
+    if is_text_categorical(values):
+        codes, categories = value_codes(values)
+        return np.append(_blank_texts(categories), True)[codes]
     if is_text_dtype(values):
         na = values.isna().to_numpy(dtype=bool)
         if hasattr(values.array, "__arrow_array__"):
@@ -69,35 +110,60 @@ def bool_mask(values: pd.Series) -> np.ndarray:
     return values.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
 
 
-def labels_by_value(values: pd.Series) -> tuple[list, dict[int, str]] | None:
-    """Parse a column of scalar label spellings once per distinct value (factorize), not per row.
-    Returns (per-row parsed label lists, {row: error message}); None when the column holds values
-    that hashing could confuse (True == 1) or cannot hash (lists): the caller parses per row."""
+def first_labels_by_value(values: pd.Series) -> tuple[np.ndarray, np.ndarray, dict[int, str]] | None:
+    """A one-label column (``verdict``...) parsed once per distinct value: (per-row first label or
+    None, per-row "more than one label" mask, {row: error message}), exactly what parsing each row's
+    spelling with ``as_label_list`` and taking its first label gives. None where ``labels_by_value``
+    would parse per row."""
     if values.dtype == object and inferred(values) not in _SAFE_INFERRED:
         return None
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        codes, uniques = value_codes(values)
     except TypeError:
         return None
-    parsed_uniques: list = []
+    first_u = np.empty(len(uniques) + 1, dtype=object)
+    multi_u = np.zeros(len(uniques) + 1, dtype=bool)
+    bad_u = np.zeros(len(uniques) + 1, dtype=bool)
     errors_u: dict[int, str] = {}
     for k, u in enumerate(uniques):
         try:
-            parsed_uniques.append(as_label_list(u))
+            parsed = as_label_list(u)
         except ValueError as exc:
-            errors_u[k] = str(exc)
-            parsed_uniques.append([])
-    lut = np.empty(len(uniques) + 1, dtype=object)
-    for k, parsed in enumerate(parsed_uniques):  # one by one: numpy would unpack nested lists
-        lut[k] = parsed
-    lut[-1] = []  # NA sentinel (-1)
-    per_row = lut[codes]
-    errors = {}
-    if errors_u:
-        bad_codes = np.array(sorted(errors_u))
-        for i in np.flatnonzero(np.isin(codes, bad_codes)):
-            errors[int(i)] = errors_u[int(codes[i])]
-    return per_row.tolist(), errors
+            errors_u[k], bad_u[k], parsed = str(exc), True, []
+        first_u[k] = parsed[0] if parsed else None
+        multi_u[k] = len(parsed) > 1
+    first_u[-1] = None  # NA sentinel (-1)
+    errors = {int(i): errors_u[int(codes[i])] for i in np.flatnonzero(bad_u[codes])} if errors_u else {}
+    return first_u[codes], multi_u[codes], errors
+
+
+def arrow_label_lists(values: pd.Series):
+    """The ``human`` column kept as Arrow lists when every label in it is already "a", "b" or "tie"
+    (what ``label_lists`` would return row by row, without a Python list per row); a missing list
+    becomes an empty one, as there. None for anything else (the caller parses per row)."""
+    if not isinstance(values.dtype, pd.ArrowDtype):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrow_type = values.dtype.pyarrow_dtype
+    if not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
+        return None
+    if not (pa.types.is_string(arrow_type.value_type) or pa.types.is_large_string(arrow_type.value_type)):
+        return None
+    arr = pa.chunked_array(pa.array(values.array)) if not isinstance(values.array, pa.ChunkedArray) else \
+        values.array
+    arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    flat = pc.list_flatten(arr)
+    canonical = pc.all(pc.is_in(pc.unique(flat), pa.array(LABELS))).as_py() is not False  # null: no labels
+    if flat.null_count or not canonical:
+        return None
+    if arr.null_count:  # a missing list is an empty one: same offsets with no values between
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+        width = np.int64 if pa.types.is_large_list(arrow_type) else np.int32
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(width)
+        arr = type(arr).from_arrays(pa.array(offsets), flat)
+    return pd.Series(pd.arrays.ArrowExtensionArray(arr), index=values.index)
 
 
 def map_by_value(values: pd.Series, fn) -> pd.Series:
@@ -108,7 +174,7 @@ def map_by_value(values: pd.Series, fn) -> pd.Series:
         return pd.Series(np.full(len(values), fn(None), dtype=object), index=values.index, dtype=object)
     if not is_text_dtype(values):
         return values.map(fn).astype(object)
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    codes, uniques = value_codes(values)
     lut = np.empty(len(uniques) + 1, dtype=object)
     for k, u in enumerate(uniques):
         lut[k] = fn(u)
@@ -123,7 +189,9 @@ _CANONICAL_SET = frozenset(LABELS)
 def label_lists(values: pd.Series) -> tuple[list, dict[int, str]]:
     """Per-row label lists of a list-valued column (``human``). Lists of plain strings are parsed
     by distinct label; any other row goes through ``as_label_list`` one by one."""
-    raw = values.to_numpy(dtype=object)
+    # An Arrow list column's missing rows read as None (as a Parquet file read by pandas gives them).
+    raw = values.to_numpy(dtype=object, na_value=None) if isinstance(values.dtype, pd.ArrowDtype) else \
+        values.to_numpy(dtype=object)
     n = raw.size
     is_list = np.fromiter((type(v) in _LIST_TYPES for v in raw), dtype=bool, count=n)
     out: list = [None] * n

@@ -1,5 +1,5 @@
-"""``read_for_analysis``: the validated table of ``read_table`` with each distinct Parquet text stored
-once (shared by the rows of its pair), and the same problems found."""
+"""``read_for_analysis``: the validated table of ``read_table`` read column-wise (texts as categoricals
+over their distinct values, human labels as an Arrow list column), and the same problems found."""
 
 from __future__ import annotations
 
@@ -12,18 +12,41 @@ from judgebias.reporting.analysis import analyze
 from judgebias.table import TableError
 
 
+def _plain_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Every column as Python values (lists for ``human``), whatever its storage."""
+    out = table.astype(object).copy()
+    out["human"] = [list(v) for v in table["human"]]
+    return out
+
+
 def test_same_table_and_figures_as_read_table(tmp_path):
-    path = write_table(synthetic(80), tmp_path / "t.parquet")
+    table = synthetic(80)
+    table.loc[2, "human"] = None  # a missing list reads as an empty one on both paths
+    path = write_table(table, tmp_path / "t.parquet")
     plain, ex_plain = read_table(path)
     shared, ex_shared = read_for_analysis(path)
     texts = ["prompt", "response_a", "response_b"]
-    pd.testing.assert_frame_equal(shared.drop(columns=texts), plain.drop(columns=texts))
-    assert shared[texts].astype(object).equals(plain[texts].astype(object))
-    # The rows of one pair (one per judge) hold one string object, not a copy each.
+    special = [*texts, "human"]
+    pd.testing.assert_frame_equal(shared.drop(columns=special), plain.drop(columns=special))
+    assert _plain_values(shared).equals(_plain_values(plain))
+    assert shared["human"].iat[2] == [] and plain["human"].iat[2] == []
+    # Each distinct text is stored once: one category per pair's text, a code per row.
     col = shared["response_a"]
-    rows = shared.index[shared["pair_id"] == shared["pair_id"].iat[0]]
-    assert len(rows) > 1 and all(col.iat[r] is col.iat[rows[0]] for r in rows)
+    assert isinstance(col.dtype, pd.CategoricalDtype)
+    assert len(col.cat.categories) == plain["response_a"].nunique()
+    assert isinstance(shared["human"].dtype, pd.ArrowDtype)
     assert analyze(shared, exclusions=ex_shared, reps=100) == analyze(plain, exclusions=ex_plain, reps=100)
+
+
+def test_non_canonical_labels_take_the_per_row_path(tmp_path):
+    table = synthetic(20)
+    table["human"] = table["human"].astype(object)
+    table.at[1, "human"] = ["Model_A", " b "]  # spellings that normalize: same table as read_table's
+    path = write_table(table, tmp_path / "t.parquet")
+    plain, _ = read_table(path)
+    shared, _ = read_for_analysis(path)
+    assert shared["human"].iat[1] == ["a", "b"]
+    assert _plain_values(shared).equals(_plain_values(plain))
 
 
 def test_problems_are_the_same(tmp_path):

@@ -38,7 +38,8 @@ _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdi
 
 
 def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
-    lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy()
+    # Shallow: with copy-on-write the numeric columns are shared with ``prepared``, not copied.
+    lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy(deep=False)
     for c in _CATEGORICAL:
         if c in lean.columns:
             codes, uniques = pd.factorize(lean[c], use_na_sentinel=True)

@@ -1,0 +1,108 @@
+"""Reading one Parquet text column as a pandas categorical, row group by row group.
+
+A judgment table repeats each pair's texts on every judge's row of it. Read whole, a text column of
+ten million rows decodes every copy at once (gigabytes) before they can be merged; here each row
+group is decoded alone, each pair keeps the first text it was given, and a later row of the pair is
+compared with that text (a string comparison, no hashing) and only kept apart when it differs.
+Equal texts end with equal codes and different texts with different codes, as ``pd.factorize``
+would give them, so validation (empty texts, a pair with two texts) reads the codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def text_categorical(parquet_file, column: str, group: np.ndarray) -> pd.Categorical:
+    """Column ``column`` of an open ``pyarrow.parquet.ParquetFile`` (opened with ``read_dictionary``
+    naming it) as a categorical whose categories are its distinct texts.
+
+    ``group`` gives each row a non-negative integer (the row's pair); rows of one group are expected
+    to hold one text, which makes the read cheap, but any grouping gives the same result."""
+    import pyarrow as pa
+
+    n_rows = parquet_file.metadata.num_rows
+    group = np.asarray(group, dtype=np.int64)
+    if group.shape != (n_rows,):
+        raise ValueError(f"text_categorical: {group.size} group codes for {n_rows} rows")
+    ref_of_group = np.full(int(group.max()) + 1 if n_rows else 0, -1, dtype=np.int64)
+    texts: list = []        # arrays of texts: each group's reference, and the texts that differ from it
+    starts = [0]            # index of each array's first text among all texts
+    row_text = np.full(n_rows, -1, dtype=np.int64)  # index of each row's text; -1: missing
+    start = 0
+    for k in range(parquet_file.num_row_groups):
+        col = parquet_file.read_row_group(k, columns=[column]).column(0)
+        chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        end = start + len(chunk)
+        dictionary = chunk.dictionary
+        local = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        rows = np.flatnonzero(local >= 0)
+        g, code = group[start:end][rows], local[rows]
+        same = np.zeros(rows.size, dtype=bool)
+        new = ref_of_group[g] < 0
+        if new.any():  # groups met for the first time: their first row's text is their reference
+            first_groups, first_at = np.unique(g[new], return_index=True)
+            first_codes = code[new][first_at]
+            _append(texts, starts, dictionary.take(pa.array(first_codes)))
+            ref_of_group[first_groups] = starts[-2] + np.arange(first_groups.size)
+            local_ref = np.full(ref_of_group.size, -1, dtype=np.int64)
+            local_ref[first_groups] = first_codes
+            same = local_ref[g] == code  # the same dictionary entry: the same text
+        ref = ref_of_group[g]
+        todo = np.flatnonzero(~same)
+        equal = same
+        if todo.size:
+            equal[todo] = _equal_to_refs(dictionary, code[todo], texts, starts, ref[todo])
+        assigned = np.where(equal, ref, -1)
+        differ = np.flatnonzero(~equal)
+        if differ.size:  # a row whose text is not its group's: a text of its own
+            _append(texts, starts, dictionary.take(pa.array(code[differ])))
+            assigned[differ] = starts[-2] + np.arange(differ.size)
+        row_text[start:end][rows] = assigned
+        start = end
+        del col, chunk, dictionary
+    return _categorical(texts, row_text)
+
+
+def _append(texts: list, starts: list, values) -> None:
+    import pyarrow as pa
+
+    texts.append(values.cast(pa.large_string()))
+    starts.append(starts[-1] + len(values))
+
+
+def _equal_to_refs(dictionary, codes: np.ndarray, texts: list, starts: list, refs: np.ndarray) -> np.ndarray:
+    """Whether ``dictionary[codes[i]]`` equals text ``refs[i]``: taken array by array from ``texts``
+    (never concatenating them all), then compared by Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = np.zeros(codes.size, dtype=bool)
+    which = np.searchsorted(np.asarray(starts), refs, side="right") - 1
+    for j in np.unique(which).tolist():
+        at = np.flatnonzero(which == j)
+        theirs = texts[j].take(pa.array(refs[at] - starts[j]))
+        ours = dictionary.take(pa.array(codes[at])).cast(pa.large_string())
+        out[at] = np.asarray(pc.fill_null(pc.equal(ours, theirs), False).to_numpy(zero_copy_only=False),
+                             dtype=bool)
+    return out
+
+
+def _categorical(texts: list, row_text: np.ndarray) -> pd.Categorical:
+    """Codes over the distinct texts: equal texts (a prompt shared by several pairs, or a row that
+    differs from its pair but equals another text) get one category."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not texts:
+        return pd.Categorical.from_codes(np.full(row_text.size, -1, dtype=np.int32),
+                                         categories=pd.Index([], dtype=object))
+    encoded = pc.dictionary_encode(pa.chunked_array([t.cast(pa.large_string()) for t in texts]))
+    categories = encoded.chunk(0).dictionary
+    code_of_text = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks])
+    codes = np.where(row_text >= 0, code_of_text[np.maximum(row_text, 0)], -1).astype(np.int32)
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(
+        pd.Index(pd.arrays.ArrowExtensionArray(categories))))
