@@ -152,3 +152,17 @@ def test_recognition_and_preference_by_hand():
     assert "coef" in est.details["logit_picks_own_on_confidence"]  # picks own: r1, r2, r3, r6
     with pytest.raises(ValueError, match="judge 'k' has no rows"):
         recognition_preference(RECOG, JUDGED, "k")
+
+
+def test_recognition_logit_on_separated_pairs_says_so_in_the_figure(recwarn):
+    from judgebias.metrics.recognition import recognition_preference
+
+    # own confidence x: .80 .70 .40 .50 .60 .35; own preference y: .90 .80 .40 .50 .70 .40, so the
+    # judge picks its own (y > .5) exactly on r1, r2, r5, the pairs with x > .55: perfectly separated,
+    # the logistic slope is unbounded. The figure must say so; no library warning reaches the console.
+    est = recognition_preference(_recog([0.80, 0.30, 0.40, 0.50, 0.60, 0.65, 0.90]),
+                                 _recog([0.90, 0.20, 0.40, 0.50, 0.70, 0.60, 0.10]), "j")
+    fit = est.details["logit_picks_own_on_confidence"]
+    assert "not estimable" in fit["note"] or "do not trust" in fit["note"]
+    assert not [w for w in recwarn if "statsmodels" in (w.filename or "") or "Separation" in str(w.category)
+                or "Convergence" in str(w.category)]

@@ -16,6 +16,7 @@ judgments of the same pairs (``p_a`` = its preference for A).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,7 @@ def recognition_preference(recognition: pd.DataFrame, judgments: pd.DataFrame, j
     """Pearson r between recognition confidence and preference for the own response, per pair."""
     import statsmodels.api as sm
     from scipy import stats
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
 
     rec = _own_probability(recognition, judge, self_map, "recognition_preference (recognition)")
     pref = _own_probability(judgments, judge, self_map, "recognition_preference (judgments)")
@@ -90,11 +92,20 @@ def recognition_preference(recognition: pd.DataFrame, judgments: pd.DataFrame, j
     picks = (y > 0.5).astype(float)
     if 0 < picks.sum() < n:
         try:
-            fit = sm.Logit(picks, sm.add_constant(x)).fit(disp=0)
+            # On a few pairs the fit may not converge or separate: said in the figure, not as a
+            # library warning on the console.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit = sm.Logit(picks, sm.add_constant(x)).fit(disp=0)
             lo, hi = fit.conf_int(alpha=ALPHA)[1]
             details["logit_picks_own_on_confidence"] = {
                 "coef": float(fit.params[1]), "ci_low": float(lo), "ci_high": float(hi),
                 "p_value": float(fit.pvalues[1]), "n": n}
+            problems = [str(w.message).split("\n")[0] for w in caught
+                        if issubclass(w.category, (ConvergenceWarning, PerfectSeparationWarning))]
+            if problems or not fit.mle_retvals.get("converged", True):
+                said = "; ".join(dict.fromkeys(problems)) or "the optimizer did not converge"
+                details["logit_picks_own_on_confidence"]["note"] = f"do not trust this fit: {said}"
         except (np.linalg.LinAlgError, ValueError) as exc:  # separation on a few pairs
             details["logit_picks_own_on_confidence"] = {"note": f"not estimable: {exc}"}
     return Estimate(value=float(r), ci_low=math.tanh(z - zc * se), ci_high=math.tanh(z + zc * se), n=n,
