@@ -101,7 +101,9 @@ class TrackingSettings(BaseSettings):
         import mlflow
 
         # A new sqlite store logs a dozen schema-migration lines that bury the command's own output.
-        for name in ("mlflow.store.db.utils", "alembic.runtime.migration", "alembic"):
+        # So does "Creating a new experiment" (mlflow.tracking.fluent): the summary names the experiment.
+        for name in ("mlflow.store.db.utils", "alembic.runtime.migration", "alembic",
+                     "mlflow.tracking.fluent"):
             logging.getLogger(name).setLevel(logging.WARNING)
         uri = self.resolved_uri(workdir)
         mlflow.set_tracking_uri(uri)
