@@ -63,11 +63,6 @@ class ModelSpec:
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
-    @classmethod
-    def from_config(cls, ref: Any, cache_dir: str | None = None, **extra: Any) -> ModelSpec:
-        """``ref.to_spec(...)``: the spelling before issue 32, for branches written against it."""
-        return ref.to_spec(cache_dir, **extra)
-
     def model_key(self) -> str:
         """What identifies the built backend (not the batch size or the cache location)."""
         key = {"backend": self.backend, "model": self.model, "base_url": self.base_url,

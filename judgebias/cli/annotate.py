@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import origin_map
+from judgebias.cli.options import fail, origin_map
 
 annotate_app = typer.Typer(
     name="annotate",
@@ -29,11 +29,6 @@ SELF_HELP = (
 )
 
 
-def fail(message: str, code: int = 1) -> None:
-    typer.secho(message, fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
-
-
 def ledger_for(table: Path, ledger: Path | None) -> Path:
     from judgebias.annotation.store import default_ledger_path
 
@@ -41,7 +36,7 @@ def ledger_for(table: Path, ledger: Path | None) -> Path:
 
 
 # The names before issue 32 made them public, for branches written against them.
-_fail, _ledger_for = fail, ledger_for
+_fail, ledger_for = fail, ledger_for
 
 
 @annotate_app.command("push")
@@ -92,7 +87,7 @@ def push_cmd(
         title = RATING_TITLE if project_title == "judgebias pairwise preferences" else project_title
         push_ratings(table, budget=budget, design=design, min_prob=min_prob, judges=judge or None,
                      self_map=origin_map(self_), project_title=title,
-                     ledger_path=_ledger_for(table, ledger), seed=seed, dry_run=dry_run, rubric=rubric)
+                     ledger_path=ledger_for(table, ledger), seed=seed, dry_run=dry_run, rubric=rubric)
         return
     from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
     from judgebias.annotation.labelstudio import project_title as title_ok
@@ -207,7 +202,7 @@ def pull_cmd(
 
             TrackingSettings(**({"tracking_uri": tracking_uri} if tracking_uri else {})).check_reachable()
         pull_ratings(table, judges=judge or None, self_map=origin_map(self_),
-                     ledger_path=_ledger_for(table, ledger), out=out, offline=offline, mlflow=mlflow,
+                     ledger_path=ledger_for(table, ledger), out=out, offline=offline, mlflow=mlflow,
                      tracking_uri=tracking_uri, experiment=experiment, parent_run_id=parent_run_id,
                      as_json=as_json)
         return

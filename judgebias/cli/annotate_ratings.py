@@ -11,12 +11,9 @@ from pathlib import Path
 
 import typer
 
+from judgebias.cli.options import fail
+
 RATING_TITLE = "judgebias pointwise ratings"
-
-
-def _fail(message: str) -> None:
-    typer.secho(message, fg=typer.colors.RED, err=True)
-    raise typer.Exit(1)
 
 
 def _read(table: Path):
@@ -45,14 +42,14 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
         client = None if dry_run else RatingClient(ServerSettings.from_env(), rating_scale(df))
         store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
     except (TableError, ValueError, LabelStudioError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     from contextlib import nullcontext
 
     with store.lock() if store is not None else nullcontext():
         try:
             batch = next_rating_batch(df, store, budget, settings, record=not dry_run)
         except ValueError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         sm = batch.summary
         if batch.resumed:
             typer.echo(f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
@@ -67,7 +64,7 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
         try:
             result = client.push(batch.rows, store, project_title=project_title, seed=seed)
         except LabelStudioError as exc:
-            _fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
+            fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
     typer.echo(f"project {result.project_id} at {client.url}: {result.pushed} rating task(s) created, "
                f"{result.adopted_from_server} already on the server adopted; ledger {store.path}")
     typer.echo(f"open it: {client.url}/projects/{result.project_id}/data")
@@ -91,7 +88,7 @@ def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledge
     from judgebias.table import TableError
 
     if not ledger_path.exists():
-        _fail(f"no labels ledger at {ledger_path}: nothing pushed yet (run `judgebias annotate push`)")
+        fail(f"no labels ledger at {ledger_path}: nothing pushed yet (run `judgebias annotate push`)")
     ledger = Ledger(ledger_path)
     out = out or default_output_path(table)
     pulled = None
@@ -101,10 +98,10 @@ def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledge
             pulled = RatingClient(ServerSettings.from_env(), rating_scale(df)).pull_ratings(ledger)
         merged, figures = rating_estimates(df, ledger, judges, self_map=self_map)
     except LabelStudioError as exc:
-        _fail(f"{exc}\nThe ledger {ledger_path} is intact; run pull again when the server is back "
+        fail(f"{exc}\nThe ledger {ledger_path} is intact; run pull again when the server is back "
               "(or --offline to recompute from the ratings already pulled).")
     except (TableError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     figures_path = write_outputs(merged, figures, out)
     status = rating_status(ledger)
     if pulled is not None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.annotate import SELF_HELP, annotate_app, fail, ledger_for
-from judgebias.cli.options import origin_map
+from judgebias.cli.annotate import SELF_HELP, annotate_app, ledger_for
+from judgebias.cli.options import fail, origin_map
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):

@@ -13,6 +13,12 @@ import typer
 TRACES_AUTO_ROWS = 50
 
 
+def fail(message: str, code: int = 1) -> None:
+    """A message in red on stderr and the exit code: a failure the user can act on, no traceback."""
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
 def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple[str, ...]]:
     """``--self J=G1,G2`` / ``--family J=G1,G2`` as the metrics' map; a malformed entry is a usage
     error naming the option."""

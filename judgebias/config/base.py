@@ -60,7 +60,3 @@ class ModelRef(Strict):
                     api_key_env=self.api_key_env, batch_size=getattr(self, "batch_size", 8),
                     cache_dir=cache_dir, dtype=self.dtype, quantize=self.quantize,
                     option_tokenizer=self.option_tokenizer, **extra)
-
-
-# The names before issue 32 made them public, for branches written against them.
-_Strict, _ModelRef = Strict, ModelRef

@@ -28,8 +28,6 @@ def noop(_: str) -> None:
     pass
 
 
-# The name before issue 32 made it public, for branches written against it.
-_noop = noop
 
 
 @contextlib.contextmanager
@@ -40,7 +38,6 @@ def timed(store: RunStore, stage: str, **info: Any) -> Iterator[dict]:
     store.record_stage(stage, time.perf_counter() - start, **extra)
 
 
-_timed = timed  # the name before issue 32, for branches written against it
 
 
 def call_cache_dir(cfg: ExperimentConfig) -> str:
@@ -108,4 +105,3 @@ def adapted_model(ref, adapter: dict | None):
     )
 
 
-_adapted = adapted_model  # the name before issue 32, for branches written against it

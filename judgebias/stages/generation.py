@@ -52,10 +52,9 @@ def generate_responses(
     prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
     with timed(store, variant.stage(f"generate_responses[{generator}]")) as info:
         if chunks is not None and adapter is None:  # spread over the flow's workers
-            from judgebias.backends.builder import ModelSpec
             from judgebias.workers import generate_chunk_size
 
-            spec = ModelSpec.from_config(g, cache_dir=call_cache_dir(cfg), name=generator)
+            spec = g.to_spec(call_cache_dir(cfg), name=generator)
             out, summary = chunks.generate(prompts, spec, params, template.tag(chat),
                                            generate_chunk_size(g.batch_size))
             calls, hits = summary.calls, summary.hits
@@ -151,4 +150,3 @@ def pair_records(df: pd.DataFrame) -> list[Pair]:
     ]
 
 
-_pairs = pair_records  # the name before issue 32, for branches written against it

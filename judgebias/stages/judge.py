@@ -33,7 +33,6 @@ def judge_chat(judge_cfg, backend) -> bool:
     return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
 
 
-_chat = judge_chat  # the name before issue 32, for branches written against it
 
 
 def judge_pairs(
@@ -64,10 +63,9 @@ def judge_pairs(
         j = j.model_copy(update={"template": template})
     with timed(store, variant.stage(f"judge_pairs[{judge}]")) as info:
         if chunks is not None and not adapter:  # spread over the flow's workers
-            from judgebias.backends.builder import JudgeSpec
             from judgebias.workers import judge_chunk_size
 
-            spec = JudgeSpec.from_config(j, cache_dir=call_cache_dir(cfg), name=judge)
+            spec = j.to_spec(call_cache_dir(cfg), name=judge)
             rows, summary = chunks.judge(pair_records(pairs), spec, judge_chunk_size(j.batch_size))
             df = pd.DataFrame(rows)
             exclusions = Exclusions()

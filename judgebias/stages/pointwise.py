@@ -11,7 +11,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed, call_cache, open_backend
+from judgebias.stages._common import Progress, call_cache, noop, open_backend, timed
 from judgebias.stages.results import refresh_report
 
 
@@ -47,7 +47,7 @@ def judge_responses(
     *,
     variant: RunLayout | None = None,
     template=None,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> pd.DataFrame:
     """``judge``'s pointwise rows for ``items`` (``judgebias.pointwise_table``); ``template``: a
     ``PointwiseTemplate`` other than the judge's own (a probe's variant)."""
@@ -62,7 +62,7 @@ def judge_responses(
     j = cfg.judge(judge)
     template = template if template is not None else pointwise_template(j.template)
     with (
-        _timed(store, variant.stage(f"judge_responses[{judge}]")) as info,
+        timed(store, variant.stage(f"judge_responses[{judge}]")) as info,
         open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
     ):
         result = run_judge(
@@ -93,7 +93,7 @@ def pointwise_report(
     judged: dict[str, pd.DataFrame],
     table: pd.DataFrame | None = None,
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict:
     """The pointwise figures of every pointwise judge (``analyze_pointwise``), with
     ``pointwise_pairwise_consistency`` against the pairwise judge on the same model (``table``: the
@@ -106,7 +106,7 @@ def pointwise_report(
     layout = RunLayout.pointwise(cfg)
     if store.has(layout.metrics):
         return store.read_json(layout.metrics)
-    with _timed(store, layout.stage("pointwise_report")):
+    with timed(store, layout.stage("pointwise_report")):
         rows = pd.concat(list(judged.values()), ignore_index=True)
         # Rows the judge gave no score (off-format, failed read) are counted, not analysed.
         scored, exclusions = validate_pointwise(rows, source=layout.label, skip_invalid=True)

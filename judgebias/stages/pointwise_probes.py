@@ -15,7 +15,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, _noop, _timed
+from judgebias.stages._common import Progress, noop, timed
 from judgebias.stages.pointwise import judge_responses, response_items
 from judgebias.stages.results import refresh_report
 
@@ -66,7 +66,7 @@ def _templates(cfg: ExperimentConfig, judge: str) -> dict:
 
 
 def pointwise_probe_judgments(
-    cfg: ExperimentConfig, store: RunStore, judge: str, items: list, *, progress: Progress = _noop
+    cfg: ExperimentConfig, store: RunStore, judge: str, items: list, *, progress: Progress = noop
 ) -> dict[str, pd.DataFrame]:
     """``judge``'s scores of ``items`` under every baseline and variant of the configured probes,
     by folder (one judging stage per distinct template)."""
@@ -95,7 +95,7 @@ def pointwise_probe_report(
     store: RunStore,
     judged: dict[str, dict[str, pd.DataFrame]],
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> dict:
     """Unchanged rate and score shift per judge and probe; ``judged[judge]``: what
     ``pointwise_probe_judgments`` returned for it."""
@@ -109,7 +109,7 @@ def pointwise_probe_report(
     if store.has(layout.probe_result):
         return store.read_json(layout.probe_result)
     out: dict = {"judges": {}, "probes": {}}
-    with _timed(store, layout.stage("pointwise_probe_report")):
+    with timed(store, layout.stage("pointwise_probe_report")):
         for name in cfg.probes.pointwise.names:
             p = pointwise_probe(name)
             out["probes"][p.tag] = {"description": p.description, "source": p.source}
