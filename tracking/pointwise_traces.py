@@ -39,10 +39,10 @@ from judgebias.tracking.judgment_traces import (
     hash_annotator,
     log_records,
 )
-from judgebias.tracking.trace_import import _source, _traces, check_field_spec, field
+from judgebias.tracking.trace_import import assessment_source, field, newest_rows
 
 from judgebias.pointwise_table import validate_pointwise
-from judgebias.table import Exclusions, TableError
+from judgebias.table import Exclusions
 
 LAYOUT = "pointwise-v1"
 ASSESSMENT = "score"
@@ -130,7 +130,7 @@ def pointwise_trace_rows(trace: Any, fields: Mapping[str, str], judge_assessment
     live = [a for a in (trace.info.assessments or []) if getattr(a, "valid", True) is not False]
     humans = []
     for a in live:
-        if a.name == human_assessment and _source(a)[0] == "HUMAN":
+        if a.name == human_assessment and assessment_source(a)[0] == "HUMAN":
             score, _, problem = _score(a)
             if score is None:
                 exclusions.add(problem or "human_score_missing")
@@ -139,7 +139,7 @@ def pointwise_trace_rows(trace: Any, fields: Mapping[str, str], judge_assessment
     base["human_scores"] = sorted(humans)
     rows = []
     for a in live:
-        kind, source_id = _source(a)
+        kind, source_id = assessment_source(a)
         if a.name not in judge_assessments or kind == "HUMAN":
             continue
         score, error, problem = _score(a)
@@ -163,34 +163,10 @@ def read_pointwise_traces(experiment: str, *, judge_assessments: Sequence[str] =
                           human_assessment: str | None = ASSESSMENT, fields: Mapping[str, str] | None = None,
                           filter_string: str | None = None) -> tuple[pd.DataFrame, Exclusions]:
     """The pointwise table of an MLflow experiment's traces; the newest trace per (item, judge)."""
-    import mlflow
-
-    source = f"mlflow experiment {experiment!r}"
-    found = mlflow.get_experiment_by_name(experiment)
-    if found is None:
-        raise TableError(source, ["no such experiment at the tracking URI"])
-    try:
-        spec = {c: check_field_spec(s) for c, s in {**DEFAULT_FIELDS, **(fields or {})}.items()}
-    except ValueError as exc:
-        raise TableError(source, [str(exc)]) from None
-    exclusions = Exclusions()
-    rows: dict[tuple[str, str | None], dict[str, Any]] = {}
-    n_traces = 0
-    for trace in _traces(found.experiment_id, filter_string):
-        n_traces += 1
-        for row in pointwise_trace_rows(trace, spec, list(judge_assessments), human_assessment, exclusions):
-            key = (str(row["item_id"]), row.get("judge"))
-            if key in rows:
-                exclusions.add("superseded_trace")
-                if rows[key]["_time"] > row["_time"]:
-                    continue
-            rows[key] = row
-    if not n_traces:
-        raise TableError(source, ["the experiment holds no traces" + (f" matching {filter_string!r}"
-                                                                       if filter_string else "")])
-    ordered = sorted(rows.values(), key=lambda r: (str(r["item_id"]), str(r.get("judge") or "")))
-    for row in ordered:
-        row.pop("_time")
+    ordered, exclusions, source = newest_rows(
+        experiment, {**DEFAULT_FIELDS, **(fields or {})}, filter_string, "item_id",
+        lambda trace, spec, exclusions: pointwise_trace_rows(trace, spec, list(judge_assessments),
+                                                             human_assessment, exclusions))
     table, more = validate_pointwise(pd.DataFrame(ordered), source=source, skip_invalid=True)
     return table, exclusions.merge(more)
 

@@ -26,7 +26,7 @@ A trace invalidated in MLflow (``valid = False``, e.g. overridden in the UI) is 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -108,7 +108,8 @@ def _judgebias_outputs(trace: Any) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def _source(assessment: Any) -> tuple[str, str]:
+def assessment_source(assessment: Any) -> tuple[str, str]:
+    """An assessment's (source type, source id), empty strings where MLflow has none."""
     source = assessment.source
     return str(getattr(source, "source_type", "") or ""), str(getattr(source, "source_id", "") or "")
 
@@ -127,7 +128,7 @@ def trace_rows(trace: Any, fields: Mapping[str, str], judge_assessments: Sequenc
     if ours:
         base.update(_judgebias_outputs(trace))
     live = [a for a in (trace.info.assessments or []) if getattr(a, "valid", True) is not False]
-    humans = [a for a in live if a.name == human_assessment and _source(a)[0] == "HUMAN"]
+    humans = [a for a in live if a.name == human_assessment and assessment_source(a)[0] == "HUMAN"]
     labels = []
     for a in sorted(humans, key=lambda a: (a.create_time_ms or 0)):
         try:
@@ -141,7 +142,7 @@ def trace_rows(trace: Any, fields: Mapping[str, str], judge_assessments: Sequenc
     base["human"] = labels
     rows = []
     for a in live:
-        kind, source_id = _source(a)
+        kind, source_id = assessment_source(a)
         if a.name not in judge_assessments or kind == "HUMAN":
             continue
         fields_, problem = _value(a)
@@ -177,19 +178,20 @@ def _traces(experiment_id: str, filter_string: str | None) -> Iterable[Any]:
             return
 
 
-def read_judgment_traces(experiment: str, *, judge_assessments: Sequence[str] = (ASSESSMENT,),
-                         human_assessment: str | None = ASSESSMENT, fields: Mapping[str, str] | None = None,
-                         filter_string: str | None = None) -> tuple[pd.DataFrame, Exclusions]:
-    """The judgment table of an MLflow experiment's traces (the tracking URI as configured)."""
+def newest_rows(experiment: str, fields: Mapping[str, str], filter_string: str | None, key: str,
+                rows_of: Callable[[Any, Mapping[str, str], Exclusions], list[dict[str, Any]]],
+                ) -> tuple[list[dict[str, Any]], Exclusions, str]:
+    """The rows ``rows_of`` reads from each trace of an experiment, the newest trace per (``key``,
+    judge) kept (a rerun that logged again supersedes), in (key, judge) order; with the exclusions
+    and the source name every error of the table names."""
     import mlflow
 
     source = f"mlflow experiment {experiment!r}"
     found = mlflow.get_experiment_by_name(experiment)
     if found is None:
         raise TableError(source, ["no such experiment at the tracking URI"])
-    spec = {**DEFAULT_FIELDS, **(fields or {})}
     try:
-        spec = {c: check_field_spec(s) for c, s in spec.items()}
+        spec = {c: check_field_spec(s) for c, s in fields.items()}
     except ValueError as exc:
         raise TableError(source, [str(exc)]) from None
     exclusions = Exclusions()
@@ -197,17 +199,29 @@ def read_judgment_traces(experiment: str, *, judge_assessments: Sequence[str] = 
     n_traces = 0
     for trace in _traces(found.experiment_id, filter_string):
         n_traces += 1
-        for row in trace_rows(trace, spec, list(judge_assessments), human_assessment, exclusions):
-            key = (row["pair_id"], row.get("judge"))
-            if key in rows:
+        for row in rows_of(trace, spec, exclusions):
+            at = (str(row[key]), row.get("judge"))
+            if at in rows:
                 exclusions.add("superseded_trace")
-                if rows[key]["_time"] > row["_time"]:
+                if rows[at]["_time"] > row["_time"]:
                     continue
-            rows[key] = row
+            rows[at] = row
     if not n_traces:
         raise TableError(source, ["the experiment holds no traces" + (f" matching {filter_string!r}"
                                                                        if filter_string else "")])
-    ordered = sorted(rows.values(), key=lambda r: (str(r["pair_id"]), str(r.get("judge") or "")))
+    ordered = sorted(rows.values(), key=lambda r: (str(r[key]), str(r.get("judge") or "")))
     for row in ordered:
         row.pop("_time")
+    return ordered, exclusions, source
+
+
+def read_judgment_traces(experiment: str, *, judge_assessments: Sequence[str] = (ASSESSMENT,),
+                         human_assessment: str | None = ASSESSMENT, fields: Mapping[str, str] | None = None,
+                         filter_string: str | None = None) -> tuple[pd.DataFrame, Exclusions]:
+    """The judgment table of an MLflow experiment's traces (the tracking URI as configured)."""
+
+    ordered, exclusions, source = newest_rows(
+        experiment, {**DEFAULT_FIELDS, **(fields or {})}, filter_string, "pair_id",
+        lambda trace, spec, exclusions: trace_rows(trace, spec, list(judge_assessments), human_assessment,
+                                                   exclusions))
     return finish(ordered, source, exclusions)
