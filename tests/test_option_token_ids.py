@@ -53,6 +53,28 @@ def test_parse_sums_variants_even_far_below_the_top(variants):
     assert got.mass == pytest.approx(0.6 + 1e-9, rel=1e-12)
 
 
+def test_completions_route_asks_and_reads_the_same_ids(variants):
+    # vLLM 0.32's /completions: `logprobs` is a number (ignored once ids are named) and the reply
+    # lists {"token_id:N": logprob} per generated token (completion/serving.py, _create_completion_logprobs).
+    kwargs = {"model": "m", "prompt": "Q: ...\nA:", "max_tokens": 8, "logprobs": 20}
+    out = oti.extend_request(kwargs, variants)
+    ids = variants["A"] + variants["B"]
+    assert out["max_tokens"] == 1 and out["logprobs"] == len(ids) and "messages" not in out
+    assert out["extra_body"] == {"return_tokens_as_token_ids": True, "logprob_token_ids": ids}
+    a1, a2 = variants["A"]
+    b1, b2 = variants["B"]
+    # P: A = 0.3 + 0.1, B = 0.2 + 0 (floored): P(A) = 0.4 / 0.6
+    lps = {a1: math.log(0.3), a2: math.log(0.1), b1: math.log(0.2), b2: -9999.0}
+    tops = {f"token_id:{t}": lp for t, lp in lps.items()}
+    listed = {"tokens": [f"token_id:{a1}"], "token_logprobs": [lps[a1]], "top_logprobs": [tops],
+              "text_offset": [0]}
+    reply = {"choices": [{"index": 0, "text": " A", "logprobs": listed}]}
+    got = oti.parse(reply, variants)
+    assert got is not None and got.raw == " A" and got.probs["A"] == pytest.approx(0.4 / 0.6, rel=1e-12)
+    del tops[f"token_id:{b2}"]
+    assert oti.parse(reply, variants) is None  # an id missing: the server did not honour it
+
+
 def test_parse_says_none_when_ids_are_not_listed(variants):
     assert oti.parse(payload("synthetic_B_outside_top"), variants) is None  # a server that ignored it
     a1 = variants["A"][0]

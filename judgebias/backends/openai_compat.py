@@ -91,10 +91,11 @@ class OpenAICompatBackend:
     ``prefix_mode``: how ``Prompt.assistant_prefix`` is sent (see ``openai_parsing``).
     ``answer_after``: read the option at the first token after this marker (explain-first prompts).
     ``prices``: ``{model: (usd_per_1m_input, usd_per_1m_output)}`` for the cost in the usage log.
-    ``option_tokenizer``: a model spec (alias, folder, hub id) with the served model's tokenizer: chat
-    scoring then asks for every option's token ids (vLLM's ``logprob_token_ids``) at one generated
-    token and P(A) is exact; a server that ignores it is detected on the first reply and asked the
-    usual way from then on (top log-probs, bounds where an option is not listed).
+    ``option_tokenizer``: a model spec (alias, folder, hub id) with the served model's tokenizer:
+    scoring (chat and completions) then asks for every option's token ids (vLLM's
+    ``logprob_token_ids``) at one generated token and P(A) is exact; a server that ignores it is
+    detected on the first reply and asked the usual way from then on (top log-probs, bounds where an
+    option is not listed).
     """
 
     kind = "openai-compat"
@@ -171,6 +172,7 @@ class OpenAICompatBackend:
                    "answer_after": self.answer_after}
         if self.option_tokenizer:  # only when set: other backends' cache keys stay as they were
             scoring["option_token_ids"] = self.option_tokenizer
+            scoring["option_token_id_routes"] = "chat+completions"  # completions answered top-k before
         # "raw_text": where raw-text prompts go (they were sent as a chat message before).
         ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
                                  "scoring": scoring, "raw_text": "completions"}
@@ -344,7 +346,7 @@ class OpenAICompatBackend:
                                             prefix_mode=self.prefix_mode,
                                             max_tokens_field=self.max_tokens_field)
             route = cr.route(prompts[i])
-            by_ids = variants is not None and use_lp and route == "chat" and not self._token_ids_ignored
+            by_ids = variants is not None and use_lp and not self._token_ids_ignored
             if by_ids:
                 kwargs = oti.extend_request(kwargs, variants)
             try:

@@ -4,7 +4,9 @@ What a user would otherwise run for P(A) from a local judge (llama.cpp's ``llama
 llama-cpp-python, Ollama, vLLM, ``transformers serve``) gets the same prompts as the engine's rows,
 through the project's own client (``OpenAICompatBackend``, no call cache). The row says how many
 answers were log-probabilities, bounds (an option outside the server's top log-probs) or bare
-verdicts, since only the first can be compared with the engine's P(A).
+verdicts, since only the first can be compared with the engine's P(A). With ``option_tokenizer`` a
+vLLM server is asked for the option token ids (exact P(A), no bounds). The server's peak memory is
+its process tree's (vLLM serves from an engine-core child process).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from judgebias.bench.hardware import process_peak_gib
+from judgebias.bench.vllm import tree_peak_gib
 
 
 def server_pid(base_url: str) -> int | None:
@@ -38,14 +40,16 @@ def server_pid(base_url: str) -> int | None:
 
 
 def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, model: str,
-                   concurrency: int = 1, pid: int | None = None) -> tuple[dict[str, Any], list[float]]:
+                   concurrency: int = 1, pid: int | None = None, option_tokenizer: str | None = None
+                   ) -> tuple[dict[str, Any], list[float]]:
     """Score ``prompts`` through the endpoint; (the row's figures, P(first) per prompt with NaN
     where the server gave no probability). ``concurrency`` 1 matches the engine's one process."""
     from judgebias.backends.openai_compat import OpenAICompatBackend
     from judgebias.judging import shown_verdict
 
     backend = OpenAICompatBackend(model, base_url, name=f"endpoint {base_url}",
-                                  max_concurrency=concurrency, max_tries=2, timeout_s=600)
+                                  max_concurrency=concurrency, max_tries=2, timeout_s=600,
+                                  option_tokenizer=option_tokenizer)
     pid = pid if pid is not None else server_pid(base_url)
     # Warm-up (connection, the server's first call) on the last prompt, not the first: llama.cpp's
     # servers keep the previous prompt cached, and a warm-up equal to the first timed prompt made
@@ -66,7 +70,9 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     # The server's own count of the timed prompts' tokens (its chat template included).
     reported = int(usage.get("prompt_tokens", 0) - warm_tokens)
     row = {"seconds": round(seconds, 3), "prompt_tokens_reported": reported,
-           "answers": kinds, "server_pid": pid, "server_peak_memory_gib": process_peak_gib(pid),
+           "answers": kinds, "server_pid": pid,
+           "server_peak_memory_gib": tree_peak_gib(pid) if pid is not None else None,
+           "option_token_ids": bool(option_tokenizer) and not backend._token_ids_ignored,
            "concurrency": concurrency, "endpoint": base_url, "endpoint_model": model}
     verdicts = [shown_verdict(s, *options[:2]) for s in scores]
     return {**row, "_verdicts": verdicts}, p_first

@@ -85,7 +85,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
                   token_budget: int | None, batch_size: int, seed: int = 0, dtype: str = "auto",
                   baseline_dtype: str = "auto", endpoint: str | None = None,
                   endpoint_model: str | None = None, endpoint_concurrency: int = 1,
-                  quantize: str = "none") -> dict[str, Any]:
+                  quantize: str = "none", endpoint_option_tokenizer: str | None = None) -> dict[str, Any]:
     """Time each mode on the same prompts. ``dtype`` is the engine's (batched, explain); the plain
     one-at-a-time baseline runs in ``baseline_dtype`` (default: the device's exact reference), and
     when the two differ it also runs in the engine's dtype, so the report separates what batching
@@ -235,7 +235,8 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
         begin()
         row, p_first["endpoint"] = bench_endpoint(prompts, DBG_AB.options, base_url=endpoint,
                                                   model=endpoint_model or label,
-                                                  concurrency=endpoint_concurrency)
+                                                  concurrency=endpoint_concurrency,
+                                                  option_tokenizer=endpoint_option_tokenizer)
         verdicts["endpoint"] = row.pop("_verdicts")
         results["endpoint"] = {
             **row, "dtype": "server's", "pairs": len(pairs), "pairs_per_s": len(pairs) / row["seconds"],
@@ -377,10 +378,12 @@ def markdown(report: dict[str, Any]) -> str:
     if "endpoint" in report["modes"]:
         e = report["modes"]["endpoint"]
         kinds = ", ".join(f"{n} {k.replace('_', '-')}" for k, n in e["answers"].items() if n)
-        where = (f"server process {e['server_pid']}, its peak memory since it started" if e["server_pid"]
-                 else "remote or unseen server: no memory figure")
+        where = (f"server process {e['server_pid']} and its children, their peak memory since they started"
+                 if e["server_pid"] else "remote or unseen server: no memory figure")
         lines += ["", f"endpoint = {e['endpoint_model']} at {e['endpoint']} through the OpenAI client, "
-                      f"{e['concurrency']} request(s) at a time; answers: {kinds}; {where}. Only answers "
+                      f"{e['concurrency']} request(s) at a time"
+                      f"{', the option token ids named' if e.get('option_token_ids') else ''}; answers: "
+                      f"{kinds}; {where}. Only answers "
                       "with log-probabilities enter max abs dP(A); bounds and bare verdicts count in "
                       "the verdict agreement."]
         if "max_abs_p_diff_vs_reference" in e:

@@ -51,6 +51,10 @@ def register(app: typer.Typer) -> None:
                                                            "(default: the judge's name).")] = None,
         endpoint_concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight to the server.")
                                         ] = 1,
+        endpoint_option_tokenizer: Annotated[str | None, typer.Option(
+            help="The served model's tokenizer (alias, folder, hub id): a server that returns named token "
+                 "ids (vLLM) is asked for the option tokens' log-probs, exact P(A) instead of top-20 "
+                 "bounds.")] = None,
         quantize: Annotated[str, typer.Option(help="Quantize the engine's copy: none or int8 (weight-only, "
                                               "torchao). With --modes batched alone the reference copy "
                                               "is freed first: peak memory is the engine's.")] = "none",
@@ -87,7 +91,7 @@ def register(app: typer.Typer) -> None:
                                device=device, token_budget=token_budget, batch_size=batch_size,
                                dtype=dtype, baseline_dtype=baseline_dtype, endpoint=endpoint,
                                endpoint_model=endpoint_model, endpoint_concurrency=endpoint_concurrency,
-                               quantize=quantize)
+                               quantize=quantize, endpoint_option_tokenizer=endpoint_option_tokenizer)
         text = json.dumps(report, indent=2)
         typer.echo(text)
         table = markdown(report)
