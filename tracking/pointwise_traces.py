@@ -39,7 +39,7 @@ from judgebias.tracking.judgment_traces import (
     hash_annotator,
     log_records,
 )
-from judgebias.tracking.trace_import import assessment_source, field, newest_rows
+from judgebias.tracking.trace_import import assessment_source, field, newest_rows, stamped
 
 from judgebias.pointwise_table import validate_pointwise
 from judgebias.table import Exclusions
@@ -150,13 +150,7 @@ def pointwise_trace_rows(trace: Any, fields: Mapping[str, str], judge_assessment
         if not ours:  # our span keeps the score as logged; a foreign trace has only the feedback
             row.update(score=score, judge_error=error)
         rows.append(row)
-    if not rows and humans:
-        rows.append({**base, "judge": None})
-    if not rows:
-        exclusions.add("no_assessment")
-    for row in rows:
-        row["_time"] = trace.info.request_time or 0
-    return rows
+    return stamped(rows, base, bool(humans), trace, exclusions)
 
 
 def read_pointwise_traces(experiment: str, *, judge_assessments: Sequence[str] = (ASSESSMENT,),

@@ -155,7 +155,14 @@ def trace_rows(trace: Any, fields: Mapping[str, str], judge_assessments: Sequenc
         if getattr(a, "rationale", None):
             row["judge_reason"] = a.rationale
         rows.append(row)
-    if not rows and labels:
+    return stamped(rows, base, bool(labels), trace, exclusions)
+
+
+def stamped(rows: list[dict[str, Any]], base: dict[str, Any], has_humans: bool, trace: Any,
+            exclusions: Exclusions) -> list[dict[str, Any]]:
+    """One trace's rows, stamped with its time (the newest trace wins on import): a trace with only
+    human feedback still gives one judge-less row; a trace with neither is counted, not read."""
+    if not rows and has_humans:
         rows.append({**base, "judge": None})
     if not rows:
         exclusions.add("no_assessment")
