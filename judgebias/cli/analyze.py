@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import TRACES_AUTO_ROWS
+from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run
 
 # MLflow writes traces slowly (13 traces/s through a server, 32 into a local database on a loaded
 # 2-core machine, docs/benchmarks.md): the default keeps an analyze of a large table from waiting
@@ -147,12 +147,9 @@ def analyze_cmd(
             logged, warning = lead_with_headline(result, table, self_map=self_map, traces=wanted)
             if warning:  # the figures are logged; the run stays a success
                 typer.echo(f"warning: {terminal_safe(warning)[:500]}", err=True)
-        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
-                   f"({counts['metrics']} metrics, {counts['figures']} plots)")
+        echo_mlflow_run(run.info.run_id, settings.resolved_uri(), counts, logged,
+                        "filter them in the experiment's Traces tab: docs/mlflow-genai.md")
         if logged is not None:
-            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
-                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
-                       + " (filter them in the experiment's Traces tab: docs/mlflow-genai.md)")
             from judgebias.tracking.judgment_traces import filter_strings
 
             typer.echo(f"  {logged['position flips']} of the table's rows flip with the order; filter: "

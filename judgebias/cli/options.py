@@ -54,3 +54,13 @@ def input_errors(file: Path) -> Iterator[None]:
     except ValueError as exc:
         typer.echo(terminal_safe(f"error: {file}: {exc}"), err=True)
         raise typer.Exit(2) from None
+
+
+def echo_mlflow_run(run_id: str, uri: str, counts: dict, logged: dict | None, where: str) -> None:
+    """What an analyze-like command logged to MLflow: the run, its counts and, when rows were logged
+    as traces, how many (``where``: how to find them)."""
+    typer.echo(f"MLflow: run {run_id} at {uri} ({counts['metrics']} metrics, {counts['figures']} plots)")
+    if logged is not None:
+        typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
+                   + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
+                   + f" ({where})")

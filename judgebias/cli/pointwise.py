@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import TRACES_AUTO_ROWS, input_errors
+from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run, input_errors
 
 
 def judge_pointwise_table(
@@ -103,12 +103,8 @@ def analyze_pointwise_file(
                         tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
             counts = log_pointwise_analysis(result, table_path=file, figures=figures)
             logged = _log_traces(table, traces)
-        typer.echo(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
-                   f"({counts['metrics']} metrics, {counts['figures']} plots)")
-        if logged is not None:
-            typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
-                       + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")
-                       + " (the experiment's Traces tab; judgebias import mlflow reads them back)")
+        echo_mlflow_run(run.info.run_id, settings.resolved_uri(), counts, logged,
+                        "the experiment's Traces tab; judgebias import mlflow reads them back")
 
 
 def _log_traces(table, traces: bool | None) -> dict | None:
