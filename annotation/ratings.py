@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 import pandas as pd
+
 from judgebias.annotation.labelstudio import (
     DEFAULT_MAX_ANNOTATIONS,
     LabelStudioClient,
@@ -30,10 +31,9 @@ from judgebias.annotation.labelstudio import (
     PullResult,
     PushResult,
     ServerSettings,
-    _canonical_time,
+    canonical_time,
 )
 from judgebias.annotation.store import Ledger, PushedTask, UpsertCounts
-
 from judgebias.table import Exclusions
 
 RATING_FIELD, REASON_FIELD = "rating", "reason"
@@ -127,7 +127,7 @@ def parse_rating(ann: dict, task: PushedTask, scale: tuple[int, int]) -> Rating:
     skipped = bool(ann.get("was_cancelled")) or rating is None
     return Rating(int(ann["id"]), task.server_url, task.task_id, task.pair_key, task.pair_id,
                   f"ls-user-{who}", None if skipped else rating, skipped, reason,
-                  _canonical_time(ann.get("updated_at") or ann.get("created_at")))
+                  canonical_time(ann.get("updated_at") or ann.get("created_at")))
 
 
 # -- the ratings table of the ledger ---------------------------------------------------------------
