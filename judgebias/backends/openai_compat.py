@@ -26,13 +26,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from judgebias.backends import completions_requests as cr
 from judgebias.backends import openai_parsing as op
 from judgebias.backends import option_token_ids as oti
+from judgebias.backends.endpoint_usage import CallUsage, Price, usage_totals
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -53,29 +53,6 @@ class _NotACompletion(ValueError):
 
 class EndpointError(RuntimeError):
     """The endpoint refused the whole configuration (bad key, unknown model): retrying cannot help."""
-
-
-@dataclass(frozen=True)
-class CallUsage:
-    """One HTTP call that produced a result."""
-
-    operation: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    tries: int
-    cost_usd: float = math.nan
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per one million input / output tokens."""
-
-    input_per_1m: float
-    output_per_1m: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_1m + completion_tokens * self.output_per_1m) / 1e6
 
 
 def _is_local(base_url: str) -> bool:
@@ -273,11 +250,7 @@ class OpenAICompatBackend:
     def usage_summary(self) -> dict[str, float]:
         """Totals of the usage log: calls, tokens, seconds (summed), tries, cost (NaN without a price)."""
         with self._lock:
-            log = list(self.usage_log)
-        return {"calls": len(log), "prompt_tokens": sum(u.prompt_tokens for u in log),
-                "completion_tokens": sum(u.completion_tokens for u in log),
-                "seconds": sum(u.seconds for u in log), "tries": sum(u.tries for u in log),
-                "cost_usd": sum(u.cost_usd for u in log) if log else 0.0}
+            return usage_totals(list(self.usage_log))
 
     def _map(self, fn: Callable[[int], Any], n: int,
              on_results: Callable[[dict[int, Any]], None] | None = None) -> list:
