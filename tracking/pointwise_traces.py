@@ -29,6 +29,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from judgebias.pointwise_table import validate_pointwise
+from judgebias.table import Exclusions
 from judgebias.tracking.judgment_traces import (
     _SECRET_HINT,
     KEY_TAG,
@@ -40,9 +43,6 @@ from judgebias.tracking.judgment_traces import (
     log_records,
 )
 from judgebias.tracking.trace_import import assessment_source, field, newest_rows, stamped
-
-from judgebias.pointwise_table import validate_pointwise
-from judgebias.table import Exclusions
 
 LAYOUT = "pointwise-v1"
 ASSESSMENT = "score"

@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from judgebias.tracking.judgment_traces import ASSESSMENT, LAYOUT, LAYOUT_TAG, ORDER_COLUMNS
 
 from judgebias.importers._common import finish
 from judgebias.labels import normalize_label
 from judgebias.table import Exclusions, TableError
+from judgebias.tracking.judgment_traces import ASSESSMENT, LAYOUT, LAYOUT_TAG, ORDER_COLUMNS
 
 TEXT_FIELDS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b")
 DEFAULT_FIELDS = {c: f"request.{c}" for c in TEXT_FIELDS}
