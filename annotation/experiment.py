@@ -4,7 +4,6 @@ labels back, the human-anchored figures recomputed (the Prefect flow ``flows/syn
 from __future__ import annotations
 
 from judgebias.annotation.sync import SyncSettings, sync
-
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from judgebias.annotation.keys import keyed_pairs
 
+from judgebias.annotation.keys import keyed_pairs
 from judgebias.labels import majority
 from judgebias.table import Exclusions
 

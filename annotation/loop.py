@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
 from judgebias.annotation.keys import keyed_pairs
 from judgebias.annotation.sampling import (
     DEFAULT_DESIGN,

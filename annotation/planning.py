@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from judgebias.annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
 
+from judgebias.annotation.sampling import DESIGNS, Frame, neyman_allocation, poisson_probabilities
 from judgebias.metrics import frame as F
 from judgebias.metrics.human import ESTIMANDS, pair_features, population_variables
 from judgebias.metrics.survey import numerical_gradient, t_quantile

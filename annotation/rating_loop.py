@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from judgebias.annotation.loop import Batch
 from judgebias.annotation.ratings import default_rubric, item_key, judge_scores_by_unit, live_ratings
 from judgebias.annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_batch
 from judgebias.annotation.store import Ledger
-
 from judgebias.metrics.origin import self_set
 from judgebias.metrics.pointwise_survey import rating_features, rating_figures, unit_ids
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from judgebias.annotation.sampling import DEFAULT_DESIGN, Frame, combined_design, draw_batch, population_frame
 from judgebias.annotation.selection import select_pairs
-
 from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
 from judgebias.metrics import frame as F
 from judgebias.metrics.human import ESTIMANDS, applicable, estimate, pair_features, population_variables

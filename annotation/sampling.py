@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from judgebias.annotation.selection import Weights, score_pairs
 
+from judgebias.annotation.selection import Weights, score_pairs
 from judgebias.metrics.survey import POISSON, STRATIFIED, SampleDesign
 
 DESIGNS = ("uniform", "stratified", "poisson")

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from judgebias.annotation.keys import keyed_pairs
 
+from judgebias.annotation.keys import keyed_pairs
 from judgebias.metrics.dbg import panel_rule
 from judgebias.metrics.origin import parse_self_map
 from judgebias.table import Exclusions

@@ -123,7 +123,6 @@ def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, A
     """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
     from judgebias.annotation.feedback import recompute
     from judgebias.annotation.loop import design_from_ledger
-
     from judgebias.io import read_table, write_table
 
     table, _ = read_table(settings.table)
@@ -175,7 +174,6 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     figures, metrics = recompute_from_ledger(settings)
     if settings.budget > 0:
         from judgebias.annotation.loop import next_batch
-
         from judgebias.io import read_table
 
         if settings.target_half_width is not None:

@@ -74,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from judgebias.flows.runtime.task_runners import make_task_runner
-    from judgebias.tasks.chunks import judge_in_chunks
     from prefect import flow
 
     from judgebias.backends import loading as models
     from judgebias.backends.builder import JudgeSpec
+    from judgebias.flows.runtime.task_runners import make_task_runner
+    from judgebias.tasks.chunks import judge_in_chunks
     from judgebias.workers import release_worker_backends
 
     pairs = _pairs(args.pairs)

@@ -72,6 +72,7 @@ ROUTES = {
 
 def _measure(label: str, uri: str, table, threads: int, bulk: bool) -> dict:
     import mlflow
+
     from judgebias.tracking.judgment_traces import log_judgment_traces
     from judgebias.tracking.trace_import import read_judgment_traces
 
@@ -101,9 +102,8 @@ def main() -> None:
     ap.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated, of {', '.join(ROUTES)}")
     args = ap.parse_args()
     os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    from judgebias.tracking.judgment_traces import THREADS
-
     from judgebias.io import read_table
+    from judgebias.tracking.judgment_traces import THREADS
 
     routes = args.routes.split(",")
     unknown = [r for r in routes if r not in ROUTES]

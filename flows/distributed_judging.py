@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from judgebias.flows.runtime.task_runners import make_task_runner
-from judgebias.tasks.chunks import judge_in_chunks
 from prefect import flow, get_run_logger
 
 from judgebias.backends.builder import JudgeSpec
+from judgebias.flows.runtime.task_runners import make_task_runner
+from judgebias.tasks.chunks import judge_in_chunks
 
 
 @flow(name="distributed-judging", log_prints=True)

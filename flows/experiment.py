@@ -11,8 +11,6 @@ import os
 import time
 from typing import Any
 
-from judgebias.tasks import experiment as t
-from judgebias.tasks.stage_lines import new_experiment
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -20,6 +18,8 @@ from judgebias import stages
 from judgebias.backends.builder import release_resident_models
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.tasks import experiment as t
+from judgebias.tasks.stage_lines import new_experiment
 
 # One task at a time unless the config's task_runner says otherwise (``configured``): two local
 # models judging at once would double memory and fight over the same cores.

@@ -4,9 +4,10 @@ demo`` calls it after the experiment and prints what it returns."""
 
 from __future__ import annotations
 
+from prefect import flow
+
 from judgebias.tasks import imported as t
 from judgebias.tracking.settings import TrackingSettings
-from prefect import flow
 
 
 @flow(name="imported_report_cards", log_prints=True)

@@ -24,9 +24,10 @@ def build_deployments(
     config_path: str, schedule: Schedule = Schedule(), *, name_prefix: str = "judgebias"
 ) -> list:
     """The runner deployments of one experiment config (not yet registered)."""
+    from prefect.schedules import Cron
+
     from judgebias.flows.experiment import experiment
     from judgebias.flows.sync import sync_annotations
-    from prefect.schedules import Cron
 
     crons = {}
     for label, cron in (("sync_cron", schedule.sync_cron), ("experiment_cron", schedule.experiment_cron)):

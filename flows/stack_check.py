@@ -7,8 +7,9 @@ exclusions by reason), so a scheduled run of it is also a cheap data-health chec
 
 from __future__ import annotations
 
-from judgebias.tasks.stack_check import summarize_table
 from prefect import flow, get_run_logger
+
+from judgebias.tasks.stack_check import summarize_table
 
 
 # persist_result: the summary is the point of a run, so callers of run_deployment can read it.

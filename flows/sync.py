@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from judgebias.tasks import experiment as t
 from prefect import flow
+
+from judgebias.tasks import experiment as t
 
 
 @flow(name="sync_annotations", log_prints=True)

@@ -17,13 +17,13 @@ import functools
 import inspect
 import time
 
-from judgebias.tasks.stage_lines import report_stage
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
 from judgebias import stages
 from judgebias.runstore import watch
+from judgebias.tasks.stage_lines import report_stage
 
 
 def _log(message: str) -> None:

@@ -3,11 +3,11 @@ that writes them into the run folder and their MLflow runs."""
 
 from __future__ import annotations
 
-from judgebias.tasks.experiment import stage_task
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from judgebias.stages.imported import imported_reports as _imported_reports
+from judgebias.tasks.experiment import stage_task
 
 imported_reports = stage_task(_imported_reports)
 

@@ -176,9 +176,9 @@ def _has_attention() -> bool:
 def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     """One experiment of the tiny config, shared by the flow tests (about a minute on 2 cores)."""
     import yaml
-    from judgebias.flows.experiment import experiment
 
     from judgebias.config.experiment import load_config
+    from judgebias.flows.experiment import experiment
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("experiment")
@@ -220,9 +220,9 @@ def ls_server(labelstudio_server):
 @pytest.fixture(scope="module")
 def world(ls_server, tmp_path_factory):
     """Experiment folder with the scenario table, the client, and the two annotators' user ids."""
-    from judgebias.annotation.labelstudio import LabelStudioClient
     from test_annotation_selection import scenario_table
 
+    from judgebias.annotation.labelstudio import LabelStudioClient
     from judgebias.io import write_table
 
     root = tmp_path_factory.mktemp("experiment")

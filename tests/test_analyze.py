@@ -165,10 +165,11 @@ def mlflow_uri(tmp_path_factory) -> str:
 
 def test_mlflow_round_trip(result, mlflow_uri):
     import mlflow
+    from mlflow.tracking import MlflowClient
+
     from judgebias.tracking.log_analysis import flatten_metrics, log_analysis
     from judgebias.tracking.mlflow_run import mlflow_run
     from judgebias.tracking.settings import TrackingSettings
-    from mlflow.tracking import MlflowClient
 
     settings = TrackingSettings(tracking_uri=mlflow_uri, experiment_name="judgebias-test")
     with mlflow_run("round trip", settings=settings) as parent, mlflow_run("child") as child:
@@ -197,9 +198,10 @@ def test_mlflow_round_trip(result, mlflow_uri):
 
 
 def test_tracking_settings(monkeypatch, tmp_path):
+    from pydantic import ValidationError
+
     from judgebias.tracking.log_analysis import safe_params, sanitize
     from judgebias.tracking.settings import TrackingSettings
-    from pydantic import ValidationError
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert TrackingSettings().resolved_uri(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"

@@ -9,6 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
+from typer.testing import CliRunner
+
 from judgebias.annotation.keys import pair_key
 from judgebias.annotation.labelstudio import (
     LabelStudioClient,
@@ -18,9 +21,6 @@ from judgebias.annotation.labelstudio import (
 )
 from judgebias.annotation.selection import select_pairs
 from judgebias.annotation.store import Label, Ledger, PushedTask
-from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
-from typer.testing import CliRunner
-
 from judgebias.cli import app
 from judgebias.io import read_table, write_table
 

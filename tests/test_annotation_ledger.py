@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+
 from judgebias.annotation.keys import pair_key, swapped
 from judgebias.annotation.labelstudio import (
     LabelStudioError,

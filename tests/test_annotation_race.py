@@ -11,11 +11,12 @@ import os
 import threading
 
 import pytest
+from test_annotation_selection import scenario_table
+
 from judgebias.annotation.keys import keyed_pairs
 from judgebias.annotation.labelstudio import LabelStudioClient
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
-from test_annotation_selection import scenario_table
 
 pytestmark = [
     pytest.mark.server,

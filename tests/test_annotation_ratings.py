@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
+
 from judgebias.annotation.rating_loop import RatingSettings, merge_ratings, next_rating_batch, rating_units
 from judgebias.annotation.ratings import parse_rating, rating_config
 from judgebias.annotation.store import Ledger, PushedTask
-from typer.testing import CliRunner
 
 
 def table(scale=(1, 5)) -> pd.DataFrame:

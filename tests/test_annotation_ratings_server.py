@@ -10,9 +10,10 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
+
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
-from typer.testing import CliRunner
 
 pytestmark = [
     pytest.mark.server,
@@ -45,8 +46,8 @@ def _rate(sdk, task_id: int, user: int, rating: int | None) -> int:
 
 def test_push_rate_pull_recompute_against_real_server(ls_server, tmp_path, monkeypatch):
     from conftest import annotator
-    from judgebias.annotation.ratings import RatingClient
 
+    from judgebias.annotation.ratings import RatingClient
     from judgebias.cli import app
     from judgebias.io import read_raw, write_table
     from judgebias.metrics.pointwise_survey import rating_estimate, rating_features

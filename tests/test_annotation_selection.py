@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+
 from judgebias.annotation.feedback import (
     inter_annotator,
     latest_per_annotator,
@@ -15,7 +16,6 @@ from judgebias.annotation.feedback import (
 )
 from judgebias.annotation.keys import pair_key
 from judgebias.annotation.selection import Weights, select_pairs
-
 from judgebias.metrics.origin import parse_self_map
 from judgebias.table import validate
 

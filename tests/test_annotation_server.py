@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
+
 from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError
 from judgebias.annotation.selection import select_pairs
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
 from judgebias.annotation.sync import SyncSettings, sync
-from test_annotation_selection import SCENARIO_LABELS, check_scenario_figures, scenario_table
-
 from judgebias.io import read_table
 
 pytestmark = [
@@ -322,7 +322,6 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     next batch from the config's budget, then pull labels, merge and log, through
     judgebias.annotation.sync.sync."""
     from judgebias.annotation.experiment import sync_annotations
-
     from judgebias.config.experiment import ExperimentConfig
     from judgebias.runstore import RunStore
 

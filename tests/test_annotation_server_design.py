@@ -10,11 +10,11 @@ import os
 import pandas as pd
 import pytest
 from conftest import annotator
+from test_annotation_server import SHOWN
+
 from judgebias.annotation.labelstudio import LabelStudioError
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
-from test_annotation_server import SHOWN
-
 from judgebias.io import write_table
 
 pytestmark = [

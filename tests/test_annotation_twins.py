@@ -11,11 +11,11 @@ import os
 import sqlite3
 
 import pytest
+from test_annotation_server import SHOWN
+
 from judgebias.annotation.keys import content_key, keyed_pairs
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Label, Ledger, PushedTask
-from test_annotation_server import SHOWN
-
 from judgebias.io import write_table
 
 URL = "http://h"
@@ -66,8 +66,8 @@ def test_a_version_3_ledger_is_upgraded_to_share_tasks(tmp_path):
                     reason="label-studio not installed (scripts/labelstudio_install.sh)")
 def test_pandalm_twins_make_one_task_on_a_real_server(world, ls_server, tmp_path):
     from conftest import DATA
-    from judgebias.annotation.sync import SyncSettings, sync
 
+    from judgebias.annotation.sync import SyncSettings, sync
     from judgebias.importers.pandalm import import_pandalm
     from judgebias.io import read_table
 

@@ -87,14 +87,14 @@ def test_imported_reports_are_marked_and_recomputed_only_when_the_file_changes(t
 
 
 def test_imported_runs_are_logged_once_and_tagged(prefect_harness, tmp_path, monkeypatch):
-    from judgebias.flows.imported import imported_report_cards
-    from judgebias.tracking.imported import DIGEST_TAG, log_imported
-    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+    from judgebias.flows.imported import imported_report_cards
     from judgebias.reporting.experiment_summary import imported_lines
+    from judgebias.tracking.imported import DIGEST_TAG, log_imported
+    from judgebias.tracking.settings import TrackingSettings
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

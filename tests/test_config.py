@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from judgebias.tracking.params import flatten
 
 from judgebias.config.experiment import ConfigError, demo_config_path, load_config, parse_config
+from judgebias.tracking.params import flatten
 
 ROOT = Path(__file__).resolve().parents[1]
 

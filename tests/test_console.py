@@ -51,9 +51,8 @@ def test_a_stage_says_whether_it_computed_or_found_its_output(tmp_path):
 
 
 def test_reused_stages_are_reported_once_per_experiment(caplog):
-    from judgebias.tasks.stage_lines import LOGGER, new_experiment, report_stage, variant_words
-
     from judgebias.layout import RunLayout
+    from judgebias.tasks.stage_lines import LOGGER, new_experiment, report_stage, variant_words
 
     assert variant_words("style-3f2a/attractive") == "style ablation, attractive"
     assert variant_words("finetune-1c2d") == "fine-tune ablation" and variant_words("") == ""

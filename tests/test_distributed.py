@@ -8,13 +8,13 @@ import math
 import os
 
 import pytest
-from judgebias.flows.runtime.task_runners import make_task_runner
 
 from judgebias import chunks as chunking
 from judgebias import workers
 from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.backends.random_weights import random_model
 from judgebias.chunks import ChunkStore, merge, shard
+from judgebias.flows.runtime.task_runners import make_task_runner
 from judgebias.records import Pair
 
 
@@ -206,8 +206,8 @@ def _assert_same_judgments(rows, reference):
 def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, reference_rows,
                                                                       tmp_path):
     import pandas as pd
-    from judgebias.flows.distributed_judging import distributed_judging
 
+    from judgebias.flows.distributed_judging import distributed_judging
     from judgebias.io import read_table, write_table
 
     pairs = _pairs(12)
@@ -243,10 +243,9 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
 
 @pytest.mark.slow
 def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny_judge_folder, tmp_path):
-    from judgebias.tasks.chunks import generate_in_chunks
-
     from judgebias.backends.local import LocalBackend
     from judgebias.backends.protocol import GenerationParams, Prompt
+    from judgebias.tasks.chunks import generate_in_chunks
 
     prompts = [Prompt.chat(("user", f"Write a word about the number {i}.")) for i in range(6)]
     params = GenerationParams(max_new_tokens=6)
@@ -282,8 +281,9 @@ def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_fo
     (one batch). Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
     from distributed_backends import MARKER_ENV
-    from judgebias.tasks.chunks import judge_in_chunks
     from prefect import flow
+
+    from judgebias.tasks.chunks import judge_in_chunks
 
     marker = tmp_path / "crashed"
     monkeypatch.setenv(MARKER_ENV, str(marker))

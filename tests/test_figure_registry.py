@@ -8,7 +8,6 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from judgebias.tracking.log_analysis import flatten_metrics
 
 from judgebias.metrics import registry as R
 from judgebias.reporting.analysis import analyze
@@ -18,6 +17,7 @@ from judgebias.reporting.trust import statements
 from judgebias.reporting.trust_family import declare
 from judgebias.stats import Estimate
 from judgebias.table import validate
+from judgebias.tracking.log_analysis import flatten_metrics
 
 # A figure with no source must be listed here on purpose: a plain descriptive share no paper defines.
 NO_PAPER = {"tie_rate"}

@@ -293,10 +293,10 @@ def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
 
 @pytest.mark.server
 def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
-    from judgebias.tracking.experiment import log_experiment
     from mlflow.tracking import MlflowClient
 
     from judgebias.runstore import RunStore
+    from judgebias.tracking.experiment import log_experiment
 
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}

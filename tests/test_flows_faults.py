@@ -69,8 +69,9 @@ def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_pat
     # ablations): the parent would stay RUNNING forever and the rerun would add a second parent.
     import subprocess
 
-    from judgebias.tracking.experiment import log_experiment
     from mlflow.tracking import MlflowClient
+
+    from judgebias.tracking.experiment import log_experiment
 
     cfg, config_path, base = experiment_run["cfg"], experiment_run["config_path"], experiment_run["base"]
     script = tmp_path / "die_while_logging.py"

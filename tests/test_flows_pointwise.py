@@ -15,9 +15,8 @@ PROBES = ["rubric_reversed", "score_ids_letters", "reference_score", "rubric_per
 
 @pytest.fixture(scope="module")
 def pw_run(prefect_harness, tiny_models, tmp_path_factory):
-    from judgebias.flows.experiment import pointwise_judging, pointwise_probe
-
     from judgebias.config.experiment import load_config
+    from judgebias.flows.experiment import pointwise_judging, pointwise_probe
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("pointwise")
@@ -81,14 +80,14 @@ def test_every_pointwise_probe_has_its_two_figures(pw_run):
 
 
 def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
-    from judgebias.tracking.experiment import settings_for
-    from judgebias.tracking.log_pointwise import log_experiment_pointwise
-    from judgebias.tracking.mlflow_run import mlflow_run
-    from judgebias.tracking.probes import log_probes
     from mlflow.tracking import MlflowClient
 
     from judgebias.layout import RunLayout
     from judgebias.reporting.experiment_summary import console_report
+    from judgebias.tracking.experiment import settings_for
+    from judgebias.tracking.log_pointwise import log_experiment_pointwise
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.probes import log_probes
 
     cfg, store = pw_run["cfg"], pw_run["store"]
     page = store.path(RunLayout().report_html).read_text()
@@ -120,7 +119,6 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
 
 def test_a_rerun_makes_no_model_call(pw_run):
     from judgebias.flows.experiment import pointwise_judging, pointwise_probe
-
     from judgebias.layout import RunLayout
 
     cfg, store = pw_run["cfg"], pw_run["store"]

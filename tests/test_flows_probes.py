@@ -13,9 +13,8 @@ from conftest import tiny_config
 
 @pytest.fixture(scope="module")
 def probe_run(prefect_harness, tiny_models, tmp_path_factory):
-    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-
     from judgebias.config.experiment import load_config
+    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("probes")
@@ -79,7 +78,6 @@ def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):
 
 def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-
     from judgebias.layout import RunLayout
 
     cfg, store = probe_run["cfg"], probe_run["store"]
@@ -106,10 +104,11 @@ def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
 
 
 def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
+    from mlflow.tracking import MlflowClient
+
     from judgebias.tracking.experiment import settings_for
     from judgebias.tracking.mlflow_run import mlflow_run
     from judgebias.tracking.probes import log_probes
-    from mlflow.tracking import MlflowClient
 
     cfg, store = probe_run["cfg"], probe_run["store"]
     settings = settings_for(cfg)

@@ -29,9 +29,8 @@ def _config(models: dict, base, runner: dict) -> dict:
 
 
 def _run(models, base, runner):
-    from judgebias.flows.experiment import configured, main_flow
-
     from judgebias.config.experiment import ExperimentConfig
+    from judgebias.flows.experiment import configured, main_flow
 
     cfg = ExperimentConfig.model_validate(_config(models, base, runner))
     state = configured(main_flow, cfg)(cfg, return_state=True)

@@ -362,12 +362,12 @@ def test_human_anchored_with_every_label_is_the_humans_ranking():
 
 
 def test_mlflow_logging_round_trip(tmp_path):
-    from judgebias.tracking.log_leaderboard import flatten_leaderboard, log_leaderboard
-    from judgebias.tracking.mlflow_run import mlflow_run
-    from judgebias.tracking.settings import TrackingSettings
     from mlflow.tracking import MlflowClient
 
     from judgebias.reporting.plots_leaderboard import leaderboard_figures
+    from judgebias.tracking.log_leaderboard import flatten_leaderboard, log_leaderboard
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
 
     result = leaderboard(_related_table(), family_map={"j": ["a"]}, reps=50)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

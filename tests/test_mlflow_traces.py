@@ -10,12 +10,12 @@ import sys
 import pandas as pd
 import pytest
 from conftest import free_port
-from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 from servers import running
 from typer.testing import CliRunner
 
 from judgebias.io import read_table, write_table
 from judgebias.table import validate
+from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 
 SECRET = "sk-do-not-log-0123456789"
 
@@ -243,10 +243,10 @@ def test_traces_are_a_tracking_setting_that_keeps_the_run_folder():
 @pytest.mark.server
 def test_a_judgebias_judge_as_an_mlflow_scorer_is_read_back_by_import(mlflow_server, tmp_path, monkeypatch):
     import mlflow
-    from judgebias.tracking.scorer import pairwise_scorer
     from test_judging import ScriptedBackend
 
     from judgebias.backends.protocol import OptionScores
+    from judgebias.tracking.scorer import pairwise_scorer
 
     monkeypatch.chdir(tmp_path)
     mlflow.set_tracking_uri(mlflow_server)
@@ -275,13 +275,13 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
     """judgebias.tracking.experiment's step on a small run folder: off logs nothing, on links every row of
     the run's table to the run as a trace, and a rerun in a new run adds none."""
     import mlflow
-    from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
     from mlflow import MlflowClient
     from test_config import minimal
 
     from judgebias.config.experiment import demo_config_path, load_config, parse_config
     from judgebias.layout import RunLayout
     from judgebias.runstore import RunStore
+    from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 
     store = RunStore(tmp_path / "run")
     store.write_frame(RunLayout().table, small_table())
@@ -319,8 +319,9 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
 @pytest.mark.server
 def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stands(mlflow_server):
     import mlflow
-    from judgebias.tracking.experiment_traces import KIND_TAG, open_experiment_on
     from mlflow import MlflowClient
+
+    from judgebias.tracking.experiment_traces import KIND_TAG, open_experiment_on
 
     client = MlflowClient(tracking_uri=mlflow_server)
     mlflow.set_tracking_uri(mlflow_server)
@@ -368,6 +369,7 @@ def test_mlflows_traces_page_lists_the_judgments_with_their_assessment(mlflow_se
     every judgment listed with the ``preference`` assessment as a column."""
     pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
     import mlflow
+
     from judgebias.tracking.judgment_traces import log_judgment_traces
 
     mlflow.set_tracking_uri(mlflow_server)

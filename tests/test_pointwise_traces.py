@@ -7,13 +7,13 @@ import json
 
 import pandas as pd
 import pytest
-from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator
-from judgebias.tracking.pointwise_traces import pointwise_record
 from test_mlflow_traces import _cli, mlflow_server  # noqa: F401  (the module's server fixture)
 from test_pointwise_mlflow import table as scored_table
 
 from judgebias.io import read_raw, write_table
 from judgebias.pointwise_table import validate_pointwise
+from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator
+from judgebias.tracking.pointwise_traces import pointwise_record
 
 SECRET = "sk-do-not-log-0123456789"
 COLUMNS = ["item_id", "judge", "prompt", "response", "generator", "score", "score_argmax", "scale_min",

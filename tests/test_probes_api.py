@@ -17,9 +17,8 @@ TAGS = ("authority@1", "verbosity@1")
 
 @pytest.fixture(scope="module")
 def api_probe_run(prefect_harness, tiny_models, transformers_server, tmp_path_factory):
-    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-
     from judgebias.config.experiment import load_config
+    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
     from judgebias.runstore import RunStore
 
     base = tmp_path_factory.mktemp("api-probes")
@@ -91,7 +90,6 @@ def _failed(rows) -> int:
 
 def test_a_rerun_asks_again_only_what_failed(api_probe_run):
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-
     from judgebias.layout import RunLayout
 
     cfg, store = api_probe_run["cfg"], api_probe_run["store"]

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA
+
 from judgebias.annotation.replay import ReplaySettings, replay, summarize
 from judgebias.annotation.sampling import (
     Frame,
@@ -15,7 +16,6 @@ from judgebias.annotation.sampling import (
     poisson_probabilities,
     population_frame,
 )
-
 from judgebias.importers.pandalm import import_pandalm
 from judgebias.metrics import agreement, self_preference_eo, verbosity_bias
 from judgebias.metrics.human import ESTIMANDS, estimate, human_figures, pair_features, variables
@@ -198,9 +198,9 @@ def test_labels_saved_interpolates_the_hajek_labels_for_the_ppi_width():
 
 
 def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pandalm, tmp_path):
-    from judgebias.annotation.planning import labels_needed, pilot
     from typer.testing import CliRunner
 
+    from judgebias.annotation.planning import labels_needed, pilot
     from judgebias.cli import app
     from judgebias.metrics.survey import required_labels
 
@@ -242,6 +242,7 @@ def test_sync_stops_when_the_target_half_width_is_met():
 
 def test_replay_summary_is_logged_to_mlflow(pandalm, tmp_path, monkeypatch):
     import mlflow
+
     from judgebias.tracking.replay_run import log_replay
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -21,10 +21,11 @@ def mlflow_uri(tmp_path) -> str:
 
 
 def _run(uri: str, path: Path, max_bytes: int | None):
+    from mlflow.tracking import MlflowClient
+
     from judgebias.tracking.mlflow_run import mlflow_run
     from judgebias.tracking.settings import TrackingSettings
     from judgebias.tracking.table_ref import log_table
-    from mlflow.tracking import MlflowClient
 
     with mlflow_run("table", settings=TrackingSettings(tracking_uri=uri, experiment_name="t")) as run:
         ref = log_table(path, max_bytes=max_bytes)

@@ -5,10 +5,11 @@ written the public way."""
 from __future__ import annotations
 
 import pytest
+from test_mlflow_traces import small_table
+
 from judgebias.tracking import trace_bulk
 from judgebias.tracking.judgment_traces import log_judgment_traces
 from judgebias.tracking.trace_import import read_judgment_traces
-from test_mlflow_traces import small_table
 
 SELF = {"j2": ["y"]}
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from judgebias.flows.runtime.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 from servers import running, stop
+
+from judgebias.flows.runtime.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 
@@ -91,8 +92,9 @@ def test_deployed_flow_runs_on_a_process_worker(prefect_env, tmp_path):
 
     with temporary_settings({PREFECT_API_URL: prefect_env["PREFECT_API_URL"],
                              PREFECT_LOCAL_STORAGE_PATH: prefect_env["PREFECT_LOCAL_STORAGE_PATH"]}):
-        from judgebias.flows.runtime.workpool import deploy_flows, ensure_process_pool
         from prefect.deployments import run_deployment
+
+        from judgebias.flows.runtime.workpool import deploy_flows, ensure_process_pool
 
         assert ensure_process_pool(pool) is False  # exists already: idempotent
         cron_spec = DeploymentSpec("flows/stack_check.py:stack_check", "nightly", cron="0 3 * * *",

@@ -21,6 +21,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from judgebias.config.experiment import ExperimentConfig
+from judgebias.layout import RunLayout
+from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
+from judgebias.reporting.plots import judge_figures
+from judgebias.runstore import RunStore
 from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 from judgebias.tracking.log_analysis import (
     estimate_metrics,
@@ -37,12 +42,6 @@ from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.params import flatten
 from judgebias.tracking.probes import log_probes
 from judgebias.tracking.settings import TrackingSettings
-
-from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
-from judgebias.reporting.plots import judge_figures
-from judgebias.runstore import RunStore
 
 PACKAGES = ("judgebias", "torch", "transformers", "peft", "prefect", "mlflow", "pandas", "numpy")
 

@@ -17,6 +17,7 @@ def log_run_traces(cfg: ExperimentConfig, store: RunStore) -> dict[str, int] | N
     if not cfg.tracking.traces:
         return None
     import mlflow
+
     from judgebias.tracking.judgment_traces import log_judgment_traces
 
     counts = log_judgment_traces(store.read_frame(RunLayout().table), self_map=cfg.own_generators())

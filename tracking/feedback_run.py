@@ -25,9 +25,10 @@ def log_feedback_run(metrics: Mapping[str, float], figures: Mapping[str, Any], p
     ``tracking_uri`` / ``experiment`` default to the environment (``TrackingSettings``); with a
     ``parent_run_id`` the run lands in that run's experiment whatever ``experiment`` says."""
     import mlflow
+    from mlflow.tracking import MlflowClient
+
     from judgebias.tracking.mlflow_run import mlflow_run
     from judgebias.tracking.settings import TrackingSettings
-    from mlflow.tracking import MlflowClient
 
     overrides: dict[str, str] = {}
     if tracking_uri:

@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from judgebias.tracking.log_analysis import log_analysis, log_files
-from judgebias.tracking.mlflow_run import mlflow_run
-from judgebias.tracking.settings import TrackingSettings
-
 from judgebias.bundled import BundledTable
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
+from judgebias.tracking.log_analysis import log_analysis, log_files
+from judgebias.tracking.mlflow_run import mlflow_run
+from judgebias.tracking.settings import TrackingSettings
 
 DIGEST_TAG = "judgebias.imported_sha256"
 

@@ -250,8 +250,9 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
     spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
     where spans first would make it merge row by row. A failing request raises. With a database
     tracking URI (and ``bulk``) each chunk is one transaction instead (``judgebias.tracking.trace_bulk``)."""
-    from judgebias.tracking.trace_bulk import sql_store, write_chunk
     from mlflow.tracing.client import TracingClient
+
+    from judgebias.tracking.trace_bulk import sql_store, write_chunk
 
     client = TracingClient()
     store = sql_store() if bulk else None

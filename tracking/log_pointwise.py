@@ -115,9 +115,8 @@ def log_pointwise_analysis(
 def log_experiment_pointwise(cfg, store, tags: Mapping[str, str]) -> dict[str, int] | None:
     """Inside an experiment's parent run: one nested run ``pointwise`` with the pointwise judges'
     figures, their table and plots (``RunLayout.pointwise``); None when the run has none."""
-    from judgebias.tracking.mlflow_run import mlflow_run
-
     from judgebias.layout import RunLayout
+    from judgebias.tracking.mlflow_run import mlflow_run
 
     layout = RunLayout.pointwise(cfg)
     if not cfg.pointwise_judges() or not store.has(layout.metrics):

@@ -6,12 +6,11 @@ judges' own figures are logged by ``judgebias.tracking.log_pointwise.log_experim
 
 from __future__ import annotations
 
-from judgebias.tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
-
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.reporting.experiment_summary import probe_results
 from judgebias.runstore import RunStore
+from judgebias.tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
 
 
 def probe_metrics(result: dict) -> dict[str, float]:
@@ -31,6 +30,7 @@ def probe_metrics(result: dict) -> dict[str, float]:
 def log_probes(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     """Inside the experiment's parent run: one nested run per probe that has its figures."""
     import mlflow
+
     from judgebias.tracking.mlflow_run import mlflow_run
 
     pert = cfg.probes.perturbations
