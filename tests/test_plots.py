@@ -13,7 +13,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from judgebias.reporting import plots as plots
+from judgebias.reporting import plots, plots_ablations
 
 
 def _render(fig, tmp_path, name):
@@ -170,7 +170,7 @@ def test_ablation_bars_hold_every_interval_end(tmp_path):
                                   "finetuned": {"value": -0.125, "ci_low": -0.5, "ci_high": 0.25}},
                       "gemma": {"before": {"value": None},
                                 "finetuned": {"value": 0.1, "ci_low": 0.0, "ci_high": 0.4}}}}
-    fig = plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data")
+    fig = plots_ablations.dbg_before_after(out, "DBG before and after fine-tuning on the same data")
     renderer = _render(fig, tmp_path, "before_after")
     ax = fig.axes[0]
     assert _outside(fig, renderer) == []

@@ -13,8 +13,7 @@ from PIL import Image
 from test_plots import _outside, _render
 
 from judgebias.probes.perturbations import PERTURBATIONS
-from judgebias.reporting import plots as plots
-from judgebias.reporting import plots_probes as plots_probes
+from judgebias.reporting import plots, plots_ablations, plots_probes
 
 
 def _probe(judges=("smollm2", "gemma")):
@@ -97,7 +96,7 @@ def test_ablation_group_without_any_value_stays_in_the_frame_and_zero_bars_show(
                                   "humorous": {"value": 0.0, "ci_low": -0.25, "ci_high": 0.25}},
                       "gemma": {c: {"value": None} for c in ("before", "attractive", "humorous")}}}
     out["judges"] = {j: dict(sorted(row.items())) for j, row in out["judges"].items()}  # as read from JSON
-    fig = plots.dbg_before_after(out, "DBG before and after style rewrite")
+    fig = plots_ablations.dbg_before_after(out, "DBG before and after style rewrite")
     renderer = _render(fig, tmp_path, "style_ablation")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before", "attractive", "humorous"]

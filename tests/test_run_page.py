@@ -18,8 +18,7 @@ from test_analyze import synthetic
 from test_plots_readable import _probe
 from typer.testing import CliRunner
 
-from judgebias.reporting import plots as plots
-from judgebias.reporting import plots_probes as plots_probes
+from judgebias.reporting import plots, plots_ablations, plots_probes
 from judgebias.reporting.experiment_summary import WEAK_JUDGES_NOTE
 
 RENDER = Path(__file__).with_name("render_page.py")
@@ -87,7 +86,7 @@ def run_folder(tmp_path_factory) -> Path:
         comp["judges"]["j2"]["before"] = {"value": None, "skipped": "no gold judge left"}
         (root / folder).mkdir()
         (root / folder / "comparison.json").write_text(json.dumps(comp))
-        plots.save_figure(plots.dbg_before_after(comp, "DBG before and after"),
+        plots.save_figure(plots_ablations.dbg_before_after(comp, "DBG before and after"),
                           root / RunLayout(folder + "/").plot("dbg_before_after"))
         for page in pages:
             (root / folder / page).mkdir(exist_ok=True)

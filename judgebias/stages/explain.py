@@ -81,8 +81,8 @@ def attention_analysis(
         info.update(pairs=len(plist))
         store.write_frame(name, df)
         if len(df):
-            from judgebias.reporting import plots as plots
-            plots.save_figure(plots.attention_layers(attention_by_generator(df), judge),
+            from judgebias.reporting import plots, plots_ablations
+            plots.save_figure(plots_ablations.attention_layers(attention_by_generator(df), judge),
                               store.path(RunLayout().plot(f"attention_{slug(judge)}")))
     progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
     return df

@@ -169,9 +169,10 @@ def compare_finetune(
             }
         compute_metrics(cfg, store, after, variant=variant)
         store.write_json(name, out)
-        from judgebias.reporting import plots as plots
-        plots.save_figure(plots.dbg_before_after(out, "DBG before and after fine-tuning on the same data"),
-                          store.path(variant.plot("dbg_before_after")))
+        from judgebias.reporting import plots, plots_ablations
+
+        fig = plots_ablations.dbg_before_after(out, "DBG before and after fine-tuning on the same data")
+        plots.save_figure(fig, store.path(variant.plot("dbg_before_after")))
     progress("fine-tune ablation DBG: " + format_compare(out))
     return out
 

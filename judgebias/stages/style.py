@@ -86,8 +86,8 @@ def semantic_preservation(
         both = pd.concat(frames, ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
         if len(sem) >= 1:
-            from judgebias.reporting import plots as plots
-            plots.save_figure(plots.semantic_shift(sem), store.path(base.plot("semantic_shift")))
+            from judgebias.reporting import plots, plots_ablations
+            plots.save_figure(plots_ablations.semantic_shift(sem), store.path(base.plot("semantic_shift")))
         store.write_frame(name, sem)
     summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
     progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
@@ -130,8 +130,8 @@ def compare_style(
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
             compute_metrics(cfg, store, table, variant=RunLayout.style(cfg, style), exclude=exclude)
         store.write_json(name, out)
-        from judgebias.reporting import plots as plots
-        plots.save_figure(plots.dbg_before_after(out, "DBG before and after style rewrite"),
+        from judgebias.reporting import plots, plots_ablations
+        plots.save_figure(plots_ablations.dbg_before_after(out, "DBG before and after style rewrite"),
                           store.path(base.plot("dbg_before_after")))
     progress("style ablation DBG: " + format_compare(out))
     return out
