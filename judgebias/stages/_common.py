@@ -105,3 +105,12 @@ def adapted_model(ref, adapter: dict | None):
     )
 
 
+def estimate_entry(compute: Callable[[], Any]) -> dict:
+    """A figure's JSON for a stage's output: the estimate's record, or why there was too little data
+    for it (``skipped``), so a figure a probe could not compute is said, never dropped."""
+    from judgebias.stats import InsufficientData
+
+    try:
+        return compute().to_dict()
+    except InsufficientData as exc:
+        return {"value": None, "skipped": str(exc)}

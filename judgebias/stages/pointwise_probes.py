@@ -10,12 +10,14 @@ A baseline shared by several probes (the judge's own template) is one judging st
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, noop, timed
+from judgebias.stages._common import Progress, estimate_entry, noop, timed
 from judgebias.stages.pointwise import judge_responses, response_items
 from judgebias.stages.results import refresh_report
 
@@ -103,7 +105,6 @@ def pointwise_probe_report(
     from judgebias.prompts.pointwise_variants import pointwise_probe
     from judgebias.reporting import plots as plots
     from judgebias.reporting import plots_probes as plots_probes
-    from judgebias.stats import InsufficientData
 
     layout = RunLayout.pointwise_probes(cfg)
     if store.has(layout.probe_result):
@@ -120,13 +121,8 @@ def pointwise_probe_report(
                 table = probe_scores(
                     frames[before], frames[after], judge=judge, probe=tag, to_base=probe.to_base
                 )
-                entry = {}
-                for key, fn in (("unchanged_rate", unchanged_rate), ("score_shift", score_shift)):
-                    try:
-                        entry[key] = fn(table, judge, tag).to_dict()
-                    except InsufficientData as exc:
-                        entry[key] = {"value": None, "skipped": str(exc)}
-                figures[tag] = entry
+                named = (("unchanged_rate", unchanged_rate), ("score_shift", score_shift))
+                figures[tag] = {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
             out["judges"][judge] = figures
         if any((f.get("score_shift") or {}).get("value") is not None
                for figures in out["judges"].values() for f in figures.values()):

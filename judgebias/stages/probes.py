@@ -14,7 +14,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, noop, timed
+from judgebias.stages._common import Progress, estimate_entry, noop, timed
 from judgebias.stages.data import subset
 from judgebias.stages.results import refresh_report
 
@@ -66,7 +66,6 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
     from judgebias.probes.perturbations import perturbation
     from judgebias.reporting import plots as plots
     from judgebias.reporting import plots_probes as plots_probes
-    from judgebias.stats import InsufficientData
 
     layout = RunLayout.perturbation(cfg)
     if store.has(layout.probe_result):
@@ -80,13 +79,8 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
             table = probe_table(rows, after[judge], perturbed, judge)
             figures = {}
             for tag in out["perturbations"]:
-                entry = {}
-                for key, fn in (("robustness_rate", robustness_rate), ("shift", perturbation_shift)):
-                    try:
-                        entry[key] = fn(table, judge, tag).to_dict()
-                    except InsufficientData as exc:
-                        entry[key] = {"value": None, "skipped": str(exc)}
-                figures[tag] = entry
+                named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
+                figures[tag] = {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
             out["judges"][judge] = figures
         if any((f.get("shift") or {}).get("value") is not None
                for figures in out["judges"].values() for f in figures.values()):
@@ -110,7 +104,6 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
                        judgments: dict[str, pd.DataFrame], *, progress: Progress = noop) -> dict:
     """Per judge: recognition accuracy and its correlation with self-preference on the same pairs."""
     from judgebias.metrics.recognition import recognition_preference, self_recognition
-    from judgebias.stats import InsufficientData
 
     layout = RunLayout.recognition(cfg)
     if store.has(layout.probe_result):
@@ -119,16 +112,10 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
     out: dict = {"judges": {}}
     with timed(store, layout.stage("recognition_report")):
         for judge, rows in recognised.items():
-            entry = {}
             plan = (("self_recognition", partial(self_recognition, rows, judge, self_map)),
                     ("recognition_preference",
                      partial(recognition_preference, rows, judgments[judge], judge, self_map)))
-            for key, fn in plan:
-                try:
-                    entry[key] = fn().to_dict()
-                except InsufficientData as exc:
-                    entry[key] = {"value": None, "skipped": str(exc)}
-            out["judges"][judge] = entry
+            out["judges"][judge] = {key: estimate_entry(fn) for key, fn in plan}
         store.write_json(layout.probe_result, out)
         refresh_report(cfg, store)
     progress(f"self-recognition: {len(out['judges'])} judge(s)")
