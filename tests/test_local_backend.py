@@ -318,6 +318,17 @@ def test_bench_runs_all_modes_on_a_tiny_model(monkeypatch):
     assert gpu_peak_tflops("NVIDIA H200") == 989.0 and gpu_peak_tflops("Some GPU") is None
 
 
+def test_bench_pairs_stay_distinct_past_the_bundled_rows():
+    # The engine computes identical prompts once: with 78 bundled rows, the old pairing repeated
+    # every pair from the 79th on, and a 512-pair GPU run counted 1024 prompts while computing 156.
+    from judgebias.bench.throughput import bench_pairs
+
+    pairs = bench_pairs(400, 0, None, None)
+    assert len({(p.prompt, p.response_a, p.response_b) for p in pairs}) == 400
+    assert all(p.response_a != p.response_b for p in pairs)
+    assert [p.human for p in pairs[:4]] == [("a",), ("b",), ("a",), ("b",)]
+
+
 def test_bench_separates_the_dtype_gain_from_the_batching_gain(monkeypatch):
     from judgebias.bench import throughput as bench
     monkeypatch.setattr(bench, "measured_cpu_peak_tflops", lambda dtype=None: 0.1)

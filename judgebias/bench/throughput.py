@@ -34,7 +34,11 @@ from judgebias.bench.hardware import PeakMemory, cpu_name, gpu_peak_tflops, meas
 
 def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
     """Real instructions and responses (bundled LLMBar-Natural): each instruction's own response
-    against the next instruction's, alternating sides, so the right answer is known."""
+    against another instruction's, alternating sides, so the right answer is known.
+
+    Past the 78 bundled rows each round pairs a row with a farther one, so every pair is new: the
+    engine computes an identical prompt once, and repeated pairs would count as work not done.
+    """
     from importlib.resources import files
 
     from judgebias.records import Pair
@@ -43,7 +47,8 @@ def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
             files("judgebias").joinpath("data/llmbar_natural_sft.jsonl").read_text().splitlines() if line]
     pairs = []
     for i in range(n):
-        own, other = rows[i % len(rows)], rows[(i + 1) % len(rows)]
+        k = len(rows)
+        own, other = rows[i % k], rows[(i + 1 + (i // k) % (k - 1)) % k]
         a, b = (own["response"], other["response"]) if i % 2 == 0 else (other["response"], own["response"])
         if prompt_tokens:
             a, b = _stretch(own["instruction"], a, b, prompt_tokens, tokenizer, template)
