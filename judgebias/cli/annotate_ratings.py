@@ -16,7 +16,7 @@ from judgebias.cli.options import fail
 RATING_TITLE = "judgebias pointwise ratings"
 
 
-def _read(table: Path):
+def read_pointwise(table: Path):
     from judgebias.io import read_raw
     from judgebias.pointwise_table import validate_pointwise
 
@@ -38,7 +38,7 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
                               self_map=self_map)
     try:
         project_title = title_ok(project_title)
-        df = _read(table)
+        df = read_pointwise(table)
         client = None if dry_run else RatingClient(ServerSettings.from_env(), rating_scale(df))
         store = Ledger(ledger_path) if (ledger_path.exists() or not dry_run) else None
     except (TableError, ValueError, LabelStudioError) as exc:
@@ -93,7 +93,7 @@ def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledge
     out = out or default_output_path(table)
     pulled = None
     try:
-        df = _read(table)
+        df = read_pointwise(table)
         if not offline:
             pulled = RatingClient(ServerSettings.from_env(), rating_scale(df)).pull_ratings(ledger)
         merged, figures = rating_estimates(df, ledger, judges, self_map=self_map)
