@@ -8,15 +8,15 @@ A server that is down raises ``LabelStudioError`` (naming the URL) before the le
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judgebias.annotation.labelstudio import KEY_ENV, URL_ENV, PullResult, PushResult, ServerSettings
+from judgebias.annotation.labelstudio import KEY_ENV, URL_ENV, PullResult, PushResult
 from judgebias.annotation.sampling import DEFAULT_DESIGN
-from judgebias.annotation.store import Ledger, default_ledger_path
+from judgebias.annotation.store import Ledger
+from judgebias.annotation.sync import TablePaths
 
 RATING_TITLE = "judgebias pointwise ratings"
 
@@ -30,7 +30,7 @@ def read_pointwise(table: str | Path):
 
 
 @dataclass
-class RatingSyncSettings:
+class RatingSyncSettings(TablePaths):
     table: Path
     judges: Sequence[str] | None = None  # measured judges; every judge of the table when None
     ledger: Path | None = None
@@ -49,18 +49,6 @@ class RatingSyncSettings:
     experiment: str | None = None
     parent_run_id: str | None = None
 
-    @property
-    def ledger_path(self) -> Path:
-        return Path(self.ledger) if self.ledger else default_ledger_path(self.table)
-
-    @property
-    def out_path(self) -> Path:
-        from judgebias.annotation.sync import default_output_path
-
-        return Path(self.out) if self.out else default_output_path(self.table)
-
-    def server(self) -> ServerSettings:
-        return ServerSettings.from_env(os.environ.get(self.url_env), os.environ.get(self.api_key_env))
 
 
 @dataclass

@@ -113,28 +113,20 @@ def push_cmd(
 
 def _push_locked(df, store, client, budget, settings, project_title, seed, dry_run) -> None:
     """Draw (or resume) and push while holding the ledger's lock."""
-    from judgebias.annotation.labelstudio import LabelStudioError
     from judgebias.annotation.loop import next_batch
+    from judgebias.cli.annotate_push import report_and_push
 
     try:
         batch = next_batch(df, store, budget, settings, record=not dry_run)
     except ValueError as exc:
         fail(str(exc))
-    from judgebias.annotation.summary import batch_lines, pushed_lines
-
-    sm = batch.summary
-    typer.echo("\n".join(batch_lines(sm, resumed=batch.resumed)))
-    if not batch.resumed and sm["design"] == "stratified":
+    note = None
+    if not batch.resumed and batch.summary["design"] == "stratified":
         from judgebias.metrics.human import STRATIFIED_DIFFERENCE_WARNING
 
-        typer.echo(f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)")
-    if dry_run or batch.rows.empty:
-        return
-    try:
-        result = client.push(batch.rows, store, project_title=project_title, seed=seed)
-    except LabelStudioError as exc:
-        fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
-    typer.echo("\n".join(pushed_lines(result, client.url, store.path)))
+        note = f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)"
+    report_and_push(client, batch, store, project_title=project_title, seed=seed, dry_run=dry_run,
+                    unit="pair", tasks="task", note=note)
 
 
 @annotate_app.command("pull")

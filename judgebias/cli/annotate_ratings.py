@@ -26,7 +26,7 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
     from judgebias.annotation.rating_loop import RatingSettings, next_rating_batch, rating_scale
     from judgebias.annotation.ratings import RatingClient
     from judgebias.annotation.store import Ledger
-    from judgebias.annotation.summary import batch_lines, pushed_lines
+    from judgebias.cli.annotate_push import report_and_push
     from judgebias.table import TableError
 
     settings = RatingSettings(design=design, min_prob=min_prob, seed=seed, judges=judges, rubric=rubric,
@@ -45,14 +45,8 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
             batch = next_rating_batch(df, store, budget, settings, record=not dry_run)
         except ValueError as exc:
             fail(str(exc))
-        typer.echo("\n".join(batch_lines(batch.summary, resumed=batch.resumed, unit="item")))
-        if dry_run or batch.rows.empty:
-            return
-        try:
-            result = client.push(batch.rows, store, project_title=project_title, seed=seed)
-        except LabelStudioError as exc:
-            fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
-    typer.echo("\n".join(pushed_lines(result, client.url, store.path, tasks="rating task")))
+        report_and_push(client, batch, store, project_title=project_title, seed=seed, dry_run=dry_run,
+                        unit="item", tasks="rating task")
 
 
 def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledger_path: Path,
