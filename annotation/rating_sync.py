@@ -50,7 +50,6 @@ class RatingSyncSettings(TablePaths):
     parent_run_id: str | None = None
 
 
-
 @dataclass
 class RatingSyncResult:
     pull: PullResult | None
