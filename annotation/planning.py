@@ -120,16 +120,29 @@ def plan(frame: Frame, table: pd.DataFrame, judge: str, figure: str, *, half_wid
     """One row per (design, estimator): labels needed for ``half_width`` and the half-width expected at
     each budget. PPI++ rows appear once at least 10 pairs carry labels."""
     p = pilot(frame, table, judge, figure, self_map=self_map, gold=gold)
+    return plan_rows(frame, p, judge, figure, half_width=half_width, budgets=budgets)
+
+
+def plan_rows(frame: Frame, p: dict, judge: str, figure: str, *, half_width: float | None,
+              budgets: Sequence[int] = ()) -> pd.DataFrame:
+    """The plan of a pilot ``p`` (``pilot``'s keys; the rating loop's pilot gives the same). A pilot
+    with ``hajek_labelled_only`` has Hájek's ``z`` on the labelled units only (nothing stands in for
+    a label elsewhere): planned as if uniform, like PPI++, and the other designs say why not."""
     rows = []
+    sample_only = bool(p.get("hajek_labelled_only"))
     for design in DESIGNS:
-        for estimator, z, kw in (("Hájek", p["z"], {}),
+        for estimator, z, kw in (("Hájek", p["z"], {"labelled_only": True} if sample_only else {}),
                                  ("PPI++", p["resid"], {"labelled_only": True})):
-            if z is None or (estimator == "PPI++" and design != "uniform"):
-                continue  # PPI++ residuals are known on labelled pairs only: planned as if uniform
+            if z is None or (kw and design != "uniform" and estimator == "PPI++"):
+                continue  # PPI++ residuals are known on labelled units only: planned as if uniform
             row = {"figure": figure, "judge": judge, "design": design, "estimator": estimator,
                    "population_size": len(frame.pairs), "pilot_labels": p["labelled"]}
             if estimator == "PPI++":
                 row["lambda"] = p["lam"]
+            if kw and design != "uniform":
+                row["note"] = p.get("why_uniform_only", "labels known on a sample only: planned as uniform")
+                rows.append(row)
+                continue
             try:
                 if half_width is not None:
                     row["labels_for_target"] = labels_needed(frame, z, design, half_width, **kw)

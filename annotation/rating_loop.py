@@ -120,7 +120,9 @@ def next_rating_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, s
     summary = {"batch": number, "design": settings.design, "population_size": len(units),
                "left_to_draw": len(units) - len(before), "drawn": len(chosen), "budget": budget,
                "expected": float(drawn["pi"].sum()), "pi_min": float(drawn["pi"].min()),
-               "pi_max": float(drawn["pi"].max()), "judges": judges}
+               "pi_max": float(drawn["pi"].max()), "judges": judges,
+               "redrawn": int((drawn["selected"] & drawn.index.isin(list(before))).sum()),
+               "per_stratum": chosen.groupby("stratum").size().to_dict()}
     if record and ledger is not None:
         ledger.record_batch(design=settings.design, population="all", seed=settings.seed, budget=budget,
                             params={"kind": "ratings", "min_prob": settings.min_prob, "judges": judges,

@@ -74,7 +74,7 @@ def _plain(prepared, codes_of, pair_ids, judge, figure, self_map) -> tuple[float
     return est.value, est.ci_low, est.ci_high
 
 
-def _draw_loop(frame: Frame, budget: int, settings: ReplaySettings, seed: int) -> pd.DataFrame:
+def draw_loop(frame: Frame, budget: int, settings: ReplaySettings, seed: int) -> pd.DataFrame:
     """The loop's draws for one budget: batches of ``settings.batch`` until the budget is spent."""
     parts, drawn, spent, batch = [], [], 0, 0
     while spent < budget and len(drawn) < len(frame.pairs):
@@ -125,7 +125,7 @@ def replay(table: pd.DataFrame, settings: ReplaySettings) -> pd.DataFrame:
                 _plain(prepared, codes_of, top, j, fig, settings.self_map))
         for rep in range(settings.reps):
             uniform = rng.choice(population.to_numpy(), size=min(budget, len(population)), replace=False)
-            draws = _draw_loop(frame, budget, settings, seed=int(rng.integers(2**31)))
+            draws = draw_loop(frame, budget, settings, seed=int(rng.integers(2**31)))
             drawn = draws.loc[draws["selected"], "pair_id"]
             design, order, _ = combined_design(draws, drawn, population=settings.population)
             for (j, fig), (y, yhat) in arrays.items():
@@ -194,15 +194,15 @@ def saved_markdown(saved: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def markdown(summary: pd.DataFrame) -> str:
+def markdown(summary: pd.DataFrame, methods: Sequence[str] = METHODS) -> str:
     """The summary as one markdown table: a row per (judge, figure, budget), per method its
     bias / RMSE / coverage / mean width (the ranking is deterministic: its coverage is 0 or 1)."""
     head = ("| judge | figure | labels | "
-            + " | ".join(f"{m} bias / RMSE / cover / width" for m in METHODS) + " |")
-    lines = [head, "|" + "---|" * (3 + len(METHODS))]
+            + " | ".join(f"{m} bias / RMSE / cover / width" for m in methods) + " |")
+    lines = [head, "|" + "---|" * (3 + len(methods))]
     for (judge, figure, budget), g in summary.groupby(["judge", "figure", "budget"], sort=True):
         cells = []
-        for m in METHODS:
+        for m in methods:
             r = g[g["method"] == m]
             if r.empty:
                 cells.append("-")

@@ -80,3 +80,42 @@ def sync_lines(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("mlflow_run_id"):
         out.append(f"MLflow run: {summary['mlflow_run_id']}")
     return out
+
+
+def batch_lines(sm: Mapping[str, Any], *, resumed: bool, unit: str = "pair") -> list[str]:
+    """What ``annotate push`` says about a batch of pairs or (a pointwise table) items: the resumed
+    remainder, or the design, the population, the count drawn and its inclusion probabilities, why a
+    Poisson batch is not --budget units, and the units drawn per stratum."""
+    if resumed:
+        return [f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
+                f"{sm['to_push']} remaining {unit}(s), no new draw"]
+    if "judges" in sm:  # the rating loop's population: the items every measured judge scored
+        over = (f"{sm['population_size']} items scored by {', '.join(sm['judges'])} "
+                f"({sm['left_to_draw']} not drawn before)")
+        drew = f"{sm['drawn']} (expected {sm['expected']:.1f})"
+    else:
+        over = (f"population {sm['population']!r} ({sm['population_size']} pairs, {sm['left_to_draw']} "
+                "not drawn before)")
+        drew = f"{sm['drawn']}"
+    lines = [f"batch {sm['batch']}: {sm['design']} design over {over}; drew {drew}; inclusion probability "
+             f"{sm['pi_min']:.3f}-{sm['pi_max']:.3f}"]
+    if sm["design"] == "poisson":
+        total = sm["drawn"] + sm["redrawn"]
+        line = (f"  the poisson design draws each {unit} on its own with its probability, so the batch size "
+                f"is random: expected {sm['expected']:.1f} (--budget {sm['budget']}), drawn {total}")
+        if sm["redrawn"]:
+            line += f", of which {sm['redrawn']} drawn in an earlier batch (no new label needed)"
+        lines.append(line)
+    lines += [f"  {stratum:<28} {k}" for stratum, k in sorted(sm["per_stratum"].items())]
+    return lines
+
+
+def pushed_lines(result: Any, url: str, ledger_path: Any, *, tasks: str = "task") -> list[str]:
+    """What ``annotate push`` says once a batch is on the server (``result``: a ``PushResult``)."""
+    lines = [f"project {result.project_id} at {url}: {result.pushed} {tasks}(s) created, "
+             f"{result.adopted_from_server} already on the server adopted; ledger {ledger_path}",
+             f"open it: {url}/projects/{result.project_id}/data"]
+    if result.shared:
+        lines.append(f"{result.shared} pair(s) have the same texts as a pair already pushed: they share its "
+                     "task (labelled once, counted for each pair)")
+    return lines

@@ -34,8 +34,30 @@ def default_output_path(table: str | Path) -> Path:
     return table.with_name(table.name.split(".")[0] + ".human.jsonl")
 
 
+class TablePaths:
+    """Where a sync reads and writes, from ``table``, ``ledger``, ``out``, ``url_env`` and
+    ``api_key_env`` (the pairwise and the rating settings both have them)."""
+
+    table: Path
+    ledger: Path | None
+    out: Path | None
+    url_env: str
+    api_key_env: str
+
+    def server(self) -> ServerSettings:
+        return ServerSettings.from_env(os.environ.get(self.url_env), os.environ.get(self.api_key_env))
+
+    @property
+    def ledger_path(self) -> Path:
+        return Path(self.ledger) if self.ledger else default_ledger_path(self.table)
+
+    @property
+    def out_path(self) -> Path:
+        return Path(self.out) if self.out else default_output_path(self.table)
+
+
 @dataclass
-class SyncSettings:
+class SyncSettings(TablePaths):
     table: Path
     judges: Sequence[str] = ()  # measured judges; all judges in the table when empty
     ledger: Path | None = None
@@ -67,17 +89,6 @@ class SyncSettings:
         return DesignSettings(design=self.design, population=self.population, min_prob=self.min_prob,
                               seed=self.swap_seed, judges=list(self.judges) or None, gold=self.gold,
                               self_map=dict(self.self_map))
-
-    def server(self) -> ServerSettings:
-        return ServerSettings.from_env(os.environ.get(self.url_env), os.environ.get(self.api_key_env))
-
-    @property
-    def ledger_path(self) -> Path:
-        return Path(self.ledger) if self.ledger else default_ledger_path(self.table)
-
-    @property
-    def out_path(self) -> Path:
-        return Path(self.out) if self.out else default_output_path(self.table)
 
     @property
     def figures_path(self) -> Path:

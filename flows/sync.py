@@ -12,7 +12,10 @@ def sync_annotations(
     config_path: str, overrides: dict | None = None, run_dir: str | None = None, push: bool = True
 ) -> dict:
     """Sync the experiment's judgment table with Label Studio and recompute every metric with the
-    human labels merged in (a label-free table gives the same metrics; nothing is faked)."""
+    human labels merged in (a label-free table gives the same metrics; nothing is faked). A run whose
+    pointwise scores were pushed for rating (``judgebias annotate push`` on its pointwise table) gets its
+    ratings pulled, the next batch of items pushed and the pointwise population figures refreshed too
+    (``sync["ratings"]``)."""
     from judgebias.config.experiment import load_config
     from judgebias.runstore import RunStore
 

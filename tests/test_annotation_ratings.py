@@ -82,6 +82,20 @@ def test_push_dry_run_on_a_pointwise_table_draws_items(tmp_path):
     assert res.exit_code == 0, res.output
     assert "uniform design over 6 items scored by j, m" in res.output and "drew 3" in res.output
     assert not (tmp_path / "scores.labels.sqlite").exists()
+    # The rating push prints its batch as the pairwise one does (one helper): the Poisson size line
+    # and the count per stratum, which it lacked before, under an unchanged first line.
+    res = CliRunner().invoke(app, ["annotate", "push", str(path), "--budget", "4", "--design", "stratified",
+                                   "--dry-run"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("batch 1: stratified design over 6 items scored by j, m (6 not drawn before); "
+                               "drew 4 (expected 4.0); inclusion probability ")
+    # Neyman over own (i1, i2) and other (i3-i6), equal spreads: 4 * (2/6, 4/6) = (1.3, 2.7), raised
+    # to 2 a stratum (a variance needs two): 2 own, 2 other.
+    assert lines[1:] == [f"  {'other':<28} 2", f"  {'own':<28} 2"]
+    res = CliRunner().invoke(app, ["annotate", "push", str(path), "--budget", "3", "--dry-run"])
+    assert ("the poisson design draws each item on its own with its probability, so the batch size is "
+            "random: expected 3.0 (--budget 3), drawn ") in res.output
     res = CliRunner().invoke(app, ["annotate", "pull", str(path), "--offline", "--no-mlflow"])
     assert res.exit_code == 1 and "nothing pushed yet" in res.output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -132,3 +133,117 @@ def test_push_rate_pull_recompute_against_real_server(ls_server, tmp_path, monke
                           design, "human_mean", ppi=True)
     assert figures["human_mean"]["ppi"]["value"] == pytest.approx(ppi.value)
     assert figures["human_mean"]["ppi"]["ci_high"] == pytest.approx(ppi.ci_high)
+
+    # The same pull logged to a real MLflow store, as a run linked to the experiment's run: the metric
+    # names are judge.figure.estimator.part and the ledger's counts, the values the ones checked above.
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ml = mlflow.tracking.MlflowClient(uri)
+    parent = ml.create_run(ml.create_experiment("judgebias-ratings-test"))
+    ml.set_terminated(parent.info.run_id)
+    res = runner.invoke(app, ["annotate", "pull", str(table), "--tracking-uri", uri, "--parent-run-id",
+                              parent.info.run_id])
+    assert res.exit_code == 0, res.output
+    assert "pulled: new 0, updated 0, unchanged 7" in res.output
+    run_id = res.output.split("MLflow run: ")[1].split()[0]
+    run = ml.get_run(run_id)
+    assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert run.info.experiment_id == parent.info.experiment_id
+    assert run.info.run_name == "human ratings: 5 of 6 items"
+    assert run.data.params["kind"] == "pointwise ratings" and run.data.params["judges"] == "j"
+    assert run.data.params["label_studio_url"] == ls_server.url
+    metrics = run.data.metrics
+    # Items pushed 6, rated 5, pending 1 (the skip); 6 live ratings (two raters on the first), 1 skip.
+    assert {k: v for k, v in metrics.items() if k.startswith("status.")} == {
+        "status.pushed": 6.0, "status.labelled": 5.0, "status.pending": 1.0, "status.labels": 6.0,
+        "status.skipped": 1.0}
+    figure_names = {k for k in metrics if not k.startswith("status.")}
+    assert figure_names == {f"j.{fig}.{est}.{part}" for fig in ("human_mean", "score_bias_human",
+                                                                "score_self_preference")
+                            for est in ("design_based", "ppi") for part in ("value", "ci_low", "ci_high")}
+    for name, values in (("human_mean", h), ("score_bias_human", s - h)):
+        m, se = values.mean(), np.sqrt((1 - 5 / 8) * values.var(ddof=1) / 5)
+        assert metrics[f"j.{name}.design_based.value"] == pytest.approx(m)
+        assert metrics[f"j.{name}.design_based.ci_low"] == pytest.approx(m - q * se)
+        assert metrics[f"j.{name}.design_based.ci_high"] == pytest.approx(m + q * se)
+    assert metrics["j.score_self_preference.design_based.value"] == pytest.approx(gap)
+    assert metrics["j.human_mean.ppi.value"] == pytest.approx(ppi.value)
+    assert metrics["j.human_mean.ppi.ci_high"] == pytest.approx(ppi.ci_high)
+    logged = json.loads(Path(ml.download_artifacts(run_id, "human_feedback.json", str(tmp_path))).read_text())
+    assert logged["status"]["labelled"] == 5 and set(logged["figures"]) == {"j"}
+    assert ls_server.api_key not in json.dumps(run.data.params) + json.dumps(logged)
+
+
+def test_nightly_sync_pulls_ratings_pushes_items_and_refreshes_the_pointwise_figures(ls_server, monkeypatch,
+                                                                                      tmp_path):
+    """The flow's stage (judgebias.annotation.experiment.sync_annotations) on a run with a pointwise
+    judge: before any rating push it says how to start; after `annotate push` on the run's pointwise
+    table and four ratings, it pulls them, pushes the config's next batch of items and refreshes the
+    figures, logged to MLflow."""
+    import mlflow
+    from test_annotation_selection import scenario_table
+
+    from judgebias.annotation.experiment import sync_annotations
+    from judgebias.annotation.ratings import RatingClient
+    from judgebias.cli import app
+    from judgebias.config.experiment import ExperimentConfig
+    from judgebias.layout import RunLayout
+    from judgebias.runstore import RunStore
+
+    model = {"model": "smollm2-135m-instruct"}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = ExperimentConfig.model_validate({
+        "name": "rating-wiring",
+        "generators": [{"name": n, **model} for n in ("J", "X", "Y")],
+        "judges": [*({"name": n, **model} for n in ("J", "G1", "G2")),
+                   {"name": "j", "mode": "pointwise", "template": "rubric-5-direct", **model}],
+        "self_map": {"J": "J"},
+        "annotation": {"budget": 2, "design": "uniform", "project_title": "judgebias rating flow pairs"},
+        "tracking": {"tracking_uri": uri},
+    })
+    store = RunStore(tmp_path / "run")
+    store.write_frame("table.parquet", scenario_table())
+    monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
+    lines: list[str] = []
+
+    first = sync_annotations(cfg, store, push=False, progress=lines.append)
+    assert first["ratings"] == {"skipped": "no pointwise table",
+                                "table": str(store.path(RunLayout.pointwise(cfg).table))}
+    table = store.path(RunLayout.pointwise(cfg).table)
+    store.write_frame(RunLayout.pointwise(cfg).table, pointwise_table())
+    second = sync_annotations(cfg, store, push=False, progress=lines.append)
+    assert second["ratings"]["skipped"] == "no rating ledger"
+    assert lines[-1] == (f"pointwise ratings: none pushed for {table}; start the rating loop with "
+                         f"`judgebias annotate push {table}`")
+
+    res = CliRunner().invoke(app, ["annotate", "push", str(table), "--budget", "4", "--design", "uniform",
+                                   "--seed", "5"])
+    assert res.exit_code == 0, res.output
+    ledger = Ledger(table.with_name("table.labels.sqlite"))
+    tasks = ledger.tasks().set_index("pair_id")
+    assert len(tasks) == 4
+    sdk = RatingClient(ls_server.settings, (1, 5))._ls
+    me = sdk.users.whoami().id
+    ratings = {u: 1 + int(u[1:]) % 5 for u in tasks.index}
+    for u, r in ratings.items():
+        _rate(sdk, int(tasks.loc[u, "task_id"]), me, r)
+
+    third = sync_annotations(cfg, store, push=True, progress=lines.append)
+    rs = third["ratings"]
+    assert rs["pulled"] == {"new": 4, "updated": 0, "unchanged": 0, "deleted": 0}
+    # The config's next batch: 2 more of the 4 items not drawn yet, uniform.
+    assert rs["pushed"] == 2 and len(ledger.tasks()) == 6
+    assert rs["status"]["pushed"] == 6 and rs["status"]["labelled"] == 4
+    assert lines[-1].startswith("pointwise ratings: pulled {'new': 4") and "pushed 2" in lines[-1]
+    # Refreshed figures: the 4 rated items are a simple random sample of 4 of 8 (the second batch's
+    # 2 items drawn after the recompute), so the Hájek human mean is their plain mean.
+    human = np.array(list(ratings.values()), float)
+    est = rs["figures"]["j"]["estimates"]["human_mean"]["design_based"]
+    assert est["value"] == pytest.approx(human.mean()) and est["n"] == 4
+    on_disk = json.loads(Path(rs["figures_path"]).read_text())
+    assert on_disk["j"]["estimates"]["human_mean"]["design_based"]["value"] == pytest.approx(human.mean())
+    run = mlflow.tracking.MlflowClient(uri).get_run(rs["mlflow_run_id"])
+    assert run.data.metrics["j.human_mean.design_based.value"] == pytest.approx(human.mean())
+    assert run.data.metrics["status.labelled"] == 4.0

@@ -111,55 +111,22 @@ def push_cmd(
         _push_locked(df, store, client, budget, settings, project_title, seed, dry_run)
 
 
-def _poisson_count_line(sm: dict) -> str:
-    """Why a Poisson batch holds more or fewer pairs than --budget: the size is random."""
-    total = sm["drawn"] + sm["redrawn"]
-    line = (f"  the poisson design draws each pair on its own with its probability, so the batch size is "
-            f"random: expected {sm['expected']:.1f} (--budget {sm['budget']}), drawn {total}")
-    if sm["redrawn"]:
-        line += f", of which {sm['redrawn']} drawn in an earlier batch (no new label needed)"
-    return line
-
-
 def _push_locked(df, store, client, budget, settings, project_title, seed, dry_run) -> None:
     """Draw (or resume) and push while holding the ledger's lock."""
-    from judgebias.annotation.labelstudio import LabelStudioError
     from judgebias.annotation.loop import next_batch
+    from judgebias.cli.annotate_push import report_and_push
 
     try:
         batch = next_batch(df, store, budget, settings, record=not dry_run)
     except ValueError as exc:
         fail(str(exc))
-    sm = batch.summary
-    if batch.resumed:
-        typer.echo(f"batch {sm['resumed_batch']} was drawn but not fully pushed: pushing its "
-                   f"{sm['to_push']} remaining pair(s), no new draw")
-    else:
-        typer.echo(f"batch {sm['batch']}: {sm['design']} design over population {sm['population']!r} "
-                   f"({sm['population_size']} pairs, {sm['left_to_draw']} not drawn before); drew "
-                   f"{sm['drawn']}; inclusion probability {sm['pi_min']:.3f}-{sm['pi_max']:.3f}")
-        if sm["design"] == "poisson":
-            typer.echo(_poisson_count_line(sm))
-        for stratum, k in sorted(sm["per_stratum"].items()):
-            typer.echo(f"  {stratum:<28} {k}")
-        if sm["design"] == "stratified":
-            from judgebias.metrics.human import STRATIFIED_DIFFERENCE_WARNING
+    note = None
+    if not batch.resumed and batch.summary["design"] == "stratified":
+        from judgebias.metrics.human import STRATIFIED_DIFFERENCE_WARNING
 
-            typer.echo(f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)")
-    if dry_run or batch.rows.empty:
-        return
-    try:
-        result = client.push(batch.rows, store, project_title=project_title, seed=seed)
-    except LabelStudioError as exc:
-        fail(f"{exc}\nThe batch is recorded in {store.path}; run push again to finish it (no new draw).")
-    typer.echo(
-        f"project {result.project_id} at {client.url}: {result.pushed} task(s) created, "
-        f"{result.adopted_from_server} already on the server adopted; ledger {store.path}"
-    )
-    typer.echo(f"open it: {client.url}/projects/{result.project_id}/data")
-    if result.shared:
-        typer.echo(f"{result.shared} pair(s) have the same texts as a pair already pushed: they share its "
-                   "task (labelled once, counted for each pair)")
+        note = f"note: {STRATIFIED_DIFFERENCE_WARNING} (EO, verbosity)"
+    report_and_push(client, batch, store, project_title=project_title, seed=seed, dry_run=dry_run,
+                    unit="pair", tasks="task", note=note)
 
 
 @annotate_app.command("pull")

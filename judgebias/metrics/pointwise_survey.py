@@ -84,10 +84,12 @@ def _aligned(features: pd.DataFrame, units: pd.Index, design: SampleDesign) -> p
     return f
 
 
-def _variables(f: pd.DataFrame, name: str) -> tuple[np.ndarray, Callable, np.ndarray, np.ndarray, Callable]:
+def figure_variables(f: pd.DataFrame, name: str
+                     ) -> tuple[np.ndarray, Callable, np.ndarray, np.ndarray, Callable]:
     """(y, g) of the Hájek form and (y, yhat, g) of the PPI++ form of one figure: rows of per-unit
     variables (NaN off the sample where they need a rating) and the function of their totals. The
-    PPI++ rows predict ``h`` by ``s``; the known population means of ``s`` enter ``g`` as constants."""
+    PPI++ rows predict ``h`` by ``s``; the known population means of ``s`` enter ``g`` as constants.
+    ``f``: ``rating_features`` rows of the population (``annotate plan`` linearises these too)."""
     s, h = f["score"].to_numpy(float), f["human"].to_numpy(float)
     one = np.ones_like(s)
     if name == "human_mean":
@@ -127,7 +129,7 @@ def rating_estimate(features: pd.DataFrame, units: pd.Index, design: SampleDesig
     if name not in FIGURES:
         raise ValueError(f"unknown rating figure {name!r} (known: {', '.join(FIGURES)})")
     f = _aligned(features, pd.Index(units), design)
-    y, g, y_ppi, yhat, g_ppi = _variables(f, name)
+    y, g, y_ppi, yhat, g_ppi = figure_variables(f, name)
     if not ppi:
         return smooth_estimate(y, g, design, name=name)
     return smooth_estimate(y_ppi, g_ppi, design, yhat=yhat, lam=lam, name=name)
