@@ -157,6 +157,10 @@ class LabelStudioClient:
             )
         return int(project.id)
 
+    def project_title_of(self, project_id: int) -> str:
+        """The title of a project this server holds (what a scheduled push reuses)."""
+        return self._call("reading the project", self._ls.projects.get, id=project_id).title
+
     def ensure_project(self, title: str, *, max_annotations: int = DEFAULT_MAX_ANNOTATIONS) -> int:
         """The id of the oldest project with this exact title, created with the pairwise config if absent.
 

@@ -41,7 +41,9 @@ class RatingSyncSettings(TablePaths):
     design: str = DEFAULT_DESIGN
     min_prob: float | None = None
     seed: int = 0
-    project_title: str = RATING_TITLE
+    # None: the project the ledger's last batch went to on this server (a loop started with
+    # `annotate push --project-title X` keeps X), else RATING_TITLE.
+    project_title: str | None = None
     url_env: str = URL_ENV
     api_key_env: str = KEY_ENV
     log_mlflow: bool = True
@@ -107,8 +109,8 @@ def sync_ratings(settings: RatingSyncSettings, *, client=None) -> RatingSyncResu
         with ledger.lock():
             batch = next_rating_batch(df, ledger, settings.budget, rs)
             if len(batch.rows):
-                pushed = client.push(batch.rows, ledger, project_title=settings.project_title,
-                                     seed=settings.seed)
+                title = settings.project_title or _ledger_project_title(ledger, client)
+                pushed = client.push(batch.rows, ledger, project_title=title, seed=settings.seed)
     status = rating_status(ledger)
     run_id = None
     if settings.log_mlflow and not settings.offline:
@@ -129,3 +131,10 @@ def _last_rubric(ledger: Ledger) -> str | None:
     (a new rubric would make new item keys and leave the earlier ratings stale)."""
     batches = ledger.batches()
     return json.loads(batches["params"].iloc[-1]).get("rubric") if len(batches) else None
+
+
+def _ledger_project_title(ledger: Ledger, client) -> str:
+    """The title of the project the ledger's latest task on this server went to (RATING_TITLE when none)."""
+    tasks = ledger.tasks()
+    here = tasks[tasks["server_url"] == client.url]
+    return client.project_title_of(int(here["project_id"].iloc[-1])) if len(here) else RATING_TITLE

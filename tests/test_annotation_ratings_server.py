@@ -218,13 +218,15 @@ def test_nightly_sync_pulls_ratings_pushes_items_and_refreshes_the_pointwise_fig
     assert lines[-1] == (f"pointwise ratings: none pushed for {table}; start the rating loop with "
                          f"`judgebias annotate push {table}`")
 
+    # Started under a title of the user's own: the scheduled pushes must keep going there.
     res = CliRunner().invoke(app, ["annotate", "push", str(table), "--budget", "4", "--design", "uniform",
-                                   "--seed", "5"])
+                                   "--seed", "5", "--project-title", "team ratings, round 1"])
     assert res.exit_code == 0, res.output
     ledger = Ledger(table.with_name("table.labels.sqlite"))
     tasks = ledger.tasks().set_index("pair_id")
     assert len(tasks) == 4
     sdk = RatingClient(ls_server.settings, (1, 5))._ls
+    assert sdk.projects.get(id=int(tasks["project_id"].iloc[0])).title == "team ratings, round 1"
     me = sdk.users.whoami().id
     ratings = {u: 1 + int(u[1:]) % 5 for u in tasks.index}
     for u, r in ratings.items():
@@ -235,6 +237,7 @@ def test_nightly_sync_pulls_ratings_pushes_items_and_refreshes_the_pointwise_fig
     assert rs["pulled"] == {"new": 4, "updated": 0, "unchanged": 0, "deleted": 0}
     # The config's next batch: 2 more of the 4 items not drawn yet, uniform.
     assert rs["pushed"] == 2 and len(ledger.tasks()) == 6
+    assert ledger.tasks()["project_id"].nunique() == 1  # the nightly batch joined the user's project
     assert rs["status"]["pushed"] == 6 and rs["status"]["labelled"] == 4
     assert lines[-1].startswith("pointwise ratings: pulled {'new': 4") and "pushed 2" in lines[-1]
     # Refreshed figures: the 4 rated items are a simple random sample of 4 of 8 (the second batch's
