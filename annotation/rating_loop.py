@@ -84,7 +84,7 @@ def rating_units(table: pd.DataFrame, judges: Sequence[str], rubric: str | None 
 
 def rating_frame(units: pd.DataFrame, population: str = "all") -> Frame:
     """The design's view of the units (``draw_batch`` reads ``pair_key``, ``score``, ``stratum``)."""
-    return Frame(units.rename(columns={"item_key": "pair_key"}), population)
+    return Frame(units.rename(columns={"item_key": "pair_key"}), population, unit="items")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class Frame:
 
     pairs: pd.DataFrame
     population: str
+    unit: str = "pairs"  # what a row is, in messages ("items" for a rating table)
 
 
 def population_frame(
@@ -82,13 +83,13 @@ def population_frame(
                                            "stratum", "spread"]], population=population)
 
 
-def neyman_allocation(sizes: pd.Series, spreads: pd.Series, n: int) -> pd.Series:
+def neyman_allocation(sizes: pd.Series, spreads: pd.Series, n: int, *, unit: str = "pairs") -> pd.Series:
     """n_h proportional to N_h S_h, at least min(2, N_h), at most N_h, summing to n (largest remainders)."""
     if n > int(sizes.sum()):
-        raise ValueError(f"budget {n} exceeds the {int(sizes.sum())} pairs left in the population")
+        raise ValueError(f"budget {n} exceeds the {int(sizes.sum())} {unit} left in the population")
     floor = np.minimum(2, sizes)
     if int(floor.sum()) > n:
-        raise ValueError(f"budget {n} is below 2 pairs for each of the {len(sizes)} strata "
+        raise ValueError(f"budget {n} is below 2 {unit} for each of the {len(sizes)} strata "
                          f"(needs {int(floor.sum())}); raise it or use the uniform or poisson design")
     alloc = floor.astype(float).copy()
     left = n - int(floor.sum())
@@ -113,7 +114,7 @@ def neyman_allocation(sizes: pd.Series, spreads: pd.Series, n: int) -> pd.Series
     return alloc.astype(int)
 
 
-def poisson_probabilities(score: np.ndarray, n: float, min_prob: float) -> np.ndarray:
+def poisson_probabilities(score: np.ndarray, n: float, min_prob: float, *, unit: str = "pairs") -> np.ndarray:
     """pi_i = max(min_prob, c * score_i), capped at 1, with c such that sum(pi) = n."""
     score = np.asarray(score, dtype=float)
     size = score.size
@@ -123,7 +124,7 @@ def poisson_probabilities(score: np.ndarray, n: float, min_prob: float) -> np.nd
         raise ValueError(f"min_prob must be in (0, 1], got {min_prob}")
     if min_prob * size > n + 1e-9:
         raise ValueError(f"the floor min_prob={min_prob:g} alone draws {min_prob * size:.1f} of {size} "
-                         f"pairs, more than the budget {n}: lower --min-prob")
+                         f"{unit}, more than the budget {n}: lower --min-prob")
     score = np.where(score > 0, score, 0.0)
 
     def total(c: float) -> float:
@@ -161,13 +162,14 @@ def draw_batch(frame: Frame, design: str, n: int, *, exclude: Iterable[str] = ()
     pairs = frame.pairs
     done = pairs.index.isin(list(exclude))
     if done.all():
-        raise ValueError(f"every pair of the population {frame.population!r} has been drawn already")
+        raise ValueError(f"every one of the {frame.unit} of the population {frame.population!r} has been "
+                         "drawn already")
     rng = np.random.default_rng(seed)
     out = pd.DataFrame({"pair_key": pairs["pair_key"], "stratum": pairs["stratum"]}, index=pairs.index)
     if design == "poisson":
         n = min(n, len(pairs))
         floor = min_prob if min_prob is not None else 0.5 * n / len(pairs)
-        out["pi"] = poisson_probabilities(pairs["score"].to_numpy(), n, floor)
+        out["pi"] = poisson_probabilities(pairs["score"].to_numpy(), n, floor, unit=frame.unit)
         out["selected"] = rng.random(len(pairs)) < out["pi"].to_numpy()
         out["stratum"] = "all"
         return out
@@ -177,7 +179,8 @@ def draw_batch(frame: Frame, design: str, n: int, *, exclude: Iterable[str] = ()
     sizes = left.groupby("stratum", sort=True).size()
     # Neyman weights from every pair of the stratum (not only those left), so they follow from counts.
     spreads = pairs["spread"].groupby(out["stratum"], sort=True).mean().reindex(sizes.index)
-    alloc = (pd.Series({"all": n}) if design == "uniform" else neyman_allocation(sizes, spreads, n))
+    alloc = (pd.Series({"all": n}) if design == "uniform" else neyman_allocation(sizes, spreads, n,
+                                                                                 unit=frame.unit))
     out["pi"] = out["stratum"].map((alloc / sizes).to_dict()).fillna(0.0).astype(float)
     out["selected"] = False
     for h, ix in left.groupby("stratum", sort=True).groups.items():

@@ -121,3 +121,9 @@ def test_status_of_a_rating_ledger(tmp_path):
     # Drawn but not pushed: no task yet.
     assert res.exit_code == 0 and "items pushed 0, rated 0, pending 0; ratings 0, skipped 0" in res.output
 
+
+
+def test_design_errors_on_a_rating_table_speak_of_items(tmp_path):
+    # 6 items, floor 0.5 alone draws 3 of them: more than a budget of 2 (the pairwise loop says pairs).
+    with pytest.raises(ValueError, match=r"draws 3\.0 of 6 items, more than the budget 2"):
+        next_rating_batch(table(), None, 2, RatingSettings(design="poisson", min_prob=0.5), record=False)
