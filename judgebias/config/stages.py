@@ -72,6 +72,16 @@ class AblationsConfig(Strict):
     finetune: FinetuneConfig = FinetuneConfig(enabled=False)
 
 
+def _known_names(names: list[str], known: list[str], what: str) -> list[str]:
+    """``names`` when each is one of ``known`` and none repeats (a probe list of the config)."""
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown {what}(s) {unknown}; known: {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} names must not repeat")
+    return names
+
+
 def _all_perturbations() -> list[str]:
     from judgebias.probes.perturbations import PERTURBATIONS
 
@@ -89,13 +99,7 @@ class PerturbationsConfig(Strict):
     @field_validator("names")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        known = _all_perturbations()
-        unknown = [n for n in v if n not in known]
-        if unknown:
-            raise ValueError(f"unknown perturbation(s) {unknown}; known: {', '.join(known)}")
-        if len(set(v)) != len(v):
-            raise ValueError("perturbation names must not repeat")
-        return v
+        return _known_names(v, _all_perturbations(), "perturbation")
 
 
 class SelfRecognitionConfig(Strict):
@@ -125,13 +129,7 @@ class PointwiseProbesConfig(Strict):
     @field_validator("names")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        known = _all_pointwise_probes()
-        unknown = [n for n in v if n not in known]
-        if unknown:
-            raise ValueError(f"unknown pointwise probe(s) {unknown}; known: {', '.join(known)}")
-        if len(set(v)) != len(v):
-            raise ValueError("pointwise probe names must not repeat")
-        return v
+        return _known_names(v, _all_pointwise_probes(), "pointwise probe")
 
 
 class ProbesConfig(Strict):
