@@ -26,7 +26,7 @@ Pure functions: the same table, settings and exclusions give the same selection,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
@@ -47,8 +47,8 @@ class Weights:
     flip: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("uncertain", "disagree", "self", "flip"):
-            value = getattr(self, name)
+        for f in fields(self):
+            name, value = f.name, getattr(self, f.name)
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"weight {name}={value!r} must be a finite number >= 0")
 

@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -128,12 +128,7 @@ class UpsertCounts:
     deleted: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "new": self.new,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-        }
+        return asdict(self)
 
 
 class Ledger:

@@ -9,6 +9,7 @@ the run folder (``RunStore`` resolves them); no other module spells a run-folder
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 
 def slug(name: str) -> str:
@@ -16,14 +17,28 @@ def slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+class _File:
+    """A file (or folder) every variant of a run has: ``layout.NAME`` is its path under the
+    variant's prefix, named (and documented) once here."""
+
+    def __init__(self, name: str, doc: str | None = None) -> None:
+        self.name, self.__doc__ = name, doc
+
+    @overload
+    def __get__(self, layout: None, owner: type | None = None) -> _File: ...
+
+    @overload
+    def __get__(self, layout: RunLayout, owner: type | None = None) -> str: ...
+
+    def __get__(self, layout: RunLayout | None, owner: type | None = None) -> str | _File:
+        return self if layout is None else layout._at(self.name)
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """The files of one variant of a run; ``prefix`` is its subfolder ("" for the main run)."""
 
     prefix: str = ""
-
-    # Deliberate parallel: one short property per file name below, alike by design, so that each
-    # path is named (and documented) once and a caller gets it by attribute.
 
     def __post_init__(self) -> None:
         if self.prefix and not self.prefix.endswith("/"):
@@ -103,68 +118,31 @@ class RunLayout:
         """A reduced-precision judge re-scored in float32 on a few pairs: what its dtype costs."""
         return f"fidelity/{slug(judge)}.json"
 
-    # --- files of every variant -------------------------------------------------------------------
+    # --- files of every variant: each a _File (its path under the variant's prefix) or a method ----
     def responses(self, generator: str) -> str:
         return self._at(f"responses/{slug(generator)}.parquet")
-
-    @property
-    def pairs(self) -> str:
-        return self._at("pairs.parquet")
-
-    @property
-    def pairs_exclusions(self) -> str:
-        return self._at("pairs_exclusions.json")
 
     def judgments(self, judge: str) -> str:
         return self._at(f"judgments/{slug(judge)}.parquet")
 
-    @property
-    def table(self) -> str:
-        return self._at("table.parquet")
-
-    @property
-    def gold(self) -> str:
-        return self._at("gold.parquet")
-
-    @property
-    def metrics(self) -> str:
-        return self._at("metrics.json")
-
-    @property
-    def leaderboard(self) -> str:
-        """The generators' bias-corrected leaderboard and its recommendation
-        (judgebias.reporting.leaderboard)."""
-        return self._at("leaderboard.json")
-
-    @property
-    def leaderboard_plots(self) -> str:
-        """The leaderboard's forest plot and rank-change charts: apart from ``plots`` so the report
-        card shows them in its leaderboard section, not among the judges' plots."""
-        return self._at("leaderboard_plots")
-
-    @property
-    def report_html(self) -> str:
-        """The run's report card, one self-contained page (judgebias.reporting.report_card)."""
-        return self._at("report.html")
-
-    @property
-    def report_md(self) -> str:
-        return self._at("report.md")
-
-    @property
-    def probe_result(self) -> str:
-        """A probe's figures per judge (robustness per perturbation, or self-recognition)."""
-        return self._at("probe.json")
-
-    @property
-    def comparison(self) -> str:
-        """An ablation's before/after figures."""
-        return self._at("comparison.json")
-
-    @property
-    def semantic(self) -> str:
-        """The style rewrite's semantic shift per response."""
-        return self._at("semantic.parquet")
+    pairs = _File("pairs.parquet")
+    pairs_exclusions = _File("pairs_exclusions.json")
+    table = _File("table.parquet")
+    gold = _File("gold.parquet")
+    metrics = _File("metrics.json")
+    leaderboard = _File("leaderboard.json", "The generators' bias-corrected leaderboard and its "
+                        "recommendation (judgebias.reporting.leaderboard).")
+    leaderboard_plots = _File("leaderboard_plots", "The leaderboard's forest plot and rank-change charts: "
+                              "apart from ``plots`` so the report card shows them in its leaderboard "
+                              "section, not among the judges' plots.")
+    report_html = _File("report.html", "The run's report card, one self-contained page "
+                        "(judgebias.reporting.report_card).")
+    report_md = _File("report.md")
+    probe_result = _File("probe.json", "A probe's figures per judge (robustness per perturbation, or "
+                         "self-recognition).")
+    comparison = _File("comparison.json", "An ablation's before/after figures.")
+    semantic = _File("semantic.parquet", "The style rewrite's semantic shift per response.")
+    plots = _File("plots")
 
     def adapter(self, generator: str) -> str:
         """The fine-tuned generator's LoRA adapter folder."""
@@ -172,10 +150,6 @@ class RunLayout:
 
     def adapter_record(self, generator: str) -> str:
         return self._at(f"adapters/{slug(generator)}.json")
-
-    @property
-    def plots(self) -> str:
-        return self._at("plots")
 
     def plot(self, name: str) -> str:
         return self._at(f"plots/{name}.png")

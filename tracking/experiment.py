@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -279,26 +279,32 @@ def _log_leaderboard(store: RunStore, tags: dict) -> None:
         _log_pngs(store.path(layout.leaderboard_plots), "plots")
 
 
-def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
+def _log_ablation(cfg: ExperimentConfig, store: RunStore, tags: dict, name: str, base: RunLayout,
+                  params: Callable[[dict], dict[str, Any]], body: Callable[[dict], None]) -> None:
+    """One ablation's MLflow run, when its comparison was written: its params (``params`` of the
+    comparison, then the config hash its folder is keyed by), what ``body`` logs of the comparison,
+    the comparison itself and the ablation's plots."""
     import mlflow
 
-    base = RunLayout.style(cfg)
     if not store.has(base.comparison):
         return
     comp = store.read_json(base.comparison)
-    rw = cfg.ablations.style_rewrite
-    run_tags = {**tags, "judgebias.kind": "ablation", "judgebias.ablation": "style_rewrite"}
-    with mlflow_run("ablation:style_rewrite", tags=run_tags):
-        log_params_dict(
-            {
-                "rewriter": rw.model,
-                "styles": ",".join(rw.styles),
-                "embedder": rw.embedder,
-                "sample": str(rw.sample),
-                "excluded_from_gold": ",".join(comp["excluded_from_gold"]),
-                "ablation_hash": cfg.ablation_hash("style_rewrite"),
-            }
-        )
+    run_tags = {**tags, "judgebias.kind": "ablation", "judgebias.ablation": name}
+    with mlflow_run(f"ablation:{name}", tags=run_tags):
+        log_params_dict({**params(comp), "ablation_hash": cfg.ablation_hash(name)})
+        body(comp)
+        mlflow.log_dict(comp, "comparison.json")
+        _log_pngs(store.path(base.plots), "plots")
+
+
+def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
+    base, rw = RunLayout.style(cfg), cfg.ablations.style_rewrite
+
+    def params(comp: dict) -> dict[str, Any]:
+        return {"rewriter": rw.model, "styles": ",".join(rw.styles), "embedder": rw.embedder,
+                "sample": str(rw.sample), "excluded_from_gold": ",".join(comp["excluded_from_gold"])}
+
+    def body(comp: dict) -> None:
         values = comparison_metrics(comp)
         if store.has(base.semantic):
             sem = store.read_frame(base.semantic)
@@ -308,39 +314,27 @@ def _log_style(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
                 values[f"semantic_cosine.{style}.n"] = float(len(part))
             log_files([store.path(base.semantic)], "semantic")
         log_metrics_dict(values)
-        mlflow.log_dict(comp, "comparison.json")
-        _log_pngs(store.path(base.plots), "plots")
         for style in rw.styles:
             variant = RunLayout.style(cfg, style)
             if store.has(variant.table):
                 log_files([store.path(variant.table)], f"tables/{style}")
             _log_pngs(store.path(variant.plots), f"plots/{style}")
 
+    _log_ablation(cfg, store, tags, "style_rewrite", base, params, body)
+
 
 def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
     import mlflow
 
-    base = RunLayout.finetune(cfg)
-    if not store.has(base.comparison):
-        return
-    comp = store.read_json(base.comparison)
-    ft = cfg.ablations.finetune
-    run_tags = {**tags, "judgebias.kind": "ablation", "judgebias.ablation": "finetune"}
-    with mlflow_run("ablation:finetune", tags=run_tags):
-        log_params_dict(
-            {
-                "generators": ",".join(cfg.finetune_generators),
-                "data": ft.data,
-                "steps": ft.steps,
-                "lr": ft.lr,
-                "lora_r": ft.lora.r,
-                "lora_alpha": ft.lora.alpha,
-                "target_modules": ",".join(ft.lora.target_modules),
-                "batch_size": ft.batch_size,
-                "max_length": ft.max_length,
-                "ablation_hash": cfg.ablation_hash("finetune"),
-            }
-        )
+    base, ft = RunLayout.finetune(cfg), cfg.ablations.finetune
+
+    def params(comp: dict) -> dict[str, Any]:
+        return {"generators": ",".join(cfg.finetune_generators), "data": ft.data, "steps": ft.steps,
+                "lr": ft.lr, "lora_r": ft.lora.r, "lora_alpha": ft.lora.alpha,
+                "target_modules": ",".join(ft.lora.target_modules), "batch_size": ft.batch_size,
+                "max_length": ft.max_length}
+
+    def body(comp: dict) -> None:
         log_metrics_dict(comparison_metrics(comp))
         for gen in cfg.finetune_generators:
             name = base.adapter_record(gen)
@@ -353,8 +347,8 @@ def _log_finetune(cfg: ExperimentConfig, store: RunStore, tags: dict) -> None:
             mlflow.log_artifacts(info["adapter_dir"], artifact_path=f"adapters/{gen}")
         if store.has(base.table):
             log_files([store.path(base.table)], "table")
-        mlflow.log_dict(comp, "comparison.json")
-        _log_pngs(store.path(base.plots), "plots")
+
+    _log_ablation(cfg, store, tags, "finetune", base, params, body)
 
 
 def _log_params(params: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +49,33 @@ def estimate_metrics(prefix: str, est: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def finite_fields(record: Mapping[str, Any] | None, keys: Iterable[str], prefix: str) -> dict[str, float]:
+    """``prefix.key`` = the record's number, for each of ``keys`` whose value is finite."""
+    record = record or {}
+    return {f"{prefix}.{k}": float(record[k]) for k in keys if finite(record.get(k))}
+
+
+def judge_records(result: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(judge, figure key, record) for every figure record of an ``analyze`` result, pairwise or
+    pointwise (the judge's ``skipped`` list and non-record values left out)."""
+    for judge, figures in (result.get("judges") or {}).items():
+        for key, rec in figures.items():
+            if key != "skipped" and isinstance(rec, Mapping):
+                yield judge, key, rec
+
+
 def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge, metrics in (result.get("judges") or {}).items():
-        for name, est in metrics.items():
-            if name == "skipped" or not isinstance(est, Mapping):
-                continue
-            fig = registry.FIGURES.get(name)
-            out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
-            for term, t in (est.get("terms") or {}).items():
-                for part in ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"):
-                    if finite(t.get(part)):
-                        out[f"{judge}.{name}.{term}.{part}"] = float(t[part])
-            for sub in fig.mlflow_parts if fig else ():
-                if isinstance(est.get(sub), Mapping):
-                    out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
+    for judge, name, est in judge_records(result):
+        fig = registry.FIGURES.get(name)
+        out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
+        for term, t in (est.get("terms") or {}).items():
+            out.update(finite_fields(t, ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"),
+                                     f"{judge}.{name}.{term}"))
+        for sub in fig.mlflow_parts if fig else ():
+            if isinstance(est.get(sub), Mapping):
+                out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
     for r in (result.get("length_controlled") or {}).get("rates") or []:
         prefix = f"{r['judge']}.lc_win_rate.{r['model']}"
         out.update(estimate_metrics(prefix, r))
@@ -72,10 +83,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     humans = (result.get("humans") or {}).get("verbosity")
     if isinstance(humans, Mapping):
         out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
-    for key in ("rows", "pairs", "human_labelled_pairs"):
-        v = (result.get("dataset") or {}).get(key)
-        if finite(v):
-            out[f"dataset.{key}"] = float(v)
+    out.update(finite_fields(result.get("dataset"), ("rows", "pairs", "human_labelled_pairs"), "dataset"))
     return {sanitize(k): v for k, v in out.items()}
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from judgebias.tracking.log_analysis import (
     estimate_metrics,
-    finite,
+    finite_fields,
+    judge_records,
     log_figures,
     log_files,
     log_metrics_dict,
@@ -49,26 +50,18 @@ DETAIL_ESTIMATES = {"score_distribution": ("round_share",)}
 def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge, figs in (result.get("judges") or {}).items():
-        for key, rec in figs.items():
-            if key == "skipped" or not isinstance(rec, Mapping):
-                continue
-            if key in NESTED:
-                for part, est in rec.items():
-                    if isinstance(est, Mapping):
-                        out.update(estimate_metrics(f"{judge}.{key}.{part}", est))
-                continue
-            out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(key) or key}", rec))
-            for field in DETAIL_NUMBERS.get(key, ()):
-                if finite(rec.get(field)):
-                    out[f"{judge}.{key}.{field}"] = float(rec[field])
-            for field in DETAIL_ESTIMATES.get(key, ()):
-                if isinstance(rec.get(field), Mapping):
-                    out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
-    for key in ("rows", "items"):
-        v = (result.get("settings") or {}).get(key)
-        if finite(v):
-            out[f"dataset.{key}"] = float(v)
+    for judge, key, rec in judge_records(result):
+        if key in NESTED:
+            for part, est in rec.items():
+                if isinstance(est, Mapping):
+                    out.update(estimate_metrics(f"{judge}.{key}.{part}", est))
+            continue
+        out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(key) or key}", rec))
+        out.update(finite_fields(rec, DETAIL_NUMBERS.get(key, ()), f"{judge}.{key}"))
+        for field in DETAIL_ESTIMATES.get(key, ()):
+            if isinstance(rec.get(field), Mapping):
+                out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
+    out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
     return {sanitize(k): v for k, v in out.items()}
 
 

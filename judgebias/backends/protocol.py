@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
@@ -63,8 +63,7 @@ class GenerationParams:
     stop: tuple[str, ...] = ()
 
     def key(self) -> dict:
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "seed": self.seed, "stop": list(self.stop)}
+        return {**asdict(self), "stop": list(self.stop)}
 
 
 @dataclass(frozen=True)

@@ -12,39 +12,30 @@ from typing import Any
 
 from judgebias.backends.loading import LoadedModel, default_device, dtype_name, resolve_dtype
 
-# Config dicts of real architectures (from each model's published config.json), for random-weights
-# benchmarks: same shapes and FLOPs as the real model without needing its weights.
-# Deliberate parallel: the entries repeat the same keys because each copies its model's published
-# config; sharing "defaults" between architectures would hide which values a model really has.
-ARCHITECTURES: dict[str, dict[str, Any]] = {
-    "smollm2-135m": dict(
-        model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-        num_attention_heads=9, num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192,
-        rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu",
-        bos_token_id=1, eos_token_id=2),
-    "qwen2.5-0.5b": dict(
-        model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-        num_attention_heads=14, num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
-        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
-        bos_token_id=151643, eos_token_id=151643),
-    "qwen2.5-1.5b": dict(
-        model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-        num_attention_heads=12, num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
-        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
-        bos_token_id=151643, eos_token_id=151643),
-    "llama-3.1-8b": dict(
-        model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
-        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, hidden_act="silu",
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-        bos_token_id=128000, eos_token_id=128001),
+# Real architectures' configs (each from its model's published config.json), for random-weights
+# benchmarks: same shapes and FLOPs as the real model without needing its weights. One row a model,
+# every value spelled in its row (no defaults shared between architectures: a row shows what its
+# model really has); ``_EXTRA`` holds the keys only some models have.
+_COLUMNS = ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps",
+            "tie_word_embeddings", "hidden_act", "bos_token_id", "eos_token_id")
+_ROWS: dict[str, tuple] = {
+    "smollm2-135m": ("llama", 576, 1536, 30, 9, 3, 49152, 8192, 100000.0, 1e-5, True, "silu", 1, 2),
+    "qwen2.5-0.5b": ("qwen2", 896, 4864, 24, 14, 2, 151936, 32768, 1000000.0, 1e-6, True, "silu",
+                     151643, 151643),
+    "qwen2.5-1.5b": ("qwen2", 1536, 8960, 28, 12, 2, 151936, 32768, 1000000.0, 1e-6, True, "silu",
+                     151643, 151643),
+    "llama-3.1-8b": ("llama", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0, 1e-5, False, "silu",
+                     128000, 128001),
     # Two layers, 64 wide: fast enough for unit tests, still a real Llama forward pass.
-    "tiny-llama": dict(
-        model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, vocab_size=49152, max_position_embeddings=4096,
-        rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu",
-        bos_token_id=1, eos_token_id=2),
+    "tiny-llama": ("llama", 64, 128, 2, 4, 2, 49152, 4096, 10000.0, 1e-5, True, "silu", 1, 2),
+}
+_EXTRA: dict[str, dict[str, Any]] = {
+    "llama-3.1-8b": {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+}
+ARCHITECTURES: dict[str, dict[str, Any]] = {
+    name: {**dict(zip(_COLUMNS, row, strict=True)), **_EXTRA.get(name, {})} for name, row in _ROWS.items()
 }
 
 

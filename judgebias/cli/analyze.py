@@ -14,6 +14,9 @@ from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run
 # minutes on them.
 
 
+# Deliberate parallel: typer spells each option in full, so this signature and import_cmd's
+# (cli/importers.py) look alike line by line (multi-line options with a metavar and a help text);
+# they share no option (both --fold: here a refold of the table, there how an import folds).
 def analyze_cmd(
     file: Path = typer.Argument(..., metavar="FILE", help="Judgment table: .jsonl, .parquet or .csv."),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the metrics JSON."),

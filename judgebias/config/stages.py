@@ -4,7 +4,8 @@ one on or off leaves the main run folder valid."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -78,24 +79,44 @@ def _all_perturbations() -> list[str]:
     return list(PERTURBATIONS)
 
 
-class PerturbationsConfig(Strict):
-    """CALM (Ye et al. 2024): one side of each pair perturbed, judged again in both orders."""
+def _all_pointwise_probes() -> list[str]:
+    from judgebias.prompts.pointwise_variants import POINTWISE_PROBES
+
+    return list(POINTWISE_PROBES)
+
+
+class _NamedVariants(Strict):
+    """A probe that runs the named variants of a catalogue (``catalogue``, every one by default) on
+    a seeded sample; a subclass names its catalogue, what a variant is called and what is sampled."""
+
+    catalogue: ClassVar[Callable[[], list[str]]]
+    what: ClassVar[str]
 
     enabled: bool = True
-    names: list[str] = Field(default_factory=_all_perturbations, min_length=1)
-    sample: int | None = Field(None, ge=1, description="pairs perturbed (all when empty)")
+    names: list[str] = Field(min_length=1)
+    sample: int | None = Field(None, ge=1)
     seed: int = 0
 
     @field_validator("names")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        known = _all_perturbations()
+        known = cls.catalogue()
         unknown = [n for n in v if n not in known]
         if unknown:
-            raise ValueError(f"unknown perturbation(s) {unknown}; known: {', '.join(known)}")
+            raise ValueError(f"unknown {cls.what}(s) {unknown}; known: {', '.join(known)}")
         if len(set(v)) != len(v):
-            raise ValueError("perturbation names must not repeat")
+            raise ValueError(f"{cls.what} names must not repeat")
         return v
+
+
+class PerturbationsConfig(_NamedVariants):
+    """CALM (Ye et al. 2024): one side of each pair perturbed, judged again in both orders."""
+
+    catalogue = staticmethod(_all_perturbations)
+    what = "perturbation"
+
+    names: list[str] = Field(default_factory=_all_perturbations, min_length=1)
+    sample: int | None = Field(None, ge=1, description="pairs perturbed (all when empty)")
 
 
 class SelfRecognitionConfig(Strict):
@@ -106,32 +127,16 @@ class SelfRecognitionConfig(Strict):
     sample: int | None = Field(None, ge=1, description="pairs per judge (all when empty)")
 
 
-def _all_pointwise_probes() -> list[str]:
-    from judgebias.prompts.pointwise_variants import POINTWISE_PROBES
-
-    return list(POINTWISE_PROBES)
-
-
-class PointwiseProbesConfig(Strict):
+class PointwiseProbesConfig(_NamedVariants):
     """Scoring perturbations that should not move a pointwise judge's score (Li et al. 2025, Xu et
     al. 2026): each pointwise judge scores a sample of the responses again under each variant of its
     rubric template (``judgebias.prompts.pointwise_variants``)."""
 
-    enabled: bool = True
+    catalogue = staticmethod(_all_pointwise_probes)
+    what = "pointwise probe"
+
     names: list[str] = Field(default_factory=_all_pointwise_probes, min_length=1)
     sample: int | None = Field(None, ge=1, description="responses scored again (all when empty)")
-    seed: int = 0
-
-    @field_validator("names")
-    @classmethod
-    def _known(cls, v: list[str]) -> list[str]:
-        known = _all_pointwise_probes()
-        unknown = [n for n in v if n not in known]
-        if unknown:
-            raise ValueError(f"unknown pointwise probe(s) {unknown}; known: {', '.join(known)}")
-        if len(set(v)) != len(v):
-            raise ValueError("pointwise probe names must not repeat")
-        return v
 
 
 class ProbesConfig(Strict):

@@ -46,6 +46,20 @@ def require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValueError(f"{what}: missing column(s) {', '.join(missing)}")
 
 
+def rows_of(df: pd.DataFrame, what: str, judge: str, column: str, value: str, id_column: str) -> pd.DataFrame:
+    """A probe table's rows of ``judge`` with ``column == value``, one per ``id_column``; ValueError
+    naming the judge and value when there are none, or the first id that repeats."""
+    rows = df[(df["judge"] == judge) & (df[column] == value)]
+    if rows.empty:
+        raise ValueError(f"{what}: no rows for judge {judge!r} and {column} {value!r}")
+    dup = rows[id_column].duplicated()
+    if dup.any():
+        first = rows.loc[dup, id_column].iloc[0]
+        raise ValueError(f"{what}: {id_column.removesuffix('_id')} {first!r} appears twice for {judge!r}, "
+                         f"{value!r}")
+    return rows
+
+
 _CODE_OF = {"a": A, "b": B, "tie": TIE}
 
 

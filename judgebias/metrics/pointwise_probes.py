@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from judgebias.metrics.frame import require, rows_of
 from judgebias.metrics.pointwise import half_up
 from judgebias.stats import Estimate, InsufficientData, mean_t, proportion_interval
 
@@ -62,36 +63,24 @@ def probe_scores(
 
 
 def _rows(df: pd.DataFrame, judge: str, probe: str, what: str) -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing}")
-    rows = df[(df["judge"] == judge) & (df["probe"] == probe)]
-    if rows.empty:
-        raise ValueError(f"{what}: no rows for judge {judge!r} and probe {probe!r}")
-    dup = rows["item_id"].duplicated()
-    if dup.any():
-        raise ValueError(
-            f"{what}: item {rows.loc[dup, 'item_id'].iloc[0]!r} appears twice for {judge!r}, {probe!r}"
-        )
-    return rows
+    require(df, REQUIRED, what)
+    return rows_of(df, what, judge, "probe", probe, "item_id")
 
 
-def _excluded(ok_before: np.ndarray, ok_after: np.ndarray) -> dict[str, int]:
-    excl = {"no_score_before": int((~ok_before).sum()), "no_score_after": int((ok_before & ~ok_after).sum())}
-    return {k: v for k, v in excl.items() if v}
+def _paired(rows: pd.DataFrame, before: str, after: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """The before and after numbers, which items have both, and the exclusions of the others."""
+    b = pd.to_numeric(rows[before], errors="coerce").to_numpy(dtype=float)
+    a = pd.to_numeric(rows[after], errors="coerce").to_numpy(dtype=float)
+    ok_b, ok_a = np.isfinite(b), np.isfinite(a)
+    excl = {"no_score_before": int((~ok_b).sum()), "no_score_after": int((ok_b & ~ok_a).sum())}
+    return b, a, ok_b & ok_a, {k: v for k, v in excl.items() if v}
 
 
 def unchanged_rate(df: pd.DataFrame, judge: str, probe: str) -> Estimate:
     """Share of items whose most probable score the variant left unchanged; details count the
     moves up and down."""
     rows = _rows(df, judge, probe, "unchanged_rate")
-    b = pd.to_numeric(rows["level_before"], errors="coerce").to_numpy(dtype=float)
-    a = pd.to_numeric(rows["level_after"], errors="coerce").to_numpy(dtype=float)
-    ok_b, ok_a = np.isfinite(b), np.isfinite(a)
-    excl = _excluded(ok_b, ok_a)
-    ok = ok_b & ok_a
+    b, a, ok, excl = _paired(rows, "level_before", "level_after")
     n = int(ok.sum())
     if n == 0:
         raise InsufficientData(f"no item scored under both baseline and variant; excluded: {excl}")
@@ -117,11 +106,7 @@ def score_shift(df: pd.DataFrame, judge: str, probe: str) -> Estimate:
     """Mean expected score under the variant minus under the baseline (baseline's scale), with a t
     interval and a t-test of 0."""
     rows = _rows(df, judge, probe, "score_shift")
-    b = pd.to_numeric(rows["score_before"], errors="coerce").to_numpy(dtype=float)
-    a = pd.to_numeric(rows["score_after"], errors="coerce").to_numpy(dtype=float)
-    ok_b, ok_a = np.isfinite(b), np.isfinite(a)
-    excl = _excluded(ok_b, ok_a)
-    ok = ok_b & ok_a
+    b, a, ok, excl = _paired(rows, "score_before", "score_after")
     if not ok.any():
         raise InsufficientData(f"no item scored under both baseline and variant; excluded: {excl}")
     d = mean_t(a[ok] - b[ok])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from judgebias.metrics.frame import require, rows_of
 from judgebias.stats import Estimate, InsufficientData, mean_t, proportion_interval
 
 REQUIRED = ("judge", "pair_id", "perturbation", "perturbed_side", "verdict_before", "verdict_after")
@@ -24,11 +25,7 @@ _VOTE = {"a": 1.0, "b": 0.0, "tie": 0.5}
 
 
 def _rows(df: pd.DataFrame, judge: str, perturbation: str, what: str) -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing}")
+    require(df, REQUIRED, what)
     bad = ~df["perturbed_side"].isin(["a", "b"])
     if bad.any():
         row = df.index[bad.to_numpy()][0]
@@ -39,14 +36,7 @@ def _rows(df: pd.DataFrame, judge: str, perturbation: str, what: str) -> pd.Data
         if odd.any():
             row = df.index[odd.to_numpy()][0]
             raise ValueError(f"{what}: row {row}: {col} must be a, b, tie or empty, got {df.loc[row, col]!r}")
-    rows = df[(df["judge"] == judge) & (df["perturbation"] == perturbation)]
-    if rows.empty:
-        raise ValueError(f"{what}: no rows for judge {judge!r} and perturbation {perturbation!r}")
-    dup = rows["pair_id"].duplicated()
-    if dup.any():
-        raise ValueError(f"{what}: pair {rows.loc[dup, 'pair_id'].iloc[0]!r} appears twice for {judge!r}, "
-                         f"{perturbation!r}")
-    return rows
+    return rows_of(df, what, judge, "perturbation", perturbation, "pair_id")
 
 
 def robustness_rate(df: pd.DataFrame, judge: str, perturbation: str) -> Estimate:

@@ -19,7 +19,7 @@ at the token after it (``judgebias.judging_pointwise``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from judgebias.backends.protocol import Prompt
 
@@ -196,29 +196,37 @@ def _criterion(query: str, response: str, reference: str | None, criterion: str)
     return Prompt.chat(("system", CRITERION_SYSTEM), ("user", user))
 
 
-# Deliberate parallel: each template is declared field by field, as the prompt's source defines it
-# (scale, marker, criterion); two that share values stay two explicit declarations.
+# The two score formats: MT-bench's "Rating: [[k]]", k in 1..10, and this project's Prometheus-style
+# "[RESULT] k", k in 1..5.
+_MTBENCH_SCALE = {"scale_min": 1, "scale_max": 10, "marker": "[["}
+_RESULT_SCALE = {"scale_min": 1, "scale_max": 5, "marker": "[RESULT]"}
+
+
+def _direct(base: PointwiseTemplate, answer_prefix: str, description: str, source: str) -> PointwiseTemplate:
+    """``base`` with the answer forced to start with ``answer_prefix``: nothing is generated before
+    the score, whose distribution is read at once (``<name>-direct``, version ``<version>-direct``)."""
+    return replace(base, name=f"{base.name}-direct", version=f"{base.version}-direct",
+                   description=description, source=source, explain_first=False, answer_prefix=answer_prefix)
+
+
 MTBENCH_SINGLE = PointwiseTemplate(
     name="mtbench-single",
     version="single-v1",
     description="MT-bench single-answer grading (FastChat single-v1): explain, then 'Rating: [[k]]', k in "
     "1..10. The score distribution is read at the token after the last '[['.",
-    scale_min=1,
-    scale_max=10,
-    marker="[[",
+    **_MTBENCH_SCALE,
     needs_reference=False,
     criterion="overall quality",
     builder=_single,
     source="lm-sys/FastChat judge_prompts.jsonl, single-v1 (Apache-2.0)",
 )
 
-MTBENCH_SINGLE_REF = PointwiseTemplate(
+# A "-ref" template is its base's grading against a reference answer.
+MTBENCH_SINGLE_REF = replace(
+    MTBENCH_SINGLE,
     name="mtbench-single-ref",
     version="single-math-v1",
     description="MT-bench single-answer grading against a reference answer (FastChat single-math-v1), 1..10.",
-    scale_min=1,
-    scale_max=10,
-    marker="[[",
     needs_reference=True,
     criterion="correctness",
     builder=_single_ref,
@@ -230,9 +238,7 @@ RUBRIC_5 = PointwiseTemplate(
     version="1",
     description="Absolute rubric grading in the style of Prometheus: feedback, then '[RESULT] k', k in 1..5; "
     "the criterion column (default: a helpfulness rubric) is the rubric shown.",
-    scale_min=1,
-    scale_max=5,
-    marker="[RESULT]",
+    **_RESULT_SCALE,
     needs_reference=False,
     criterion=HELPFULNESS_RUBRIC,
     builder=_rubric,
@@ -240,53 +246,28 @@ RUBRIC_5 = PointwiseTemplate(
     has_rubric=True,
 )
 
-RUBRIC_5_REF = PointwiseTemplate(
+RUBRIC_5_REF = replace(
+    RUBRIC_5,
     name="rubric-5-ref",
-    version="1",
     description="rubric-5 with a reference answer that would score 5 (column 'reference').",
-    scale_min=1,
-    scale_max=5,
-    marker="[RESULT]",
     needs_reference=True,
-    criterion=HELPFULNESS_RUBRIC,
     builder=_rubric_ref,
-    source="this project (format after Kim et al. 2024, Prometheus 2)",
-    has_rubric=True,
 )
 
-RUBRIC_5_DIRECT = PointwiseTemplate(
-    name="rubric-5-direct",
-    version="1-direct",
+RUBRIC_5_DIRECT = _direct(
+    RUBRIC_5, "[RESULT]",
     description="rubric-5 with the answer forced to start '[RESULT]': no feedback is generated, the "
     "score distribution is read at once (for judges too small to keep the format). Needs "
     "log-probabilities.",
-    scale_min=1,
-    scale_max=5,
-    marker="[RESULT]",
-    needs_reference=False,
-    criterion=HELPFULNESS_RUBRIC,
-    builder=_rubric,
     source="this project (format after Kim et al. 2024, Prometheus 2), answer prefix by this project",
-    explain_first=False,
-    answer_prefix="[RESULT]",
-    has_rubric=True,
 )
 
-MTBENCH_SINGLE_DIRECT = PointwiseTemplate(
-    name="mtbench-single-direct",
-    version="single-v1-direct",
+MTBENCH_SINGLE_DIRECT = _direct(
+    MTBENCH_SINGLE, "Rating: [[",
     description="MT-bench single-v1 with the answer forced to start 'Rating: [[': no explanation is "
     "generated, the score distribution is read at once (one forward pass per read; for judges too "
     "small to keep the format over an explanation). Needs log-probabilities.",
-    scale_min=1,
-    scale_max=10,
-    marker="[[",
-    needs_reference=False,
-    criterion="overall quality",
-    builder=_single,
     source="lm-sys/FastChat judge_prompts.jsonl, single-v1 (Apache-2.0), answer prefix by this project",
-    explain_first=False,
-    answer_prefix="Rating: [[",
 )
 
 CRITERIA_5 = PointwiseTemplate(
@@ -295,9 +276,7 @@ CRITERIA_5 = PointwiseTemplate(
     description="One criterion per call (multi-criteria scoring as separate judgments, after G-Eval's "
     "per-criterion prompts): feedback on that criterion alone, then '[RESULT] k', k in 1..5. The criterion "
     "comes from the row's criterion column or --criterion (repeatable: one row per item and criterion).",
-    scale_min=1,
-    scale_max=5,
-    marker="[RESULT]",
+    **_RESULT_SCALE,
     needs_reference=False,
     criterion="helpfulness",
     builder=_criterion,
@@ -305,21 +284,12 @@ CRITERIA_5 = PointwiseTemplate(
     "al. 2023, G-Eval)",
 )
 
-CRITERIA_5_DIRECT = PointwiseTemplate(
-    name="criteria-5-direct",
-    version="1-direct",
+CRITERIA_5_DIRECT = _direct(
+    CRITERIA_5, "[RESULT]",
     description="criteria-5 with the answer forced to start '[RESULT]': no feedback is generated, the "
     "score distribution is read at once (for judges too small to keep the format over an explanation; "
     "SmolLM2-135M writes no '[RESULT]' after its feedback). Needs log-probabilities.",
-    scale_min=1,
-    scale_max=5,
-    marker="[RESULT]",
-    needs_reference=False,
-    criterion="helpfulness",
-    builder=_criterion,
     source="this project, answer prefix as mtbench-single-direct",
-    explain_first=False,
-    answer_prefix="[RESULT]",
 )
 
 POINTWISE_TEMPLATES: dict[str, PointwiseTemplate] = {

@@ -171,29 +171,30 @@ def _small_models(cfg: ExperimentConfig) -> bool:
     return any(any(s in j.model.lower() for s in small) for j in cfg.judges)
 
 
+# A stage's main group by its name's prefix; the first that matches wins.
+_STAGE_GROUPS = (
+    ("style-", "style ablation"),
+    ("perturb-", "perturbation probe"),
+    ("recognition-", "self-recognition probe"),
+    ("pointwise-", "pointwise judges"),
+    ("pwprobe-", "pointwise probes"),
+    ("imported/", "imported data"),
+    ("finetune-", "fine-tune ablation"),
+)
+
+
+def _stage_group(stage: str) -> str:
+    for prefix, group in _STAGE_GROUPS:
+        if stage.startswith(prefix):
+            return group
+    return stage.split("[")[0] if "/" not in stage else "other"
+
+
 def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
     """Stage seconds summed into main stages, style ablation and fine-tune ablation."""
     out: dict[str, float] = {}
     for stage, sec in seconds.items():
-        group = (
-            "style ablation"
-            if stage.startswith("style-")
-            else "perturbation probe"
-            if stage.startswith("perturb-")
-            else "self-recognition probe"
-            if stage.startswith("recognition-")
-            else "pointwise judges"
-            if stage.startswith("pointwise-")
-            else "pointwise probes"
-            if stage.startswith("pwprobe-")
-            else "imported data"
-            if stage.startswith("imported/")
-            else "fine-tune ablation"
-            if stage.startswith("finetune-")
-            else stage.split("[")[0]
-            if "/" not in stage
-            else "other"
-        )
+        group = _stage_group(stage)
         out[group] = out.get(group, 0.0) + sec
     return out
 

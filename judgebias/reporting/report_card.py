@@ -175,20 +175,11 @@ def _dataset_line(ds: Mapping[str, Any]) -> str:
 _MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
 
 
-# Deliberate parallel: render_markdown and render_html take the same arguments (one page, built by
-# build_page) and differ in what the plots are (paths vs PNG bytes) and how the page is written.
-def render_markdown(
-    result: Mapping[str, Any],
-    *,
-    title: str,
-    provenance: Sequence[str] = (),
-    plots: Mapping[str, str] | None = None,
-    multiplicity: str | None = None,
-    extras: RunExtras | None = None,
-) -> str:
+# render_markdown and render_html build the same page (``page``: build_page's keywords: title,
+# provenance, multiplicity, extras) and differ in what the plots are and how the page is written.
+def render_markdown(result: Mapping[str, Any], *, plots: Mapping[str, str] | None = None, **page: Any) -> str:
     """The report as markdown; ``plots`` maps a plot name to its (relative) PNG path."""
-    return _markdown(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
-                                extras=extras), plots or {})
+    return _markdown(build_page(result, **page), plots or {})
 
 
 def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
@@ -240,18 +231,10 @@ figcaption{color:#444;font-size:.9em}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}"""
 
 
-def render_html(
-    result: Mapping[str, Any],
-    *,
-    title: str,
-    provenance: Sequence[str] = (),
-    plots: Mapping[str, bytes] | None = None,
-    multiplicity: str | None = None,
-    extras: RunExtras | None = None,
-) -> str:
-    """The report as one self-contained HTML page (plots inlined as PNG data URIs)."""
-    return _html(build_page(result, title=title, provenance=provenance, multiplicity=multiplicity,
-                            extras=extras), plots or {})
+def render_html(result: Mapping[str, Any], *, plots: Mapping[str, bytes] | None = None, **page: Any) -> str:
+    """The report as one self-contained HTML page (plots inlined as PNG data URIs); ``page``: as in
+    ``render_markdown``."""
+    return _html(build_page(result, **page), plots or {})
 
 
 def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
