@@ -1,6 +1,6 @@
-"""Traces into a database tracking URI, one transaction per chunk (``judgebias.tracking.trace_bulk``): the
-same traces as MLflow's per-trace path, idempotent on rerun, and a refused chunk rolled back whole and
-written the public way."""
+"""Traces into a database tracking URI, one INSERT per table and chunk (``judgebias.tracking.trace_bulk``):
+the same rows as MLflow's per-trace path in every table, idempotent on rerun, and a refused chunk (a
+database error, a table MLflow changed) rolled back whole or never started, and written the public way."""
 
 from __future__ import annotations
 
@@ -67,28 +67,97 @@ def test_one_transaction_per_chunk_writes_what_the_per_trace_path_writes(sqlite_
     assert len(back) == 14
 
 
+def _fail_once(engine, statement_start: str, message: str) -> list:
+    """Make the first statement on ``engine`` that starts with ``statement_start`` fail in the
+    database driver's place (later ones pass); the list records each failure."""
+    from sqlalchemy import event
+
+    failed = []
+
+    def before(conn, cursor, statement, parameters, context, executemany):
+        if statement.startswith(statement_start) and not failed:
+            failed.append(statement)
+            raise RuntimeError(message)
+
+    event.listen(engine, "before_cursor_execute", before)
+    return failed
+
+
 def test_a_refused_chunk_is_rolled_back_and_written_the_public_way(sqlite_uri, monkeypatch, caplog):
     import mlflow
 
-    real = trace_bulk.sql_store
-
-    def failing_store():
-        store = real()
-        calls = []
-        original = store.start_trace
-
-        def start_trace(info):
-            calls.append(info)
-            if len(calls) == 3:  # two traces already flushed in the shared transaction
-                raise RuntimeError("disk full")
-            return original(info)
-
-        store.start_trace = start_trace
-        return store
-
-    monkeypatch.setattr(trace_bulk, "sql_store", failing_store)
     mlflow.set_experiment("fallback")
+    # The spans go last: the trace rows, tags, metadata and feedback of the chunk are already
+    # inserted in its transaction when this fails.
+    failed = _fail_once(trace_bulk.sql_store().engine, "INSERT INTO spans", "disk full")
     counts = log_judgment_traces(small_table(), self_map=SELF)
+    assert len(failed) == 1
     assert (counts["logged"], counts["missing"]) == (14, 0)
     assert "one transaction per chunk refused" in caplog.text and "disk full" in caplog.text
-    assert len(_content("fallback")) == 14  # nothing twice: the two flushed traces were rolled back
+    assert len(_content("fallback")) == 14  # nothing twice: the inserted rows were rolled back
+    # Each feedback once: 13 judge rows and 23 human labels (the per-trace path's count below).
+    assert sum(len(v[2]) for v in _content("fallback").values()) == 36
+
+
+def test_a_table_mlflow_changed_refuses_the_bulk_path_before_writing(sqlite_uri, monkeypatch, caplog):
+    import mlflow
+
+    # As if MLflow had added a column to its assessments table that this module does not fill.
+    known = {**trace_bulk.COLUMNS, "assessments": trace_bulk.COLUMNS["assessments"] - {"rationale"}}
+    monkeypatch.setattr(trace_bulk, "COLUMNS", known)
+    mlflow.set_experiment("changed")
+    counts = log_judgment_traces(small_table(), self_map=SELF)
+    assert (counts["logged"], counts["missing"]) == (14, 0)
+    assert "MLflow's table assessments has columns ['rationale'] not filled here" in caplog.text
+    assert len(_content("changed")) == 14
+
+
+def _tables(db) -> dict:
+    """Every row of every table of an MLflow database, less the values each write draws afresh
+    (ids and clocks of assessments and experiments)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"sqlite:///{db}")
+    meta = sa.MetaData()
+    meta.reflect(engine)
+    fresh = {"assessment_id", "created_timestamp", "last_updated_timestamp", "creation_time",
+             "last_update_time"}
+    out = {}
+    with engine.connect() as conn:
+        for name, table in meta.tables.items():
+            rows = conn.execute(table.select())
+            out[name] = sorted(repr(sorted((k, v) for k, v in r._mapping.items() if k not in fresh))
+                               for r in rows)
+    engine.dispose()
+    return out
+
+
+def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path, monkeypatch):
+    """The same table logged through the store's start_trace + log_spans and through the bulk
+    INSERTs, into two fresh databases at the same clock: every table holds the same rows."""
+    import types
+
+    import mlflow
+
+    from judgebias.tracking import judgment_traces
+
+    monkeypatch.chdir(tmp_path)  # the experiments' artifact locations (and so a trace tag) alike
+    monkeypatch.setattr(judgment_traces, "time", types.SimpleNamespace(time_ns=lambda: 1_700_000_000 * 10**9))
+    chunks = []
+    real = trace_bulk.write_chunk
+    monkeypatch.setattr(trace_bulk, "write_chunk", lambda *a: chunks.append(real(*a)) or chunks[-1])
+    dumps = {}
+    try:
+        for bulk in (False, True):
+            mlflow.set_tracking_uri(f"sqlite:///{tmp_path / f'{bulk}.db'}")
+            mlflow.set_experiment("same")
+            assert log_judgment_traces(small_table(), self_map=SELF, bulk=bulk)["logged"] == 14
+            dumps[bulk] = _tables(tmp_path / f"{bulk}.db")
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert chunks == [True]
+    assert dumps[True] == dumps[False]
+    counts = {name: len(rows) for name, rows in dumps[True].items()}
+    # 14 traces, one span each; 36 feedback rows (13 judge rows + 23 human labels, as the
+    # per-trace path wrote them above); the tags and metadata of every trace.
+    assert (counts["trace_info"], counts["spans"], counts["assessments"]) == (14, 14, 36)
