@@ -326,18 +326,28 @@ def ui_base(tracking_uri: str) -> str:
 
 
 def traces_page(tracking_uri: str, experiment_id: str) -> str:
-    """The experiment's Traces page in MLflow's UI. Not pre-filtered: MLflow 3.17's page keeps
-    its filters in ``filter`` URL parameters (``TAG::=::true::<key>``) but did not apply one given
-    in the URL when rendered headless here (it listed all 14 traces of a test), so the note gives
-    the filter instead of a link that would claim to filter."""
+    """The experiment's Traces page in MLflow's UI, unfiltered (``filtered_page`` narrows it)."""
     from urllib.parse import quote
 
     return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
 
 
+def filtered_page(page: str, tag: str, value: str) -> str:
+    """``page`` (an experiment's Traces page) listing only the traces whose tag ``tag`` is ``value``.
+    MLflow 3.17's page reads ``tag=KEY=VALUE`` parameters after its route (each half URI-encoded)
+    into ``tags.`KEY` = 'VALUE'`` clauses; it has no other operator there, and the filters chosen
+    under its Filter button stay out of the URL. ``startTimeLabel=ALL``: by default the page shows
+    the last 7 days only."""
+    from urllib.parse import quote, urlencode
+
+    pair = f"{quote(tag, safe='')}={quote(value, safe='')}"
+    return page + "?" + urlencode({"startTimeLabel": "ALL", "tag": pair})
+
+
 def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
-    default the active run's experiment), then per question how many traces it finds and its filter."""
+    default the active run's experiment), then per question how many traces it finds, a link to the
+    page showing just those where the page can filter by it (an equal tag), and its filter."""
     if page is None:
         import mlflow
 
@@ -348,7 +358,9 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
              "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
              "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for what, filter_string in filter_strings().items():
-        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}", "",
+        _, tag, op, value = QUESTIONS[what]
+        link = f" ([open them]({filtered_page(page, TAG + tag, value)}))" if page and op == "=" else ""
+        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}{link}", "",
                   f"      {filter_string}", ""]
     return "\n".join(lines)
 
@@ -358,6 +370,6 @@ def filter_strings() -> dict[str, str]:
     return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts",
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
            "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "traces_note",
            "traces_page", "ui_base"]
