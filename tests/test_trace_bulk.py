@@ -132,7 +132,20 @@ def _tables(db) -> dict:
     return out
 
 
-def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path, monkeypatch):
+def _log(kind: str, bulk: bool) -> dict:
+    if kind == "pairwise":
+        return log_judgment_traces(small_table(), self_map=SELF, bulk=bulk)
+    from test_pointwise_traces import small_table as pointwise_table
+
+    from judgebias.tracking.judgment_traces import log_records
+    from judgebias.tracking.pointwise_traces import LAYOUT, pointwise_record
+
+    return log_records([pointwise_record(r) for r in pointwise_table().to_dict("records")], LAYOUT, bulk=bulk)
+
+
+@pytest.mark.parametrize(("kind", "traces", "feedback"), [("pairwise", 14, 36), ("pointwise", 10, 20)])
+def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path, monkeypatch, kind, traces,
+                                                                       feedback):
     """The same table logged through the store's start_trace + log_spans and through the bulk
     INSERTs, into two fresh databases at the same clock: every table holds the same rows."""
     import types
@@ -151,13 +164,13 @@ def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path
         for bulk in (False, True):
             mlflow.set_tracking_uri(f"sqlite:///{tmp_path / f'{bulk}.db'}")
             mlflow.set_experiment("same")
-            assert log_judgment_traces(small_table(), self_map=SELF, bulk=bulk)["logged"] == 14
+            assert _log(kind, bulk)["logged"] == traces
             dumps[bulk] = _tables(tmp_path / f"{bulk}.db")
     finally:
         mlflow.set_tracking_uri(None)
     assert chunks == [True]
     assert dumps[True] == dumps[False]
     counts = {name: len(rows) for name, rows in dumps[True].items()}
-    # 14 traces, one span each; 36 feedback rows (13 judge rows + 23 human labels, as the
-    # per-trace path wrote them above); the tags and metadata of every trace.
-    assert (counts["trace_info"], counts["spans"], counts["assessments"]) == (14, 14, 36)
+    # One span a trace. Pairwise: 13 judge rows' feedback + 23 human labels; pointwise: as counted
+    # by the per-trace path, which wrote the same rows.
+    assert (counts["trace_info"], counts["spans"], counts["assessments"]) == (traces, traces, feedback)

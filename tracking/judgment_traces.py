@@ -14,11 +14,14 @@ out in docs/mlflow-genai.md):
   (true/false where both orders give a choice), ``judgebias.judge_human_disagree`` (true/false where
   the judge chose and the humans have a majority), ``judgebias.perturbation`` where the table says.
 
-Batched: the traces are written with MLflow's tracing client the way its own exporter sends them,
-minus the live OpenTelemetry span per row: one request per trace for its info, feedback and tags
-(several in flight), one request per 200 traces for the spans. MLflow's asynchronous exporter
-would send two requests per trace, in the order that makes its store merge row by row, and drop
-what overflows its queue with a warning.
+Batched. Into a database tracking URI, 200 traces per transaction with one INSERT per MLflow table
+(``judgebias.tracking.trace_bulk``). Through a tracking server, with MLflow's tracing client the
+way its own exporter sends them, minus the live OpenTelemetry span per row: one request per trace
+for its info, feedback and tags (several in flight: MLflow's REST API has no batch call for trace
+infos or assessments, and its OTLP endpoint, which takes many traces a request, carries no
+assessments, client request id or trace metadata), one OTLP request per 200 traces for the spans.
+MLflow's asynchronous exporter would send two requests per trace, in the order that makes its
+store merge row by row, and drop what overflows its queue with a warning.
 
 Idempotent: each trace carries ``judgebias.key``, a hash of everything it records, and its trace id
 is derived from that key and the experiment; keys already in the experiment are fetched once
@@ -249,7 +252,8 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
     """Each trace's info (with its feedback and tags) in one request, ``threads`` at a time, then the
     spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
     where spans first would make it merge row by row. A failing request raises. With a database
-    tracking URI (and ``bulk``) each chunk is one transaction instead (``judgebias.tracking.trace_bulk``)."""
+    tracking URI (and ``bulk``) each chunk is one transaction of one INSERT per table instead
+    (``judgebias.tracking.trace_bulk``), the public path taking over where it refuses."""
     from mlflow.tracing.client import TracingClient
 
     from judgebias.tracking.trace_bulk import sql_store, write_chunk
