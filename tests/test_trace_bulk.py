@@ -112,6 +112,18 @@ def test_a_table_mlflow_changed_refuses_the_bulk_path_before_writing(sqlite_uri,
     assert len(_content("changed")) == 14
 
 
+def test_mlflows_trace_rollups_switched_on_send_the_traces_the_stores_way(sqlite_uri, monkeypatch, caplog):
+    import mlflow
+
+    # The rollups' rebuild queue is written by the store's own calls only.
+    monkeypatch.setenv("MLFLOW_SQL_TRACE_ROLLUPS_ENABLED", "true")
+    mlflow.set_experiment("rollups")
+    counts = log_judgment_traces(small_table(), self_map=SELF)
+    assert (counts["logged"], counts["missing"]) == (14, 0)
+    assert "trace rollups are on" in caplog.text
+    assert len(_content("rollups")) == 14
+
+
 def _tables(db) -> dict:
     """Every row of every table of an MLflow database, less the values each write draws afresh
     (ids and clocks of assessments and experiments)."""

@@ -118,11 +118,12 @@ def _span_row(span: Any, experiment_id: int, ensure_ascii: bool) -> dict[str, An
 def chunk_rows(store: Any, experiment: Any, built: list[tuple[Any, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per table, the rows of (TraceInfo, root span) pairs: what ``start_trace`` then ``log_spans``
     leave in the database for them."""
+    from mlflow.store.db.db_types import MSSQL
     from mlflow.store.tracking.utils.trace_analytics import PROMOTED_TRACE_METADATA_KEYS, validate_trace_name
     from mlflow.tracing.constant import SpansLocation, TraceMetadataKey, TraceTagKey
 
     experiment_id = int(experiment.experiment_id)
-    ensure_ascii = store.db_type == "mssql"  # as log_spans: its content column is not Unicode
+    ensure_ascii = store.db_type == MSSQL  # as log_spans: its content column is not Unicode
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in COLUMNS}
     for info, span in built:
         if span.parent_id is not None or span.trace_id != info.trace_id:
@@ -160,6 +161,7 @@ def chunk_rows(store: Any, experiment: Any, built: list[tuple[Any, Any]]) -> dic
 def write_chunk(store: Any, experiment_id: str, built: list[tuple[Any, Any]]) -> bool:
     """Write (TraceInfo, root span) pairs in one transaction, one INSERT per table; False (nothing
     written, the reason logged) where a guard refuses or the database rolls the chunk back."""
+    from mlflow.store.db.db_types import SQLITE
     from mlflow.store.tracking.utils.sql_trace_rollups import rollups_enabled
     from sqlalchemy import text
 
@@ -172,7 +174,7 @@ def write_chunk(store: Any, experiment_id: str, built: list[tuple[Any, Any]]) ->
             raise ValueError(f"experiment {experiment_id} is {experiment.lifecycle_stage}")
         rows = chunk_rows(store, experiment, built)
         with store.engine.connect() as conn:
-            if store.db_type == "sqlite":  # what the store's own sessions set, before the transaction
+            if store.db_type == SQLITE:  # what the store's own sessions set, before the transaction
                 conn.execute(text("PRAGMA foreign_keys = ON"))
                 conn.execute(text("PRAGMA busy_timeout = 20000"))
                 conn.commit()  # ends SQLAlchemy's autobegun block; SQLite began no transaction for these
