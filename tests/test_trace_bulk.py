@@ -5,7 +5,7 @@ database error, a table MLflow changed) rolled back whole or never started, and 
 from __future__ import annotations
 
 import pytest
-from test_mlflow_traces import small_table
+from test_mlflow_traces import _cli, _figures, small_table
 
 from judgebias.tracking import trace_bulk
 from judgebias.tracking.judgment_traces import log_judgment_traces
@@ -186,3 +186,28 @@ def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path
     # One span a trace. Pairwise: 13 judge rows' feedback + 23 human labels; pointwise: as counted
     # by the per-trace path, which wrote the same rows.
     assert (counts["trace_info"], counts["spans"], counts["assessments"]) == (traces, traces, feedback)
+
+
+def test_judgments_round_trip_through_a_database_uri_written_in_bulk(sqlite_uri, tmp_path, monkeypatch):
+    """The server round trip of test_mlflow_traces on a database URI: analyze --traces (the bulk
+    path), import mlflow, and analyze of what came back equals analyze of the original."""
+    from judgebias.io import read_table, write_table
+
+    chunks = []
+    real = trace_bulk.write_chunk
+    monkeypatch.setattr(trace_bulk, "write_chunk", lambda *a: chunks.append(real(*a)) or chunks[-1])
+    table = small_table()
+    src = write_table(table, tmp_path / "small.parquet")
+    common = ["--self", "j2=y", "--reps", "200", "--no-report"]
+    out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", *common],
+               sqlite_uri, "db")
+    assert "MLflow traces: 14 logged, 0 already there" in out and chunks == [True]
+    back = tmp_path / "back.parquet"
+    _cli(["import", "mlflow", "--experiment", "db", "--out", str(back)], sqlite_uri, "db")
+    assert len(read_table(back)[0]) == 14
+    _cli(["analyze", str(back), "--out", str(tmp_path / "b.json"), "--no-mlflow", *common], sqlite_uri, "db")
+    ordered = table.sort_values(["pair_id", "judge"], na_position="first", kind="stable")
+    write_table(ordered, tmp_path / "ordered.parquet")
+    _cli(["analyze", str(tmp_path / "ordered.parquet"), "--out", str(tmp_path / "o.json"), "--no-mlflow",
+          *common], sqlite_uri, "db")
+    assert _figures(tmp_path / "b.json") == _figures(tmp_path / "o.json")
