@@ -12,8 +12,9 @@ nothing. The PandaLM table has 1,878 rows; ``--rows`` above that logs all of the
 ``--routes``: the same table logged by each route one after the other, into a fresh experiment (a
 fresh SQLite file for the database routes), and a table of them side by side at the end: ``server``
 (REST, as shipped), ``sqlite-per-trace`` (a database tracking URI written through the store's public
-``start_trace``, the code before ``judgebias.tracking.trace_bulk``) and ``sqlite-bulk`` (one transaction per
-chunk, as shipped for database URIs). ``--threads``: trace-info requests in flight (default
+``start_trace``), ``sqlite-bulk`` (``judgebias.tracking.trace_bulk``: one INSERT per table and chunk, as
+shipped for database URIs) and ``server-db`` (the started server's own database as the tracking URI,
+bulk, then read back through the server). ``--threads``: trace-info requests in flight (default
 ``judgebias.tracking.judgment_traces.THREADS``; MLflow's server refuses more than its connection pool, 15).
 """
 
@@ -63,14 +64,16 @@ def _server(tmp: Path) -> tuple[subprocess.Popen, str]:
 
 
 ROUTES = {
-    # name: (where, one transaction per chunk)
-    "server": ("server", True),  # REST: one request per trace whatever the client does
-    "sqlite-per-trace": ("sqlite", False),  # the store's public start_trace, two transactions a trace
-    "sqlite-bulk": ("sqlite", True),  # judgebias.tracking.trace_bulk: one transaction per 200 traces
+    # name: (where it writes, where it reads back, bulk writes)
+    "server": ("server", "server", True),  # REST: one request per trace whatever the client does
+    "sqlite-per-trace": ("sqlite", "sqlite", False),  # the store's public start_trace, one trace at a time
+    "sqlite-bulk": ("sqlite", "sqlite", True),  # judgebias.tracking.trace_bulk: an INSERT per table and chunk
+    # The server's own database written directly (bulk), then read back through the server's REST API.
+    "server-db": ("server-db", "server", True),
 }
 
 
-def _measure(label: str, uri: str, table, threads: int, bulk: bool) -> dict:
+def _measure(label: str, uri: str, table, threads: int, bulk: bool, read_uri: str | None = None) -> dict:
     import mlflow
 
     from judgebias.tracking.judgment_traces import log_judgment_traces
@@ -87,6 +90,8 @@ def _measure(label: str, uri: str, table, threads: int, bulk: bool) -> dict:
         rate = f"{counts['logged'] / seconds:.1f} traces/s" if counts["logged"] else "nothing logged"
         print(f"[{label}] {step}: {len(table)} rows in {seconds:.1f} s ({rate}); {counts}", flush=True)
         row[step] = (seconds, counts["logged"], counts["missing"])
+    if read_uri:
+        mlflow.set_tracking_uri(read_uri)
     start = time.perf_counter()
     back, _ = read_judgment_traces(name)
     row["read"] = (time.perf_counter() - start, len(back))
@@ -113,17 +118,18 @@ def main() -> None:
     table = table.head(args.rows)
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc = None
+        proc, server_uri = None, args.uri
         try:
             for label in routes:
-                where, bulk = ROUTES[label]
-                if where == "server":
-                    if args.uri is None and proc is None:
-                        proc, server_uri = _server(Path(tmp))
-                    uri = args.uri or server_uri
-                else:
-                    uri = f"sqlite:///{Path(tmp) / (label + '.db')}"  # a fresh database per route
-                summary.append(_measure(label, uri, table, args.threads or THREADS, bulk))
+                where, read, bulk = ROUTES[label]
+                if where == "server-db" and args.uri is not None:
+                    raise SystemExit("server-db writes the database of the server it starts: no --uri")
+                if "server" in (where, read) and server_uri is None:
+                    proc, server_uri = _server(Path(tmp))
+                uri = {"server": server_uri, "server-db": f"sqlite:///{Path(tmp) / 'db.sqlite'}",
+                       "sqlite": f"sqlite:///{Path(tmp) / (label + '.db')}"}[where]  # a fresh file per route
+                read_uri = server_uri if read == "server" and where != "server" else None
+                summary.append(_measure(label, uri, table, args.threads or THREADS, bulk, read_uri))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)

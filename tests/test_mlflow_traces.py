@@ -386,3 +386,42 @@ def test_mlflows_traces_page_lists_the_judgments_with_their_assessment(mlflow_se
     # a then b, folded), and only their rows are ties besides p4/j2 (tie then a) and p1/j2 (b then a).
     lines = page["text"].split("\n")
     assert lines.count("tie") >= 2
+
+
+def test_the_note_links_each_equal_tag_question_to_the_page_filtered_by_it():
+    from judgebias.tracking.judgment_traces import filtered_page, traces_note
+
+    page = "http://mlflow.example:5000/#/experiments/7/traces"
+    flips = page + "?startTimeLabel=ALL&tag=judgebias.position_flip%3Dtrue"
+    assert filtered_page(page, "judgebias.position_flip", "true") == flips
+    # A key or value with '=' or '&' in it stays one parameter, its halves split at the first '='.
+    assert filtered_page(page, "a=b", "c&d").endswith("&tag=a%253Db%3Dc%2526d")
+    note = traces_note({"rows": 14, "position flips": 6}, page=page)
+    assert f"- 6 judgments where the judge flips with the order ([open them]({flips}))" in note
+    # 'own response is A or B' is a != filter: the page's URL cannot say it, so no link claims to.
+    own = next(line for line in note.splitlines() if "own response" in line)
+    assert "open them" not in own
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_the_notes_link_opens_mlflows_traces_page_on_the_position_flips(mlflow_server, tmp_path):
+    pytest.importorskip("PyQt6.QtWebEngineWidgets", reason="dev extra PyQt6-WebEngine not installed")
+    import re
+
+    import mlflow
+
+    from judgebias.tracking.judgment_traces import log_judgment_traces, traces_note, traces_page
+
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        experiment_id = mlflow.set_experiment("traces-link").experiment_id
+        counts = log_judgment_traces(small_table())
+    finally:
+        mlflow.set_tracking_uri(None)
+    note = traces_note(counts, page=traces_page(mlflow_server, experiment_id))
+    (link,) = re.findall(r"flips with the order \(\[open them\]\(([^)]+)\)\)", note)
+    page = _render(link, tmp_path / "flips.png", "preference", "6 of 14")
+    # The 6 flips of the round trip above: p1, p2, p4 for both judges; no other pair listed.
+    assert page["found"] == ["preference", "6 of 14"], page.get("text", "")[:2000]
+    assert page["pairs"] == {"p1", "p2", "p4"}

@@ -14,11 +14,14 @@ out in docs/mlflow-genai.md):
   (true/false where both orders give a choice), ``judgebias.judge_human_disagree`` (true/false where
   the judge chose and the humans have a majority), ``judgebias.perturbation`` where the table says.
 
-Batched: the traces are written with MLflow's tracing client the way its own exporter sends them,
-minus the live OpenTelemetry span per row: one request per trace for its info, feedback and tags
-(several in flight), one request per 200 traces for the spans. MLflow's asynchronous exporter
-would send two requests per trace, in the order that makes its store merge row by row, and drop
-what overflows its queue with a warning.
+Batched. Into a database tracking URI, 200 traces per transaction with one INSERT per MLflow table
+(``judgebias.tracking.trace_bulk``). Through a tracking server, with MLflow's tracing client the
+way its own exporter sends them, minus the live OpenTelemetry span per row: one request per trace
+for its info, feedback and tags (several in flight: MLflow's REST API has no batch call for trace
+infos or assessments, and its OTLP endpoint, which takes many traces a request, carries no
+assessments, client request id or trace metadata), one OTLP request per 200 traces for the spans.
+MLflow's asynchronous exporter would send two requests per trace, in the order that makes its
+store merge row by row, and drop what overflows its queue with a warning.
 
 Idempotent: each trace carries ``judgebias.key``, a hash of everything it records, and its trace id
 is derived from that key and the experiment; keys already in the experiment are fetched once
@@ -249,7 +252,8 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
     """Each trace's info (with its feedback and tags) in one request, ``threads`` at a time, then the
     spans CHUNK traces per request. The info goes first: the store then inserts it in one flush,
     where spans first would make it merge row by row. A failing request raises. With a database
-    tracking URI (and ``bulk``) each chunk is one transaction instead (``judgebias.tracking.trace_bulk``)."""
+    tracking URI (and ``bulk``) each chunk is one transaction of one INSERT per table instead
+    (``judgebias.tracking.trace_bulk``), the public path taking over where it refuses."""
     from mlflow.tracing.client import TracingClient
 
     from judgebias.tracking.trace_bulk import sql_store, write_chunk
@@ -326,18 +330,28 @@ def ui_base(tracking_uri: str) -> str:
 
 
 def traces_page(tracking_uri: str, experiment_id: str) -> str:
-    """The experiment's Traces page in MLflow's UI. Not pre-filtered: MLflow 3.17's page keeps
-    its filters in ``filter`` URL parameters (``TAG::=::true::<key>``) but did not apply one given
-    in the URL when rendered headless here (it listed all 14 traces of a test), so the note gives
-    the filter instead of a link that would claim to filter."""
+    """The experiment's Traces page in MLflow's UI, unfiltered (``filtered_page`` narrows it)."""
     from urllib.parse import quote
 
     return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
 
 
+def filtered_page(page: str, tag: str, value: str) -> str:
+    """``page`` (an experiment's Traces page) listing only the traces whose tag ``tag`` is ``value``.
+    MLflow 3.17's page reads ``tag=KEY=VALUE`` parameters after its route (each half URI-encoded)
+    into ``tags.`KEY` = 'VALUE'`` clauses; it has no other operator there, and the filters chosen
+    under its Filter button stay out of the URL. ``startTimeLabel=ALL``: by default the page shows
+    the last 7 days only."""
+    from urllib.parse import quote, urlencode
+
+    pair = f"{quote(tag, safe='')}={quote(value, safe='')}"
+    return page + "?" + urlencode({"startTimeLabel": "ALL", "tag": pair})
+
+
 def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
-    default the active run's experiment), then per question how many traces it finds and its filter."""
+    default the active run's experiment), then per question how many traces it finds, a link to the
+    page showing just those where the page can filter by it (an equal tag), and its filter."""
     if page is None:
         import mlflow
 
@@ -348,7 +362,9 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
              "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
              "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for what, filter_string in filter_strings().items():
-        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}", "",
+        _, tag, op, value = QUESTIONS[what]
+        link = f" ([open them]({filtered_page(page, TAG + tag, value)}))" if page and op == "=" else ""
+        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}{link}", "",
                   f"      {filter_string}", ""]
     return "\n".join(lines)
 
@@ -358,6 +374,6 @@ def filter_strings() -> dict[str, str]:
     return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "flag_counts",
+__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
            "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "traces_note",
            "traces_page", "ui_base"]

@@ -9,9 +9,9 @@ import typer
 
 from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run
 
-# MLflow writes traces slowly (13 traces/s through a server, 32 into a local database on a loaded
-# 2-core machine, docs/benchmarks.md): the default keeps an analyze of a large table from waiting
-# minutes on them.
+# Through a tracking server MLflow writes traces slowly (13-21 traces/s on a loaded 2-core machine;
+# a database URI takes about 350/s, docs/benchmarks.md): the default keeps an analyze of a large
+# table from waiting minutes on them.
 
 
 # Deliberate parallel: typer spells each option in full, so this signature and import_cmd's
