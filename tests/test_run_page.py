@@ -73,7 +73,7 @@ def run_folder(tmp_path_factory) -> Path:
     (root / "metrics.json").write_text(json.dumps(result))
     plots.save_figures(plots.figures_for(result), root / "plots")
     (root / "mlflow.json").write_text(json.dumps({"run_id": "abc123", "run_url": RUN_URL,
-                                                   "tracking_uri": "sqlite:///mlflow.db"}))
+                                                   "tracking_uri": "sqlite:///mlflow.db", "traces": TRACES}))
     (root / "page_notes.json").write_text(json.dumps([WEAK_JUDGES_NOTE]))
     for name in ("pandalm", "llmbar-natural"):
         (root / "imported" / name).mkdir(parents=True)
@@ -129,9 +129,29 @@ def test_the_page_compares_the_judges_side_by_side(run_folder):
     assert "choice regression (style-controlled) (McFadden R2)" in by_name
 
 
+def _traces() -> dict:
+    from judgebias.tracking.judgment_traces import trace_questions, traces_page
+
+    counts = {"rows": 40, "position flips": 6, "judge disagrees with the humans": 9,
+              "the judge's own response is A or B": 27}
+    page = traces_page("http://127.0.0.1:5000", "7")
+    return {"rows": 40, "page": page, "questions": trace_questions(counts, page)}
+
+
+TRACES = _traces()
+
+
 def test_the_page_links_mlflow_the_imported_and_the_ablation_pages(run_folder):
     text, page = _parsed(run_folder)
     assert RUN_URL in page.links
+    # The judgments as traces, and the questions the page can filter by, each its own link.
+    assert TRACES["page"] in page.links and "40 judgments as MLflow traces" in text
+    flips, disagree, own = TRACES["questions"]
+    assert "6 judgments where the judge flips with the order" in text and flips["url"] in page.links
+    assert "tag=judgebias.position_flip%3Dtrue" in flips["url"].replace("%253D", "%3D")
+    assert disagree["url"] in page.links
+    assert own["url"] == "" and "27 judgments where the judge&#x27;s own response is A or B" in text
+    assert own["filter"].replace("'", "&#x27;") in text
     local = [h for h in page.links if not h.startswith("http")]
     assert set(local) == {"imported/pandalm/report.html", "imported/llmbar-natural/report.html",
                           "style-aa11/attractive/report.html", "style-aa11/humorous/report.html",

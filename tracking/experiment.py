@@ -246,6 +246,12 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         experiment_id = parent.info.experiment_id
         result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
         result["run_url"] = run_url(result["tracking_uri"], experiment_id, run_id)
+        if traces and traces["rows"]:  # the run's page links the judgments and the usual questions
+            from judgebias.tracking.judgment_traces import trace_questions, traces_page
+
+            page = traces_page(result["tracking_uri"], experiment_id)
+            result["traces"] = {"rows": int(traces["rows"]), "page": page,
+                                "questions": trace_questions(traces, page)}
         # The run's description in the UI: the headline figures with their intervals, not 160 rows.
         mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result) + traces_links(traces))
         open_experiment_on(experiment_id, traces=bool(traces and traces["rows"]))

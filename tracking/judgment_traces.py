@@ -348,6 +348,18 @@ def filtered_page(page: str, tag: str, value: str) -> str:
     return page + "?" + urlencode({"startTimeLabel": "ALL", "tag": pair})
 
 
+def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[str, str]]:
+    """Per usual question: what it asks with how many traces answer it, the filter that finds them,
+    and a link to the page listing just those (empty where the page cannot filter by it)."""
+    out = []
+    for what, filter_string in filter_strings().items():
+        _, tag, op, value = QUESTIONS[what]
+        out.append({"text": f"{counts.get(what, 0)} judgments where {QUESTIONS[what][0]}",
+                    "url": filtered_page(page, TAG + tag, value) if page and op == "=" else "",
+                    "filter": filter_string})
+    return out
+
+
 def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
     default the active run's experiment), then per question how many traces it finds, a link to the
@@ -361,11 +373,9 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab, and {where}; "
              "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
              "--filter`, and on the page is a tag filter under its Filter button):", ""]
-    for what, filter_string in filter_strings().items():
-        _, tag, op, value = QUESTIONS[what]
-        link = f" ([open them]({filtered_page(page, TAG + tag, value)}))" if page and op == "=" else ""
-        lines += [f"- {counts.get(what, 0)} judgments where {QUESTIONS[what][0]}{link}", "",
-                  f"      {filter_string}", ""]
+    for q in trace_questions(counts, page):
+        link = f" ([open them]({q['url']}))" if q["url"] else ""
+        lines += [f"- {q['text']}{link}", "", f"      {q['filter']}", ""]
     return "\n".join(lines)
 
 
@@ -375,5 +385,6 @@ def filter_strings() -> dict[str, str]:
 
 
 __all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "traces_note",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "trace_questions",
+           "traces_note",
            "traces_page", "ui_base"]

@@ -110,6 +110,16 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
                                      f"tracking URI {link.get('tracking_uri', '')}; the UI must be running"))
         elif run:
             extras.links.append(Link(f"MLflow run {run}", "", f"tracking URI {link.get('tracking_uri', '')}"))
+        traces = link.get("traces") or {}
+        if traces.get("rows"):
+            page = str(traces.get("page") or "")
+            extras.links.append(Link(f"{int(traces['rows'])} judgments as MLflow traces",
+                                     page if page.startswith(("http://", "https://")) else "",
+                                     "the experiment's Traces page; the MLflow UI must be running"))
+            for q in traces.get("questions", []):
+                url = str(q.get("url") or "")
+                extras.links.append(Link(str(q.get("text", "")), url if url.startswith(("http://", "https://"))
+                                         else "", f"filter: {q.get('filter', '')}"))
     for page in sorted(root.glob("imported/*/report.html")):
         extras.links.append(Link(f"imported data: {page.parent.name}", Path(_rel(page, page_dir)).as_posix(),
                                  "real judges on real data, bundled with judgebias (not from this run)"))
