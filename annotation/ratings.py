@@ -2,9 +2,9 @@
 
 An annotator sees the prompt, ONE response and the rubric, and picks a rating on the table's scale
 (a ``Choices`` control with one choice per score, so a 0-5 or 1-10 scale reads the same). The task's
-``data`` holds only what is shown plus the opaque item key (Label Studio lets annotators see task
-data); the item id, its inclusion probability and the judges' scores travel in the task's ``meta``,
-which the labelling view does not show, so no score can anchor a rater.
+``data`` holds only what is shown plus the opaque item key, and nothing else goes to the server: the
+item id, its inclusion probability and the judges' scores stay in the ledger and the table, so no
+score or judge name can anchor a rater (Label Studio's Data Manager can list a task's meta).
 
 The ledger (``judgebias.annotation.store``) keeps the design and the pushed tasks as it does for pairs (an
 item's unit id in ``pair_id``, its key in ``pair_key``); ratings go to their own ``ratings`` table
@@ -225,10 +225,10 @@ class RatingClient(LabelStudioClient):
         rows = todo[~todo["item_key"].isin({t.pair_key for t in adopted})]
         task_ids: list[int] = []
         if len(rows):
+            # Only what is shown and the opaque key, as for pairs: Label Studio's Data Manager can list
+            # a task's meta, and a judge's score (or name) there could anchor a rater.
             payload = [{"data": {"prompt": r.prompt, "response": r.response, "rubric": r.rubric,
-                                 "pair_key": r.item_key},
-                        "meta": {"item_id": str(r.item_id), "unit_id": str(r.unit_id), "pi": float(r.pi),
-                                 "judge_scores": dict(r.judge_scores)}}
+                                 "pair_key": r.item_key}}
                        for r in rows.itertuples()]
             self._call("importing tasks", self._ls.projects.import_tasks, id=project_id, request=payload)
             on_server = self._oldest_tasks(project_id, set(rows["item_key"]))
