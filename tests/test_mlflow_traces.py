@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -425,3 +426,41 @@ def test_the_notes_link_opens_mlflows_traces_page_on_the_position_flips(mlflow_s
     # The 6 flips of the round trip above: p1, p2, p4 for both judges; no other pair listed.
     assert page["found"] == ["preference", "6 of 14"], page.get("text", "")[:2000]
     assert page["pairs"] == {"p1", "p2", "p4"}
+
+
+def test_the_report_card_links_the_run_and_its_traces_in_mlflow(tmp_path, monkeypatch):
+    """analyze with MLflow and a report: the card (on disk and as the run's artifact) links the run's
+    page, the experiment's Traces page and the traces that flip with the order."""
+    from html.parser import HTMLParser
+
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    src = write_table(small_table(), tmp_path / "small.parquet")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", "--self", "j2=y",
+                "--reps", "200"], uri, "cards")
+    run_id = out.split("MLflow: run ")[1].split()[0]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("cards").experiment_id
+
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.hrefs = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "a":
+                self.hrefs.append(dict(attrs).get("href"))
+
+    card = (tmp_path / "a_report.html").read_text()
+    parser = Links()
+    parser.feed(card)
+    base = f"http://127.0.0.1:5000/#/experiments/{exp}"
+    assert f"{base}/runs/{run_id}" in parser.hrefs and f"{base}/traces" in parser.hrefs
+    flips = [h for h in parser.hrefs if h and "judgebias.position_flip%3Dtrue" in h]
+    assert flips == [f"{base}/traces?startTimeLabel=ALL&tag=judgebias.position_flip%3Dtrue"]
+    assert "6 judgments where the judge flips with the order" in card
+    assert "14 judgments as MLflow traces" in card
+    logged = client.download_artifacts(run_id, "a_report.html", str(tmp_path / "dl"))
+    assert Path(logged).read_text() == card  # the run holds the linked card, not the first one

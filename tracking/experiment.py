@@ -27,6 +27,7 @@ from judgebias.reporting.experiment_summary import headline_rows, headline_table
 from judgebias.reporting.plots import judge_figures
 from judgebias.runstore import RunStore
 from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
+from judgebias.tracking.judgment_traces import run_url
 from judgebias.tracking.log_analysis import (
     estimate_metrics,
     flatten_metrics,
@@ -105,14 +106,6 @@ def _log_pngs(folder: Path, artifact_dir: str, *, only: Iterable[str] | None = N
     pngs = [p for p in pngs if (wanted is None or p.stem in wanted) and p.stem not in unwanted]
     log_files(pngs, artifact_dir)
     return len(pngs)
-
-
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The run's page: on the tracking server, or on ``mlflow ui``'s default address for a local
-    store. A direct link: a fresh UI otherwise opens an experiment on its traces view."""
-    from judgebias.tracking.judgment_traces import ui_base
-
-    return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _alive(host: str | None, pid: str | None) -> bool:

@@ -329,6 +329,12 @@ def ui_base(tracking_uri: str) -> str:
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
 
 
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page: on the tracking server, or on ``mlflow ui``'s default address for a local
+    store. A direct link: a fresh UI otherwise opens an experiment on its traces view."""
+    return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 def traces_page(tracking_uri: str, experiment_id: str) -> str:
     """The experiment's Traces page in MLflow's UI, unfiltered (``filtered_page`` narrows it)."""
     from urllib.parse import quote
@@ -385,6 +391,6 @@ def filter_strings() -> dict[str, str]:
 
 
 __all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "trace_questions",
-           "traces_note",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "run_url",
+           "trace_questions", "traces_note",
            "traces_page", "ui_base"]

@@ -176,9 +176,38 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
 
         log_table(table_path)
     figs = log_figures(figures) if figures else []
+    log_reports(reports)
+    return {"metrics": n, "params": len(params), "figures": len(figs)}
+
+
+def log_reports(reports: Iterable[str | Path]) -> None:
+    """The report card pages at the active run's artifact root (a page logged again replaces it)."""
+    import mlflow
+
     for page in reports:
         mlflow.log_artifact(str(page))
-    return {"metrics": n, "params": len(params), "figures": len(figs)}
+
+
+def run_links(logged: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """(text, URL, note) for a report card written inside the active run: the run's page in the
+    MLflow UI and, with its rows logged as traces (``logged``: ``log_judgment_traces``'s counts), the
+    experiment's Traces page and the usual questions, each linked where the page can filter by it."""
+    import mlflow
+
+    from judgebias.tracking.judgment_traces import run_url, trace_questions, traces_page
+
+    run, uri = mlflow.active_run(), mlflow.get_tracking_uri()
+    if run is None:
+        return []
+    exp = run.info.experiment_id
+    links = [(f"MLflow run {run.info.run_id}", run_url(uri, exp, run.info.run_id),
+              f"tracking URI {uri}; the MLflow UI must be running")]
+    if logged and logged.get("rows"):
+        page = traces_page(uri, exp)
+        links.append((f"{int(logged['rows'])} judgments as MLflow traces", page,
+                      "the experiment's Traces page"))
+        links += [(q["text"], q["url"], f"filter: {q['filter']}") for q in trace_questions(logged, page)]
+    return links
 
 
 def download_analysis(run_id: str, dest: str | Path) -> tuple[Path, Path | None]:

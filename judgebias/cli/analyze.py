@@ -130,15 +130,21 @@ def analyze_cmd(
         paths = save_figures(figures, plots_dir)
         typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
     pages = []
-    if report:
-        from judgebias.reporting.report_card import write_report
 
-        pages = list(write_report(analyze_outputs(out)[1], result,
-                                  title=f"Judge report card: {file.name}", plot_dir=plots_dir,
-                                  provenance=[f"judgebias analyze {file}", f"metrics: {out}"]))
+    def write_pages(links=()) -> list[Path]:
+        from judgebias.reporting.report_card import write_report
+        from judgebias.reporting.run_page import Link, RunExtras
+
+        return list(write_report(analyze_outputs(out)[1], result,
+                                 title=f"Judge report card: {file.name}", plot_dir=plots_dir,
+                                 provenance=[f"judgebias analyze {file}", f"metrics: {out}"],
+                                 extras=RunExtras(links=[Link(*link) for link in links]) if links else None))
+
+    if report:
+        pages = write_pages()
         typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
     if mlflow:
-        from judgebias.tracking.log_analysis import lead_with_headline, log_analysis
+        from judgebias.tracking.log_analysis import lead_with_headline, log_analysis, log_reports, run_links
         from judgebias.tracking.mlflow_run import mlflow_run
         from judgebias.tracking.settings import TrackingSettings
 
@@ -148,6 +154,9 @@ def analyze_cmd(
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
             wanted = traces if traces is not None else len(table) <= TRACES_AUTO_ROWS
             logged, warning = lead_with_headline(result, table, self_map=self_map, traces=wanted)
+            if report:  # the card again, now linking the run and its judgments in MLflow's UI
+                pages = write_pages(run_links(logged))
+                log_reports(pages)
             if warning:  # the figures are logged; the run stays a success
                 typer.echo(f"warning: {terminal_safe(warning)[:500]}", err=True)
         echo_mlflow_run(run.info.run_id, settings.resolved_uri(), counts, logged,
