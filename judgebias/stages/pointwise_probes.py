@@ -17,7 +17,7 @@ from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
 from judgebias.stages._common import Progress, noop
 from judgebias.stages.pointwise import judge_responses, response_items
-from judgebias.stages.probes import any_value, probe_figures, probe_report
+from judgebias.stages.probes import any_value, probe_document, probe_report
 
 
 def probe_judges(cfg: ExperimentConfig) -> list[str]:
@@ -107,20 +107,18 @@ def pointwise_probe_report(
     layout = RunLayout.pointwise_probes(cfg)
 
     def compute(_: dict) -> dict:
-        out: dict = {"judges": {}, "probes": {}}
-        for name in cfg.probes.pointwise.names:
-            p = pointwise_probe(name)
-            out["probes"][p.tag] = {"description": p.description, "source": p.source}
+        described = {p.tag: {"description": p.description, "source": p.source}
+                     for p in map(pointwise_probe, cfg.probes.pointwise.names)}
+        tables = {
+            judge: {
+                tag: probe_scores(frames[before], frames[after], judge=judge, probe=tag,
+                                  to_base=pointwise_probe(tag.split("@")[0]).to_base)
+                for tag, (before, after) in probe_plan(cfg, judge).items()
+            }
+            for judge, frames in judged.items()
+        }
         named = (("unchanged_rate", unchanged_rate), ("score_shift", score_shift))
-        for judge, frames in judged.items():
-            figures = {}
-            for tag, (before, after) in probe_plan(cfg, judge).items():
-                probe = pointwise_probe(tag.split("@")[0])
-                table = probe_scores(
-                    frames[before], frames[after], judge=judge, probe=tag, to_base=probe.to_base
-                )
-                figures[tag] = probe_figures(named, table, judge, tag)
-            out["judges"][judge] = figures
+        out = probe_document("probes", described, tables, named)
         if any_value(out, "score_shift"):
             figure = plots_probes.pointwise_probe_shifts(out)
             plots.save_figure(figure, store.path(layout.plot("pointwise_probes")))

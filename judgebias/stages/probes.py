@@ -34,10 +34,15 @@ def probe_report(cfg: ExperimentConfig, store: RunStore, layout: RunLayout, stag
                         then=lambda _: refresh_report(cfg, store))
 
 
-def probe_figures(named, table: pd.DataFrame, judge: str, tag: str) -> dict:
-    """One judge's figures of one probe: each ``(key, fn)`` of ``named`` on (table, judge, tag), or
-    why there was too little data for it."""
-    return {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
+def probe_document(kind: str, described: dict[str, dict], tables: dict[str, dict[str, pd.DataFrame]],
+                   named) -> dict:
+    """A probe's result: what each of its tags is (``described``, under ``kind``) and per judge and
+    tag each ``(key, fn)`` of ``named`` on (that judge's table of the tag, judge, tag), or why there
+    was too little data for it."""
+    judges = {judge: {tag: {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
+                      for tag, table in by_tag.items()}
+              for judge, by_tag in tables.items()}
+    return {"judges": judges, kind: described}
 
 
 def any_value(out: dict, key: str) -> bool:
@@ -88,15 +93,13 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
     layout = RunLayout.perturbation(cfg)
 
     def compute(_: dict) -> dict:
-        out: dict = {"judges": {}, "perturbations": {}}
-        for name in cfg.probes.perturbations.names:
-            p = perturbation(name)
-            out["perturbations"][p.tag] = {"bias": p.bias, "description": p.description}
+        described = {p.tag: {"bias": p.bias, "description": p.description}
+                     for p in map(perturbation, cfg.probes.perturbations.names)}
+        # One table per judge serves every perturbation (the rows say which).
+        tables = {judge: dict.fromkeys(described, probe_table(rows, after[judge], perturbed, judge))
+                  for judge, rows in before.items()}
         named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
-        for judge, rows in before.items():
-            table = probe_table(rows, after[judge], perturbed, judge)
-            out["judges"][judge] = {tag: probe_figures(named, table, judge, tag)
-                                    for tag in out["perturbations"]}
+        out = probe_document("perturbations", described, tables, named)
         if any_value(out, "shift"):
             # One figure, the judges overlaid: they share the perturbations and the shift's scale.
             plots.save_figure(plots_probes.perturbation_shifts(out), store.path(layout.plot("perturbations")))
