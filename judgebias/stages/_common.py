@@ -73,6 +73,7 @@ def judgment_table(name: str) -> Output:
 
 def frames(names: dict[str, str]) -> Output:
     """One data frame per key (``names``: key -> its file), done when every one is there."""
+
     def write(store: RunStore, by_key: dict) -> None:
         for key, name in names.items():
             store.write_frame(name, by_key[key])
@@ -97,8 +98,6 @@ def stage_output(store: RunStore, output: Output, stage: str | None, compute: Ca
         if then is not None:
             then(result)
     return result
-
-
 
 
 def call_cache_dir(cfg: ExperimentConfig) -> str:

@@ -24,6 +24,7 @@ def judge_chat(judge_cfg, backend) -> bool:
     return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
 
 
+# Its signature repeats generate_responses': the stages' calling convention (stages/_common), on purpose.
 def judge_pairs(
     cfg: ExperimentConfig,
     store: RunStore,

@@ -102,6 +102,7 @@ def aggregate_gold(
     return stage_output(store, frame(variant.gold), None, compute)  # cheap: not timed
 
 
+# Its signature repeats aggregate_gold's: the stages' calling convention (stages/_common), on purpose.
 def compute_metrics(
     cfg: ExperimentConfig,
     store: RunStore,
