@@ -50,14 +50,22 @@ def sharded(task_obj, cfg) -> bool:
     return task_obj.name in _SHARDABLE and cfg.task_runner.kind == "dask"
 
 
+# A stage about one generator, judge or style takes it third; its task runs are named after it.
+SUBJECTS = ("generator", "judge", "style")
+
+
 def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
-    """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters, e.g.
-    "judge_pairs[{judge}]"); no caching, no retries. A stage that takes ``progress`` gets the
-    task's logger, one that takes ``chunks`` the config's chunk route (``chunk_route``); Prefect sees
-    the stage's parameters without them. When it ends, one console line says whether it ran or read
-    its output back from the run folder (``judgebias.tasks.stage_lines``); ``resumable=False``: a task that
-    always runs (MLflow, the summary, Label Studio)."""
+    """``fn`` as a Prefect task named after it (``run_name``: per-run name from its parameters;
+    by default "judge_pairs[{judge}]" for a stage about one of ``SUBJECTS``); no caching, no
+    retries. A stage that takes ``progress`` gets the task's logger, one that takes ``chunks`` the
+    config's chunk route (``chunk_route``); Prefect sees the stage's parameters without them. When
+    it ends, one console line says whether it ran or read its output back from the run folder
+    (``judgebias.tasks.stage_lines``); ``resumable=False``: a task that always runs (MLflow, the
+    summary, Label Studio)."""
     sig = inspect.signature(fn)
+    params = list(sig.parameters)
+    if run_name is None and len(params) > 2 and params[2] in SUBJECTS:
+        run_name = f"{fn.__name__}[{{{params[2]}}}]"
     takes_progress = "progress" in sig.parameters
     takes_chunks = "chunks" in sig.parameters
     if takes_chunks:
@@ -96,30 +104,16 @@ def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
                 log_prints=False)
 
 
-generate_responses = stage_task(stages.generate_responses, "generate_responses[{generator}]")
-build_pairs = stage_task(stages.build_pairs)
-judge_pairs = stage_task(stages.judge_pairs, "judge_pairs[{judge}]")
-dtype_fidelity = stage_task(stages.dtype_fidelity, "dtype_fidelity[{judge}]")
-perplexity_analysis = stage_task(stages.perplexity_analysis, "perplexity_analysis[{judge}]")
-attention_analysis = stage_task(stages.attention_analysis, "attention_analysis[{judge}]")
-assemble_table = stage_task(stages.assemble_table)
-aggregate_gold = stage_task(stages.aggregate_gold)
-compute_metrics = stage_task(stages.compute_metrics)
-compute_leaderboard = stage_task(stages.compute_leaderboard)
-rewrite_style = stage_task(stages.rewrite_style, "rewrite_style[{style}]")
-semantic_preservation = stage_task(stages.semantic_preservation)
-compare_style = stage_task(stages.compare_style)
-finetune_generator = stage_task(stages.finetune_generator, "finetune_generator[{generator}]")
-finetune_instructions = stage_task(stages.finetune_instructions)
-compare_finetune = stage_task(stages.compare_finetune)
-annotated_metrics = stage_task(stages.annotated_metrics)
-perturbed_pairs = stage_task(stages.perturbed_pairs)
-perturbation_report = stage_task(stages.perturbation_report)
-recognition_report = stage_task(stages.recognition_report)
-judge_responses = stage_task(stages.judge_responses, "judge_responses[{judge}]")
-pointwise_report = stage_task(stages.pointwise_report)
-pointwise_probe_judgments = stage_task(stages.pointwise_probe_judgments, "pointwise_probe_judgments[{judge}]")
-pointwise_probe_report = stage_task(stages.pointwise_probe_report)
+# The stages the flows run, each a task of the same name (``t.judge_pairs``); the few tasks below
+# are written out.
+STAGES = (
+    "generate_responses", "build_pairs", "judge_pairs", "dtype_fidelity", "perplexity_analysis",
+    "attention_analysis", "assemble_table", "aggregate_gold", "compute_metrics", "compute_leaderboard",
+    "rewrite_style", "semantic_preservation", "compare_style", "finetune_generator", "finetune_instructions",
+    "compare_finetune", "annotated_metrics", "perturbed_pairs", "perturbation_report", "recognition_report",
+    "judge_responses", "pointwise_report", "pointwise_probe_judgments", "pointwise_probe_report",
+)
+globals().update({name: stage_task(getattr(stages, name)) for name in STAGES})
 
 
 @stage_task

@@ -12,7 +12,7 @@ from judgebias.config.experiment import BUNDLED_DATASETS, ExperimentConfig, bund
 from judgebias.io import iter_jsonl
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import timed
+from judgebias.stages._common import frame, stage_output
 
 
 def dataset_path(source: str) -> Path:
@@ -59,17 +59,12 @@ def check_sample(cfg: ExperimentConfig, df: pd.DataFrame | None = None) -> pd.Da
 
 
 def load_instructions(cfg: ExperimentConfig, store: RunStore) -> pd.DataFrame:
-    name = RunLayout.instructions
-    if store.has(name):
-        return store.read_frame(name)
-    with timed(store, "load_instructions") as info:
-        df = check_sample(cfg)
-        if cfg.dataset.sample is not None and cfg.dataset.sample < len(df):
-            keep = sorted(random.Random(cfg.dataset.seed).sample(range(len(df)), cfg.dataset.sample))
-            df = df.iloc[keep].reset_index(drop=True)
+    def compute(info: dict) -> pd.DataFrame:
+        df = subset(check_sample(cfg), cfg.dataset.sample, cfg.dataset.seed)
         info["n"] = len(df)
-        store.write_frame(name, df)
-    return df
+        return df
+
+    return stage_output(store, frame(RunLayout.instructions), "load_instructions", compute)
 
 
 def data_hash(df: pd.DataFrame) -> str:

@@ -7,7 +7,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, model_stage, noop
+from judgebias.stages._common import Progress, frame, noop, open_model, stage_output
 from judgebias.stages.data import subset
 from judgebias.stages.generation import pair_records
 from judgebias.stages.judge import judge_chat
@@ -19,17 +19,17 @@ def perplexity_analysis(
     """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
     from judgebias.perplexity import fill_perplexity
 
-    name = RunLayout.perplexity(judge)
-    if store.has(name):
-        return store.read_frame(name)
     j = cfg.judge(judge)
-    with model_stage(cfg, store, f"perplexity_analysis[{judge}]", j, name=judge) as (info, backend):
-        filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
-        df = filled[["pair_id", "ppl_a", "ppl_b", "ppl_error"]].assign(judge=judge)
-        info.update(n=len(df), calls=backend.calls, hits=backend.hits)
-        store.write_frame(name, df)
-    progress(f"{judge}: perplexity of {len(df)} pairs' responses")
-    return df
+
+    def compute(info: dict) -> pd.DataFrame:
+        with open_model(cfg, j, name=judge) as backend:
+            filled = fill_perplexity(pairs, backend, context="auto", chunk_size=j.batch_size * 4)
+            df = filled[["pair_id", "ppl_a", "ppl_b", "ppl_error"]].assign(judge=judge)
+            info.update(n=len(df), calls=backend.calls, hits=backend.hits)
+        progress(f"{judge}: perplexity of {len(df)} pairs' responses")
+        return df
+
+    return stage_output(store, frame(RunLayout.perplexity(judge)), f"perplexity_analysis[{judge}]", compute)
 
 
 def attention_analysis(
@@ -41,16 +41,15 @@ def attention_analysis(
     from judgebias.attention import summarize
     from judgebias.prompts import judge_template
 
-    name = RunLayout.attention(judge)
-    if store.has(name):
-        return store.read_frame(name)
     j = cfg.judge(judge)
-    chosen = subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed)
-    plist = pair_records(chosen)
-    with model_stage(cfg, store, f"attention_analysis[{judge}]", j, name=judge) as (info, backend):
-        template = judge_template(j.template)
-        chat = judge_chat(j, backend)
-        by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat) for o in ("ab", "ba")}
+
+    def compute(info: dict) -> pd.DataFrame:
+        plist = pair_records(subset(pairs, cfg.analyses.attention_sample, cfg.dataset.seed))
+        with open_model(cfg, j, name=judge) as backend:
+            template = judge_template(j.template)
+            chat = judge_chat(j, backend)
+            by_order = {o: summarize(backend.inner, plist, template, order=o, chat=chat)
+                        for o in ("ab", "ba")}
         rows = []
         for k, pair in enumerate(plist):
             a = [
@@ -79,13 +78,14 @@ def attention_analysis(
             ]
         df = pd.DataFrame(rows)
         info.update(pairs=len(plist))
-        store.write_frame(name, df)
         if len(df):
             from judgebias.reporting import plots, plots_ablations
             plots.save_figure(plots_ablations.attention_layers(attention_by_generator(df), judge),
                               store.path(RunLayout().plot(f"attention_{slug(judge)}")))
-    progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
-    return df
+        progress(f"{judge}: attention per layer over {len(plist)} pairs, both orders")
+        return df
+
+    return stage_output(store, frame(RunLayout.attention(judge)), f"attention_analysis[{judge}]", compute)
 
 
 def attention_by_generator(df: pd.DataFrame) -> pd.DataFrame:

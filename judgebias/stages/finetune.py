@@ -13,7 +13,7 @@ import pandas as pd
 from judgebias.config.experiment import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
 from judgebias.layout import ADAPTER_RESULT, RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, call_cache, noop, timed
+from judgebias.stages._common import Progress, call_cache, document, noop, stage_output
 from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
@@ -30,20 +30,18 @@ def finetune_generator(
     from judgebias.prompts import generation_template
 
     variant = RunLayout.finetune(cfg)
-    name = variant.adapter_record(generator)
-    if store.has(name):
-        return store.read_json(name)
-    ft = cfg.ablations.finetune
-    g = cfg.generator(generator)
-    if g.backend != "local":
-        raise ValueError(
-            f"ablations.finetune: generator {generator!r} is an API model; only local models "
-            "can be fine-tuned"
-        )
-    data = bundled_file(BUNDLED_SFT_DATA[ft.data]) if ft.data in BUNDLED_SFT_DATA else Path(ft.data)
-    examples = load_sft_data(data, ft.train_size, ft.seed)
-    template = generation_template(cfg.prompts.generation)
-    with timed(store, variant.stage(f"finetune_generator[{generator}]")) as info:
+
+    def compute(info: dict) -> dict:
+        ft = cfg.ablations.finetune
+        g = cfg.generator(generator)
+        if g.backend != "local":
+            raise ValueError(
+                f"ablations.finetune: generator {generator!r} is an API model; only local models "
+                "can be fine-tuned"
+            )
+        data = bundled_file(BUNDLED_SFT_DATA[ft.data]) if ft.data in BUNDLED_SFT_DATA else Path(ft.data)
+        examples = load_sft_data(data, ft.train_size, ft.seed)
+        template = generation_template(cfg.prompts.generation)
         # Through the builder, so the entry's dtype and quantize apply as in every other stage; a
         # fresh copy, never the resident one: LoRA wraps the model it trains.
         model = load_local(g.to_spec(name=generator))
@@ -62,7 +60,6 @@ def finetune_generator(
                 json.loads((cached / ADAPTER_RESULT).read_text()), adapter_dir=str(folder), from_cache=True
             )
             info.update(steps=ft.steps, from_cache=True)
-            store.write_json(name, result)
             progress(f"{generator}: LoRA adapter {result['adapter_sha256'][:12]} from the adapter cache")
             return result
 
@@ -94,9 +91,12 @@ def finetune_generator(
         info.update(steps=ft.steps, final_loss=result["losses"][-1] if result["losses"] else None)
         if cached is not None:
             _store_adapter(cached, folder, result)
-    gc.collect()
-    store.write_json(name, result)
-    return result
+        return result
+
+    # The trained model goes with ``compute``'s frame; the peft wrapper's reference cycles with it.
+    return stage_output(store, document(variant.adapter_record(generator)),
+                        variant.stage(f"finetune_generator[{generator}]"), compute,
+                        then=lambda _: gc.collect())
 
 
 def _adapter_key(base_identity: dict, data: Path, ft, layout: str) -> str:
@@ -149,10 +149,8 @@ def compare_finetune(
 ) -> dict:
     """DBG per judge of the original models vs their fine-tuned versions (same instructions)."""
     variant = RunLayout.finetune(cfg)
-    name = variant.comparison
-    if store.has(name):
-        return store.read_json(name)
-    with timed(store, variant.stage("compare_finetune")):
+
+    def compute(_: dict) -> dict:
         keep = set(after["prompt"])
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before)
@@ -168,13 +166,11 @@ def compare_finetune(
                 "finetuned": dbg_summary(after, j, cfg, gold),
             }
         compute_metrics(cfg, store, after, variant=variant)
-        store.write_json(name, out)
         from judgebias.reporting import plots, plots_ablations
 
         fig = plots_ablations.dbg_before_after(out, "DBG before and after fine-tuning on the same data")
         plots.save_figure(fig, store.path(variant.plot("dbg_before_after")))
-    progress("fine-tune ablation DBG: " + format_compare(out))
-    return out
+        progress("fine-tune ablation DBG: " + format_compare(out))
+        return out
 
-
-
+    return stage_output(store, document(variant.comparison), variant.stage("compare_finetune"), compute)

@@ -11,15 +11,7 @@ from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.records import Pair
 from judgebias.runstore import RunStore
-from judgebias.stages._common import (
-    Progress,
-    adapted_model,
-    call_cache,
-    call_cache_dir,
-    noop,
-    open_backend,
-    timed,
-)
+from judgebias.stages._common import Progress, frame, noop, on_route, stage_output
 from judgebias.table import Exclusions
 
 if TYPE_CHECKING:
@@ -42,40 +34,40 @@ def generate_responses(
     from judgebias.backends.protocol import GenerationParams
     from judgebias.prompts import generation_template
 
-    name = variant.responses(generator)
-    if store.has(name):
-        return store.read_frame(name)
-    g = cfg.generator(generator)
-    chat = g.prompt_kind == "chat"
-    template = generation_template(cfg.prompts.generation)
-    params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
-    prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
-    with timed(store, variant.stage(f"generate_responses[{generator}]")) as info:
-        if chunks is not None and adapter is None:  # spread over the flow's workers
+    def compute(info: dict) -> pd.DataFrame:
+        g = cfg.generator(generator)
+        chat = g.prompt_kind == "chat"
+        template = generation_template(cfg.prompts.generation)
+        params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
+        prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
+
+        def sharded(spec):
             from judgebias.workers import generate_chunk_size
 
-            spec = g.to_spec(call_cache_dir(cfg), name=generator)
-            out, summary = chunks.generate(prompts, spec, params, template.tag(chat),
-                                           generate_chunk_size(g.batch_size))
-            calls, hits = summary.calls, summary.hits
-        else:
-            loaded = adapted_model(g, adapter)
-            with open_backend(g, name=generator, cache=call_cache(cfg), loaded=loaded) as backend:
-                runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
-                out = []
-                for start in range(0, len(prompts), g.batch_size):
-                    out.extend(runner.generate(prompts[start : start + g.batch_size], params))
-                    progress(f"{generator}: {len(out)}/{len(prompts)} responses")
-                calls, hits = backend.calls, backend.hits
+            return chunks.generate(prompts, spec, params, template.tag(chat),
+                                   generate_chunk_size(g.batch_size))
+
+        def local(backend) -> list:
+            runner = backend.with_template(template.tag(chat))  # the template version joins the cache key
+            out = []
+            for start in range(0, len(prompts), g.batch_size):
+                out.extend(runner.generate(prompts[start : start + g.batch_size], params))
+                progress(f"{generator}: {len(out)}/{len(prompts)} responses")
+            return out
+
+        out, calls, hits = on_route(cfg, g, name=generator, adapter=adapter, chunks=chunks,
+                                    sharded=sharded, local=local)
         df = instructions[["instruction_id", "instruction"]].copy()
         df["generator"] = generator
         df["response"] = [o.text.strip() for o in out]
         df["completion_tokens"] = [o.completion_tokens for o in out]
         df["error"] = [o.error or (None if o.text.strip() else "empty response") for o in out]
         info.update(n=len(df), failed=int(df["error"].notna().sum()), calls=calls, hits=hits)
-        store.write_frame(name, df)
-    progress(f"{generator}: {len(df)} responses ({info['calls']} generated, {info['hits']} from cache)")
-    return df
+        progress(f"{generator}: {len(df)} responses ({calls} generated, {hits} from cache)")
+        return df
+
+    return stage_output(store, frame(variant.responses(generator)),
+                        variant.stage(f"generate_responses[{generator}]"), compute)
 
 
 def build_pairs(
@@ -88,52 +80,52 @@ def build_pairs(
 ) -> pd.DataFrame:
     """One pair per instruction and unordered generator pair (A = earlier generator in the config;
     both orders are judged). A failed response excludes its pairs, counted by reason."""
-    name = variant.pairs
-    if store.has(name):
-        return store.read_frame(name)
-    excluded = Exclusions()
-    rows = []
-    gens = [g for g in (x.name for x in cfg.generators) if g in responses]
-    indexed = {g: responses[g].set_index("instruction_id") for g in gens}
-    for ga, gb in itertools.combinations(gens, 2):
-        a_df, b_df = indexed[ga], indexed[gb]
-        for iid in a_df.index.intersection(b_df.index, sort=False):
-            a, b = a_df.loc[iid], b_df.loc[iid]
-            if isinstance(a.get("error"), str) or isinstance(b.get("error"), str):
-                excluded.add("response_failed", example=str(iid))
-                continue
-            prompt = str(a["instruction"])
-            pid = Pair.make_id(prompt, a["response"], b["response"])
-            rows.append(
-                {
-                    "pair_id": pid,
-                    "instruction_id": iid,
-                    "prompt": prompt,
-                    "response_a": a["response"],
-                    "response_b": b["response"],
-                    "generator_a": ga,
-                    "generator_b": gb,
-                }
-            )
-    df = pd.DataFrame(
-        rows,
-        columns=[
-            "pair_id",
-            "instruction_id",
-            "prompt",
-            "response_a",
-            "response_b",
-            "generator_a",
-            "generator_b",
-        ],
-    )
-    dup = df.duplicated("pair_id")
-    excluded.add("duplicate_pair", int(dup.sum()))
-    df = df[~dup].reset_index(drop=True)
-    store.write_json(variant.pairs_exclusions, excluded.to_dict())
-    store.write_frame(name, df)
-    progress(f"{len(df)} pairs ({excluded})")
-    return df
+
+    def compute(_: dict) -> pd.DataFrame:
+        excluded = Exclusions()
+        rows = []
+        gens = [g for g in (x.name for x in cfg.generators) if g in responses]
+        indexed = {g: responses[g].set_index("instruction_id") for g in gens}
+        for ga, gb in itertools.combinations(gens, 2):
+            a_df, b_df = indexed[ga], indexed[gb]
+            for iid in a_df.index.intersection(b_df.index, sort=False):
+                a, b = a_df.loc[iid], b_df.loc[iid]
+                if isinstance(a.get("error"), str) or isinstance(b.get("error"), str):
+                    excluded.add("response_failed", example=str(iid))
+                    continue
+                prompt = str(a["instruction"])
+                pid = Pair.make_id(prompt, a["response"], b["response"])
+                rows.append(
+                    {
+                        "pair_id": pid,
+                        "instruction_id": iid,
+                        "prompt": prompt,
+                        "response_a": a["response"],
+                        "response_b": b["response"],
+                        "generator_a": ga,
+                        "generator_b": gb,
+                    }
+                )
+        df = pd.DataFrame(
+            rows,
+            columns=[
+                "pair_id",
+                "instruction_id",
+                "prompt",
+                "response_a",
+                "response_b",
+                "generator_a",
+                "generator_b",
+            ],
+        )
+        dup = df.duplicated("pair_id")
+        excluded.add("duplicate_pair", int(dup.sum()))
+        df = df[~dup].reset_index(drop=True)
+        store.write_json(variant.pairs_exclusions, excluded.to_dict())
+        progress(f"{len(df)} pairs ({excluded})")
+        return df
+
+    return stage_output(store, frame(variant.pairs), None, compute)  # cheap: not timed
 
 
 def pair_records(df: pd.DataFrame) -> list[Pair]:

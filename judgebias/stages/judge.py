@@ -9,16 +9,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import (
-    Progress,
-    adapted_model,
-    call_cache,
-    call_cache_dir,
-    model_stage,
-    noop,
-    open_backend,
-    timed,
-)
+from judgebias.stages._common import Progress, document, frame, noop, on_route, open_model, stage_output
 from judgebias.stages.generation import pair_records
 from judgebias.table import Exclusions
 
@@ -33,8 +24,7 @@ def judge_chat(judge_cfg, backend) -> bool:
     return uses_chat(backend, chat_for(judge_cfg.prompt_kind))
 
 
-
-
+# Its signature repeats generate_responses': the stages' calling convention (stages/_common), on purpose.
 def judge_pairs(
     cfg: ExperimentConfig,
     store: RunStore,
@@ -53,46 +43,43 @@ def judge_pairs(
     from judgebias.judging import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
-    name = variant.judgments(judge)
-    if store.has(name):
-        return store.read_frame(name)
-    j = cfg.judge(judge)
-    if adapter:  # the fine-tuned generator's model judging, with the judge's other settings
-        j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
-    if template:
-        j = j.model_copy(update={"template": template})
-    with timed(store, variant.stage(f"judge_pairs[{judge}]")) as info:
-        if chunks is not None and not adapter:  # spread over the flow's workers
+    def compute(info: dict) -> pd.DataFrame:
+        j = cfg.judge(judge)
+        if adapter:  # the fine-tuned generator's model judging, with the judge's other settings
+            j = j.model_copy(update={"model": cfg.generator(cfg.self_map[judge]).model})
+        if template:
+            j = j.model_copy(update={"template": template})
+
+        def sharded(spec):
             from judgebias.workers import judge_chunk_size
 
-            spec = j.to_spec(call_cache_dir(cfg), name=judge)
             rows, summary = chunks.judge(pair_records(pairs), spec, judge_chunk_size(j.batch_size))
-            df = pd.DataFrame(rows)
             exclusions = Exclusions()
             for reason, n in summary.exclusions.items():
                 exclusions.add(reason, n)
-            calls, hits = summary.calls, summary.hits
-        else:
-            loaded = adapted_model(j, adapter)
-            with open_backend(j, name=judge, cache=call_cache(cfg), loaded=loaded) as backend:
-                result = run_judge(
-                    pair_records(pairs),
-                    backend,
-                    judge_template(j.template),
-                    judge=judge,
-                    chat=judge_chat(j, backend),
-                    chunk_size=j.batch_size * 4,
-                    progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
-                )
-                df, exclusions, calls, hits = result.table(), result.exclusions, backend.calls, backend.hits
+            return (pd.DataFrame(rows), exclusions), summary
+
+        def local(backend):
+            result = run_judge(
+                pair_records(pairs),
+                backend,
+                judge_template(j.template),
+                judge=judge,
+                chat=judge_chat(j, backend),
+                chunk_size=j.batch_size * 4,
+                progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
+            )
+            return result.table(), result.exclusions
+
+        (df, exclusions), calls, hits = on_route(cfg, j, name=judge, adapter=adapter, chunks=chunks,
+                                                 sharded=sharded, local=local)
         info.update(rows=len(df), exclusions=exclusions.to_dict(), calls=calls, hits=hits)
-        store.write_frame(name, df)
-    progress(
-        f"{judge}: {len(df)} pairs judged in both orders ({info['calls']} scored, "
-        f"{info['hits']} cached; "
-        f"{exclusions})"
-    )
-    return df
+        progress(f"{judge}: {len(df)} pairs judged in both orders ({calls} scored, {hits} cached; "
+                 f"{exclusions})")
+        return df
+
+    return stage_output(store, frame(variant.judgments(judge)), variant.stage(f"judge_pairs[{judge}]"),
+                        compute)
 
 
 REDUCED_PRECISION = ("bfloat16", "float16")
@@ -112,20 +99,19 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     j = cfg.judge(judge)
     if j.backend != "local" or j.dtype not in REDUCED_PRECISION:
         return None
-    name = RunLayout.fidelity(judge)
-    if store.has(name):
-        return store.read_json(name)
-    if judgments.empty:
-        raise ValueError(f"judge {judge!r}: no judgments to compare in float32")
-    head = judgments.drop_duplicates("pair_id").head(sample)
-    reference = j.model_copy(update={"dtype": "float32"})
-    once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
-    stage = f"dtype_fidelity[{judge}]"
-    with model_stage(cfg, store, stage, reference, name=judge, loaded=once) as (_, backend):
-        exact = run_judge(pair_records(head), backend, judge_template(j.template), judge=judge,
-                          chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
-    out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
-    store.write_json(name, out)
-    progress(f"{judge}: {j.dtype} vs float32 on {out['judgments']} judgments: max |dP(A)| "
-             f"{out['max_abs_dp_a']:.3f}, {out['verdicts_changed']} verdict(s) changed")
-    return out
+
+    def compute(_: dict) -> dict:
+        if judgments.empty:
+            raise ValueError(f"judge {judge!r}: no judgments to compare in float32")
+        head = judgments.drop_duplicates("pair_id").head(sample)
+        reference = j.model_copy(update={"dtype": "float32"})
+        once = load_model(j.model, dtype="float32")  # loaded apart: the resident models stay the run's
+        with open_model(cfg, reference, name=judge, loaded=once) as backend:
+            exact = run_judge(pair_records(head), backend, judge_template(j.template), judge=judge,
+                              chat=judge_chat(j, backend), chunk_size=j.batch_size).table()
+        out = {"judge": judge, "dtype": j.dtype, "reference": "float32", **precision_cost(head, exact)}
+        progress(f"{judge}: {j.dtype} vs float32 on {out['judgments']} judgments: max |dP(A)| "
+                 f"{out['max_abs_dp_a']:.3f}, {out['verdicts_changed']} verdict(s) changed")
+        return out
+
+    return stage_output(store, document(RunLayout.fidelity(judge)), f"dtype_fidelity[{judge}]", compute)

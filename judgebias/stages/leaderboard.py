@@ -10,7 +10,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, noop, timed
+from judgebias.stages._common import Progress, document, noop, stage_output
 
 REPS = 1000  # as the command's default
 
@@ -47,26 +47,28 @@ def compute_leaderboard(
 ) -> dict[str, Any] | None:
     """The leaderboard of the run's generators (JSON and plots in the run folder), or None when the
     table ranks fewer than two generators. Read back when present: a rerun recomputes nothing."""
-    name = variant.leaderboard
-    if store.has(name):
-        return store.read_json(name)
     gens = generators_of(table)
-    if len(gens) < 2:
+    if len(gens) < 2:  # before the read-back: such a table never had a leaderboard written
         progress(f"leaderboard: not computed ({len(gens)} generator(s) in the table; it ranks two or more)")
         return None
     from judgebias.reporting.leaderboard import leaderboard
     from judgebias.reporting.plots_leaderboard import leaderboard_figures, save_leaderboard_figures
 
-    with timed(store, variant.stage("compute_leaderboard")):
+    def compute(_: dict) -> dict:
         judges = sorted({str(j) for j in table["judge"].dropna()})
         result = leaderboard(table, self_map=cfg.own_generators(), reps=REPS, seed=cfg.dataset.seed,
                              audit=metrics.get("judges") or {}, timing=judging_time(store, judges, variant))
         save_leaderboard_figures(leaderboard_figures(result), store.path(variant.leaderboard_plots))
-        store.write_json(name, result)
+        best = result["recommendation"].get("recommended")
+        progress(f"leaderboard of {len(gens)} generators; "
+                 f"recommended rater: {best or 'none passes the rules'}")
+        return result
+
+    def page(_: dict) -> None:
         if variant == RunLayout():
             from judgebias.stages.results import refresh_report
 
             refresh_report(cfg, store)  # the run's page ends with the leaderboard section
-    best = result["recommendation"].get("recommended")
-    progress(f"leaderboard of {len(gens)} generators; recommended rater: {best or 'none passes the rules'}")
-    return result
+
+    return stage_output(store, document(variant.leaderboard), variant.stage("compute_leaderboard"), compute,
+                        then=page)

@@ -11,7 +11,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, call_cache, noop, open_backend, timed
+from judgebias.stages._common import Progress, document, frame, noop, open_model, stage_output
 from judgebias.stages.results import refresh_report
 
 
@@ -56,35 +56,32 @@ def judge_responses(
     from judgebias.prompts.pointwise import pointwise_template
 
     variant = variant if variant is not None else RunLayout.pointwise(cfg)
-    name = variant.judgments(judge)
-    if store.has(name):
-        return store.read_frame(name)
-    j = cfg.judge(judge)
-    template = template if template is not None else pointwise_template(j.template)
-    with (
-        timed(store, variant.stage(f"judge_responses[{judge}]")) as info,
-        open_backend(j, name=judge, cache=call_cache(cfg)) as backend,
-    ):
-        result = run_judge(
-            items,
-            backend,
-            template,
-            judge=judge,
-            chat=True,
-            params=GenerationParams(max_new_tokens=j.max_new_tokens or 512),
-            chunk_size=j.batch_size * 4,
-            progress=lambda done, total: progress(f"{judge}: {done}/{total} reads"),
+
+    def compute(info: dict) -> pd.DataFrame:
+        j = cfg.judge(judge)
+        with open_model(cfg, j, name=judge) as backend:
+            result = run_judge(
+                items,
+                backend,
+                template if template is not None else pointwise_template(j.template),
+                judge=judge,
+                chat=True,
+                params=GenerationParams(max_new_tokens=j.max_new_tokens or 512),
+                chunk_size=j.batch_size * 4,
+                progress=lambda done, total: progress(f"{judge}: {done}/{total} reads"),
+            )
+            df = result.table()
+            info.update(
+                rows=len(df), exclusions=result.exclusions.to_dict(), calls=backend.calls, hits=backend.hits
+            )
+        progress(
+            f"{judge}: {len(df)} responses scored ({info['calls']} model calls, {info['hits']} cached; "
+            f"{result.exclusions})"
         )
-        df = result.table()
-        info.update(
-            rows=len(df), exclusions=result.exclusions.to_dict(), calls=backend.calls, hits=backend.hits
-        )
-        store.write_frame(name, df)
-    progress(
-        f"{judge}: {len(df)} responses scored ({info['calls']} model calls, {info['hits']} cached; "
-        f"{result.exclusions})"
-    )
-    return df
+        return df
+
+    return stage_output(store, frame(variant.judgments(judge)), variant.stage(f"judge_responses[{judge}]"),
+                        compute)
 
 
 def pointwise_report(
@@ -104,9 +101,8 @@ def pointwise_report(
     from judgebias.reporting.pointwise_analysis import analyze_pointwise
 
     layout = RunLayout.pointwise(cfg)
-    if store.has(layout.metrics):
-        return store.read_json(layout.metrics)
-    with timed(store, layout.stage("pointwise_report")):
+
+    def compute(_: dict) -> dict:
         rows = pd.concat(list(judged.values()), ignore_index=True)
         # Rows the judge gave no score (off-format, failed read) are counted, not analysed.
         scored, exclusions = validate_pointwise(rows, source=layout.label, skip_invalid=True)
@@ -124,10 +120,11 @@ def pointwise_report(
         result["pairwise_twins"] = twins
         store.write_frame(layout.table, scored)
         plots.save_figures(pointwise_figures(scored, result["settings"]["judges"]), store.path(layout.plots))
-        store.write_json(layout.metrics, result)
-        refresh_report(cfg, store)
-    progress(f"pointwise figures for {len(result['judges'])} judge(s)")
-    return result
+        progress(f"pointwise figures for {len(result['judges'])} judge(s)")
+        return result
+
+    return stage_output(store, document(layout.metrics), layout.stage("pointwise_report"), compute,
+                        then=lambda _: refresh_report(cfg, store))
 
 
 def _judge_errors(df: pd.DataFrame) -> dict[str, int]:

@@ -10,16 +10,14 @@ A baseline shared by several probes (the judge's own template) is one judging st
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout, slug
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, estimate_entry, noop, timed
+from judgebias.stages._common import Progress, noop
 from judgebias.stages.pointwise import judge_responses, response_items
-from judgebias.stages.results import refresh_report
+from judgebias.stages.probes import any_value, probe_document, probe_report
 
 
 def probe_judges(cfg: ExperimentConfig) -> list[str]:
@@ -107,28 +105,24 @@ def pointwise_probe_report(
     from judgebias.reporting import plots_probes as plots_probes
 
     layout = RunLayout.pointwise_probes(cfg)
-    if store.has(layout.probe_result):
-        return store.read_json(layout.probe_result)
-    out: dict = {"judges": {}, "probes": {}}
-    with timed(store, layout.stage("pointwise_probe_report")):
-        for name in cfg.probes.pointwise.names:
-            p = pointwise_probe(name)
-            out["probes"][p.tag] = {"description": p.description, "source": p.source}
-        for judge, frames in judged.items():
-            figures = {}
-            for tag, (before, after) in probe_plan(cfg, judge).items():
-                probe = pointwise_probe(tag.split("@")[0])
-                table = probe_scores(
-                    frames[before], frames[after], judge=judge, probe=tag, to_base=probe.to_base
-                )
-                named = (("unchanged_rate", unchanged_rate), ("score_shift", score_shift))
-                figures[tag] = {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
-            out["judges"][judge] = figures
-        if any((f.get("score_shift") or {}).get("value") is not None
-               for figures in out["judges"].values() for f in figures.values()):
+
+    def compute(_: dict) -> dict:
+        described = {p.tag: {"description": p.description, "source": p.source}
+                     for p in map(pointwise_probe, cfg.probes.pointwise.names)}
+        tables = {
+            judge: {
+                tag: probe_scores(frames[before], frames[after], judge=judge, probe=tag,
+                                  to_base=pointwise_probe(tag.split("@")[0]).to_base)
+                for tag, (before, after) in probe_plan(cfg, judge).items()
+            }
+            for judge, frames in judged.items()
+        }
+        named = (("unchanged_rate", unchanged_rate), ("score_shift", score_shift))
+        out = probe_document("probes", described, tables, named)
+        if any_value(out, "score_shift"):
             figure = plots_probes.pointwise_probe_shifts(out)
             plots.save_figure(figure, store.path(layout.plot("pointwise_probes")))
-        store.write_json(layout.probe_result, out)
-        refresh_report(cfg, store)
-    progress(f"pointwise probes: {len(out['probes'])} x {len(out['judges'])} judge(s)")
-    return out
+        progress(f"pointwise probes: {len(out['probes'])} x {len(out['judges'])} judge(s)")
+        return out
+
+    return probe_report(cfg, store, layout, "pointwise_probe_report", compute)

@@ -7,6 +7,7 @@ as the "before".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, estimate_entry, noop, timed
+from judgebias.stages._common import Progress, document, estimate_entry, frame, noop, stage_output
 from judgebias.stages.data import subset
 from judgebias.stages.results import refresh_report
 
@@ -22,9 +23,32 @@ RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
 
 
 def _pairs_sample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
-    if n is None or n >= len(pairs):
-        return pairs.reset_index(drop=True)
     return subset(pairs.reset_index(drop=True), n, seed)
+
+
+def probe_report(cfg: ExperimentConfig, store: RunStore, layout: RunLayout, stage: str,
+                 compute: Callable[[dict], dict]) -> dict:
+    """A probe's report stage (``stage`` under its ``layout``): the figures ``compute`` returns,
+    written as the probe's result, and the run's page again with them beside the main figures."""
+    return stage_output(store, document(layout.probe_result), layout.stage(stage), compute,
+                        then=lambda _: refresh_report(cfg, store))
+
+
+def probe_document(kind: str, described: dict[str, dict], tables: dict[str, dict[str, pd.DataFrame]],
+                   named) -> dict:
+    """A probe's result: what each of its tags is (``described``, under ``kind``) and per judge and
+    tag each ``(key, fn)`` of ``named`` on (that judge's table of the tag, judge, tag), or why there
+    was too little data for it."""
+    judges = {judge: {tag: {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
+                      for tag, table in by_tag.items()}
+              for judge, by_tag in tables.items()}
+    return {"judges": judges, kind: described}
+
+
+def any_value(out: dict, key: str) -> bool:
+    """Whether any judge's figure ``key`` of any probe in ``out`` has a value (worth a plot)."""
+    return any((f.get(key) or {}).get("value") is not None
+               for figures in out["judges"].values() for f in figures.values())
 
 
 def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame) -> pd.DataFrame:
@@ -34,14 +58,13 @@ def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame)
     from judgebias.probes.perturbations import perturb_pairs, perturbation
 
     conf = cfg.probes.perturbations
-    layout = RunLayout.perturbation(cfg)
-    if store.has(layout.pairs):
-        return store.read_frame(layout.pairs)
-    sample = _pairs_sample(pairs, conf.sample, conf.seed)
-    out = pd.concat([perturb_pairs(sample, perturbation(name), seed=conf.seed) for name in conf.names],
-                    ignore_index=True)
-    store.write_frame(layout.pairs, out)
-    return out
+
+    def compute(_: dict) -> pd.DataFrame:
+        sample = _pairs_sample(pairs, conf.sample, conf.seed)
+        return pd.concat([perturb_pairs(sample, perturbation(name), seed=conf.seed) for name in conf.names],
+                         ignore_index=True)
+
+    return stage_output(store, frame(RunLayout.perturbation(cfg).pairs), None, compute)  # cheap: not timed
 
 
 def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFrame,
@@ -68,28 +91,22 @@ def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str
     from judgebias.reporting import plots_probes as plots_probes
 
     layout = RunLayout.perturbation(cfg)
-    if store.has(layout.probe_result):
-        return store.read_json(layout.probe_result)
-    out: dict = {"judges": {}, "perturbations": {}}
-    with timed(store, layout.stage("perturbation_report")):
-        for name in cfg.probes.perturbations.names:
-            p = perturbation(name)
-            out["perturbations"][p.tag] = {"bias": p.bias, "description": p.description}
-        for judge, rows in before.items():
-            table = probe_table(rows, after[judge], perturbed, judge)
-            figures = {}
-            for tag in out["perturbations"]:
-                named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
-                figures[tag] = {key: estimate_entry(partial(fn, table, judge, tag)) for key, fn in named}
-            out["judges"][judge] = figures
-        if any((f.get("shift") or {}).get("value") is not None
-               for figures in out["judges"].values() for f in figures.values()):
+
+    def compute(_: dict) -> dict:
+        described = {p.tag: {"bias": p.bias, "description": p.description}
+                     for p in map(perturbation, cfg.probes.perturbations.names)}
+        # One table per judge serves every perturbation (the rows say which).
+        tables = {judge: dict.fromkeys(described, probe_table(rows, after[judge], perturbed, judge))
+                  for judge, rows in before.items()}
+        named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
+        out = probe_document("perturbations", described, tables, named)
+        if any_value(out, "shift"):
             # One figure, the judges overlaid: they share the perturbations and the shift's scale.
             plots.save_figure(plots_probes.perturbation_shifts(out), store.path(layout.plot("perturbations")))
-        store.write_json(layout.probe_result, out)
-        refresh_report(cfg, store)
-    progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
-    return out
+        progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
+        return out
+
+    return probe_report(cfg, store, layout, "perturbation_report", compute)
 
 
 def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) -> pd.DataFrame:
@@ -105,18 +122,16 @@ def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[
     """Per judge: recognition accuracy and its correlation with self-preference on the same pairs."""
     from judgebias.metrics.recognition import recognition_preference, self_recognition
 
-    layout = RunLayout.recognition(cfg)
-    if store.has(layout.probe_result):
-        return store.read_json(layout.probe_result)
     self_map = cfg.own_generators()
-    out: dict = {"judges": {}}
-    with timed(store, layout.stage("recognition_report")):
+
+    def compute(_: dict) -> dict:
+        out: dict = {"judges": {}}
         for judge, rows in recognised.items():
             plan = (("self_recognition", partial(self_recognition, rows, judge, self_map)),
                     ("recognition_preference",
                      partial(recognition_preference, rows, judgments[judge], judge, self_map)))
             out["judges"][judge] = {key: estimate_entry(fn) for key, fn in plan}
-        store.write_json(layout.probe_result, out)
-        refresh_report(cfg, store)
-    progress(f"self-recognition: {len(out['judges'])} judge(s)")
-    return out
+        progress(f"self-recognition: {len(out['judges'])} judge(s)")
+        return out
+
+    return probe_report(cfg, store, RunLayout.recognition(cfg), "recognition_report", compute)

@@ -9,7 +9,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, noop, timed
+from judgebias.stages._common import Progress, document, frame, judgment_table, noop, stage_output
 from judgebias.table import validate
 
 
@@ -23,26 +23,22 @@ def assemble_table(
     progress: Progress = noop,
 ) -> pd.DataFrame:
     """All judges' rows in one validated judgment table (with each judge's perplexities)."""
-    from judgebias.io import read_table, write_table
-
-    name = variant.table
-    if store.has(name):
-        return read_table(store.path(name))[0]
-    frames = []
-    with timed(store, variant.stage("assemble_table")):
+    def compute(_: dict) -> pd.DataFrame:
+        frames = []
         for judge, rows in judgments.items():
             rows = rows.drop(columns=[c for c in ("ppl_a", "ppl_b") if c in rows.columns])
             ppl = (perplexity or {}).get(judge)
             if ppl is not None and len(ppl):
                 rows = rows.merge(ppl[["pair_id", "ppl_a", "ppl_b"]], on="pair_id", how="left")
             frames.append(rows)
-        table, _ = validate(pd.concat(frames, ignore_index=True), source=f"{store.root / name}")
-        write_table(table, store.path(name))
-    progress(
-        f"judgment table: {len(table)} rows, {table['pair_id'].nunique()} pairs, "
-        f"{table['judge'].nunique()} judges"
-    )
-    return table
+        checked, _ = validate(pd.concat(frames, ignore_index=True), source=f"{store.root / variant.table}")
+        progress(
+            f"judgment table: {len(checked)} rows, {checked['pair_id'].nunique()} pairs, "
+            f"{checked['judge'].nunique()} judges"
+        )
+        return checked
+
+    return stage_output(store, judgment_table(variant.table), variant.stage("assemble_table"), compute)
 
 
 def gold_for(cfg: ExperimentConfig, table: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str] | None:
@@ -73,40 +69,40 @@ def aggregate_gold(
     from judgebias.metrics.frame import PAIR, prepare
     from judgebias.stats import InsufficientData
 
-    name = variant.gold
-    if store.has(name):
-        return store.read_frame(name)
-    prepared = prepare(table)
-    codes = prepared.drop_duplicates(PAIR)[[PAIR, "pair_id"]].set_index(PAIR)["pair_id"]
-    frames = []
-    panel = gold_for(cfg, table, exclude)
-    for judge in sorted(table["judge"].dropna().unique()):
-        try:
-            votes, counts, used = gold_votes(table, judge, panel, human_as_gold=cfg.gold.human_as_gold)
-        except InsufficientData as exc:
-            progress(f"gold for {judge}: none ({exc})")
-            continue
-        frames.append(
-            pd.DataFrame(
-                {
-                    "pair_id": codes.reindex(range(len(votes))).to_numpy(),
-                    "judge": judge,
-                    "gold_p_a": votes,
-                    "gold_votes": counts,
-                    "panel": ",".join(used),
-                }
+    def compute(_: dict) -> pd.DataFrame:
+        prepared = prepare(table)
+        codes = prepared.drop_duplicates(PAIR)[[PAIR, "pair_id"]].set_index(PAIR)["pair_id"]
+        frames = []
+        panel = gold_for(cfg, table, exclude)
+        for judge in sorted(table["judge"].dropna().unique()):
+            try:
+                votes, counts, used = gold_votes(table, judge, panel, human_as_gold=cfg.gold.human_as_gold)
+            except InsufficientData as exc:
+                progress(f"gold for {judge}: none ({exc})")
+                continue
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "pair_id": codes.reindex(range(len(votes))).to_numpy(),
+                        "judge": judge,
+                        "gold_p_a": votes,
+                        "gold_votes": counts,
+                        "panel": ",".join(used),
+                    }
+                )
             )
+        df = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=["pair_id", "judge", "gold_p_a", "gold_votes", "panel"])
         )
-    df = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=["pair_id", "judge", "gold_p_a", "gold_votes", "panel"])
-    )
-    store.write_frame(name, df)
-    progress(f"gold judgments for {df['judge'].nunique()} judge(s)")
-    return df
+        progress(f"gold judgments for {df['judge'].nunique()} judge(s)")
+        return df
+
+    return stage_output(store, frame(variant.gold), None, compute)  # cheap: not timed
 
 
+# Its signature repeats aggregate_gold's: the stages' calling convention (stages/_common), on purpose.
 def compute_metrics(
     cfg: ExperimentConfig,
     store: RunStore,
@@ -119,13 +115,7 @@ def compute_metrics(
     """Everything ``judgebias analyze`` computes on this table, plus its plots (PNG)."""
     from judgebias.reporting.analysis import analyze
 
-    name = variant.metrics
-    if store.has(name):
-        result = store.read_json(name)
-        if not store.has(variant.report_html):  # a run folder from before the report card existed
-            _report(cfg, store, result, variant)
-        return result
-    with timed(store, variant.stage("compute_metrics")):
+    def compute(_: dict) -> dict:
         gold = gold_for(cfg, table, exclude)
         result = analyze(
             table,
@@ -134,9 +124,13 @@ def compute_metrics(
             human_as_gold=cfg.gold.human_as_gold,
         )
         _plots(result, store.path(variant.plots))
-        store.write_json(name, result)
+        progress(f"metrics for {len(result['judges'])} judge(s)")
+        return result
+
+    result = stage_output(store, document(variant.metrics), variant.stage("compute_metrics"), compute,
+                          then=lambda result: _report(cfg, store, result, variant))
+    if not store.has(variant.report_html):  # a run folder from before the report card existed
         _report(cfg, store, result, variant)
-    progress(f"metrics for {len(result['judges'])} judge(s)")
     return result
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
 from judgebias.runstore import RunStore
-from judgebias.stages._common import Progress, model_stage, noop, timed
+from judgebias.stages._common import Progress, document, frame, frames, noop, open_model, stage_output
 from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset
 from judgebias.stages.results import compute_metrics, gold_for
@@ -41,29 +41,30 @@ def rewrite_style(
     from judgebias.backends.protocol import GenerationParams
 
     variant = RunLayout.style(cfg, style)
+
+    def compute(info: dict) -> dict[str, pd.DataFrame]:
+        rw = cfg.ablations.style_rewrite
+        keep = set(_style_instructions(cfg, responses))
+        out = {}
+        with open_model(cfg, rw, name=f"rewriter:{rw.model}") as backend:
+            runner = backend.with_template(TEMPLATE_VERSION)
+            chat = uses_chat(backend)
+            params = GenerationParams(max_new_tokens=rw.max_new_tokens)
+            for g, df in responses.items():
+                part = df[df["instruction_id"].isin(keep) & df["error"].isna()].reset_index(drop=True)
+                rewritten = rewrite_responses(runner, part, style, params, chat=chat,
+                                              batch_size=rw.batch_size)
+                rewritten["error"] = rewritten["rewrite_error"]
+                out[g] = rewritten
+                progress(
+                    f"{style}: {len(rewritten)} responses of {g} rewritten "
+                    f"({int(rewritten['rewrite_error'].notna().sum())} failed)"
+                )
+            info.update(calls=backend.calls, hits=backend.hits)
+        return out
+
     names = {g: variant.responses(g) for g in responses}
-    if all(store.has(n) for n in names.values()):
-        return {g: store.read_frame(n) for g, n in names.items()}
-    rw = cfg.ablations.style_rewrite
-    keep = set(_style_instructions(cfg, responses))
-    out = {}
-    stage = variant.stage("rewrite_style")
-    with model_stage(cfg, store, stage, rw, name=f"rewriter:{rw.model}") as (info, backend):
-        runner = backend.with_template(TEMPLATE_VERSION)
-        chat = uses_chat(backend)
-        params = GenerationParams(max_new_tokens=rw.max_new_tokens)
-        for g, df in responses.items():
-            part = df[df["instruction_id"].isin(keep) & df["error"].isna()].reset_index(drop=True)
-            rewritten = rewrite_responses(runner, part, style, params, chat=chat, batch_size=rw.batch_size)
-            rewritten["error"] = rewritten["rewrite_error"]
-            store.write_frame(names[g], rewritten)
-            out[g] = rewritten
-            progress(
-                f"{style}: {len(rewritten)} responses of {g} rewritten "
-                f"({int(rewritten['rewrite_error'].notna().sum())} failed)"
-            )
-        info.update(calls=backend.calls, hits=backend.hits)
-    return out
+    return stage_output(store, frames(names), variant.stage("rewrite_style"), compute)
 
 
 def semantic_preservation(
@@ -78,22 +79,18 @@ def semantic_preservation(
     from judgebias.ablations.style import semantic_preservation as measure
 
     base = RunLayout.style(cfg)
-    name = base.semantic
-    if store.has(name):
-        return store.read_frame(name)
-    with timed(store, base.stage("semantic_preservation")):
-        frames = [df for per_gen in rewrites.values() for df in per_gen.values()]
-        both = pd.concat(frames, ignore_index=True)
+
+    def compute(_: dict) -> pd.DataFrame:
+        both = pd.concat([df for per_gen in rewrites.values() for df in per_gen.values()], ignore_index=True)
         sem = measure(Embedder.load(cfg.ablations.style_rewrite.embedder), both)
         if len(sem) >= 1:
             from judgebias.reporting import plots, plots_ablations
             plots.save_figure(plots_ablations.semantic_shift(sem), store.path(base.plot("semantic_shift")))
-        store.write_frame(name, sem)
-    summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
-    progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
-    return sem
+        summary = sem.groupby("style")["cosine"].mean().round(3).to_dict() if len(sem) else {}
+        progress(f"semantic preservation (mean cosine original vs rewrite): {summary}")
+        return sem
 
-
+    return stage_output(store, frame(base.semantic), base.stage("semantic_preservation"), compute)
 
 
 def compare_style(
@@ -107,11 +104,9 @@ def compare_style(
     """DBG per judge before and after each rewrite, on the same instructions and the same gold panel
     (the rewriter left out), side by side; plus the usual metrics of each rewritten table."""
     base = RunLayout.style(cfg)
-    name = base.comparison
-    if store.has(name):
-        return store.read_json(name)
     exclude = rewriter_judges(cfg)
-    with timed(store, base.stage("compare_style")):
+
+    def compute(_: dict) -> dict:
         keep = set(next(iter(after.values()))["prompt"]) if after else set()
         before_sub = before[before["prompt"].isin(keep)]
         gold = gold_for(cfg, before, exclude)
@@ -129,9 +124,10 @@ def compare_style(
         for style, table in after.items():
             out.setdefault("pairs_after", {})[style] = int(table["pair_id"].nunique())
             compute_metrics(cfg, store, table, variant=RunLayout.style(cfg, style), exclude=exclude)
-        store.write_json(name, out)
         from judgebias.reporting import plots, plots_ablations
         plots.save_figure(plots_ablations.dbg_before_after(out, "DBG before and after style rewrite"),
                           store.path(base.plot("dbg_before_after")))
-    progress("style ablation DBG: " + format_compare(out))
-    return out
+        progress("style ablation DBG: " + format_compare(out))
+        return out
+
+    return stage_output(store, document(base.comparison), base.stage("compare_style"), compute)
