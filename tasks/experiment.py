@@ -104,16 +104,32 @@ def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
                 log_prints=False)
 
 
-# The stages the flows run, each a task of the same name (``t.judge_pairs``); the few tasks below
-# are written out.
-STAGES = (
-    "generate_responses", "build_pairs", "judge_pairs", "dtype_fidelity", "perplexity_analysis",
-    "attention_analysis", "assemble_table", "aggregate_gold", "compute_metrics", "compute_leaderboard",
-    "rewrite_style", "semantic_preservation", "compare_style", "finetune_generator", "finetune_instructions",
-    "compare_finetune", "annotated_metrics", "perturbed_pairs", "perturbation_report", "recognition_report",
-    "judge_responses", "pointwise_report", "pointwise_probe_judgments", "pointwise_probe_report",
-)
-globals().update({name: stage_task(getattr(stages, name)) for name in STAGES})
+# The stages the flows run, each a task of the same name (a declaration per line, written out so
+# that `t.judge_pairs` is found where it is defined; run names follow from the stage's subject).
+generate_responses = stage_task(stages.generate_responses)
+build_pairs = stage_task(stages.build_pairs)
+judge_pairs = stage_task(stages.judge_pairs)
+dtype_fidelity = stage_task(stages.dtype_fidelity)
+perplexity_analysis = stage_task(stages.perplexity_analysis)
+attention_analysis = stage_task(stages.attention_analysis)
+assemble_table = stage_task(stages.assemble_table)
+aggregate_gold = stage_task(stages.aggregate_gold)
+compute_metrics = stage_task(stages.compute_metrics)
+compute_leaderboard = stage_task(stages.compute_leaderboard)
+rewrite_style = stage_task(stages.rewrite_style)
+semantic_preservation = stage_task(stages.semantic_preservation)
+compare_style = stage_task(stages.compare_style)
+finetune_generator = stage_task(stages.finetune_generator)
+finetune_instructions = stage_task(stages.finetune_instructions)
+compare_finetune = stage_task(stages.compare_finetune)
+annotated_metrics = stage_task(stages.annotated_metrics)
+perturbed_pairs = stage_task(stages.perturbed_pairs)
+perturbation_report = stage_task(stages.perturbation_report)
+recognition_report = stage_task(stages.recognition_report)
+judge_responses = stage_task(stages.judge_responses)
+pointwise_report = stage_task(stages.pointwise_report)
+pointwise_probe_judgments = stage_task(stages.pointwise_probe_judgments)
+pointwise_probe_report = stage_task(stages.pointwise_probe_report)
 
 
 @stage_task
