@@ -31,12 +31,13 @@ def generate_responses(
 ) -> pd.DataFrame:
     """One generator's answer to each instruction (``adapter``: a fine-tuned variant's adapter).
     ``chunks``: where to run the prompts in chunks (the flow's workers); the responses are the same."""
+    from judgebias.backends.kinds import chat_for
     from judgebias.backends.protocol import GenerationParams
     from judgebias.prompts import generation_template
 
     def compute(info: dict) -> pd.DataFrame:
         g = cfg.generator(generator)
-        chat = g.prompt_kind == "chat"
+        chat = bool(chat_for(g.prompt_kind))  # a generator names chat or few-shot, never auto
         template = generation_template(cfg.prompts.generation)
         params = GenerationParams(max_new_tokens=g.max_new_tokens, stop=template.stop(chat))
         prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
