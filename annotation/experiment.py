@@ -37,7 +37,7 @@ def sync_annotations(
         project_title=a.project_title,
         url_env=a.url_env,
         api_key_env=a.api_key_env,
-        tracking_uri=last.get("tracking_uri") or cfg.tracking.tracking_uri,
+        tracking_uri=_last_uri(last) or cfg.tracking.tracking_uri,
         experiment=cfg.tracking.experiment,
         parent_run_id=last.get("run_id"),
         design=a.design,
@@ -84,3 +84,12 @@ def sync_pointwise_ratings(cfg: ExperimentConfig, store: RunStore, *, push: bool
     say(f"pointwise ratings: pulled {result['pulled']}, pushed {result['pushed']}, merged table "
         f"{result['out']}, figures {result['figures_path']}")
     return result
+
+
+def _last_uri(last: dict) -> str | None:
+    """The experiment run's tracking URI from its run folder, unless a password was cut out of it
+    there (then the config's or the environment's URI, which still has it)."""
+    from judgebias.redaction import REDACTED
+
+    uri = last.get("tracking_uri")
+    return None if not uri or REDACTED in str(uri) else str(uri)

@@ -464,3 +464,29 @@ def test_the_report_card_links_the_run_and_its_traces_in_mlflow(tmp_path, monkey
     assert "14 judgments as MLflow traces" in card
     logged = client.download_artifacts(run_id, "a_report.html", str(tmp_path / "dl"))
     assert Path(logged).read_text() == card  # the run holds the linked card, not the first one
+
+
+@pytest.mark.server
+def test_a_password_in_the_tracking_uri_reaches_no_output(mlflow_server, tmp_path, monkeypatch):
+    """A tracking URI with user:password@ (as a proxy in front of MLflow takes it) works, and the
+    password is in nothing judgebias prints, writes or logs; the report card links the server without
+    credentials. Before: the reachability check took 'alice:pw@127.0.0.1' for a host name and refused."""
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    password = "pw-" + SECRET
+    uri = mlflow_server.replace("http://", f"http://alice:{password}@")
+    src = write_table(small_table(), tmp_path / "small.parquet")
+    out = _cli(["analyze", str(src), "--out", str(tmp_path / "a.json"), "--traces", "--self", "j2=y",
+                "--reps", "200"], uri, "credentials")
+    assert f"at {mlflow_server.replace('http://', 'http://alice:***@')} (" in out
+    run_id = out.split("MLflow: run ")[1].split()[0]
+    client = MlflowClient(tracking_uri=mlflow_server)
+    run = client.get_run(run_id)
+    card = (tmp_path / "a_report.html").read_text()
+    assert f"href='{mlflow_server}/#/experiments/{run.info.experiment_id}/runs/{run_id}'" in card
+    written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
+                      and p.suffix in (".html", ".md", ".json"))
+    logged = json.dumps([run.data.params, run.data.tags]) + "".join(
+        str(t.to_dict()) for t in client.search_traces(locations=[run.info.experiment_id]))
+    assert password not in out + written + logged

@@ -23,6 +23,7 @@ from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
+from judgebias.redaction import redact_uri
 from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
 from judgebias.reporting.plots import judge_figures
 from judgebias.runstore import RunStore
@@ -237,12 +238,14 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_leaderboard(store, tags)
         run_id = parent.info.run_id
         experiment_id = parent.info.experiment_id
-        result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": mlflow.get_tracking_uri()}
-        result["run_url"] = run_url(result["tracking_uri"], experiment_id, run_id)
+        uri = mlflow.get_tracking_uri()
+        # The run folder, its page and the console show the URI without a password it may carry.
+        result = {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": redact_uri(uri)}
+        result["run_url"] = run_url(uri, experiment_id, run_id)
         if traces and traces["rows"]:  # the run's page links the judgments and the usual questions
             from judgebias.tracking.judgment_traces import trace_questions, traces_page
 
-            page = traces_page(result["tracking_uri"], experiment_id)
+            page = traces_page(uri, experiment_id)
             result["traces"] = {"rows": int(traces["rows"]), "page": page,
                                 "questions": trace_questions(traces, page)}
         # The run's description in the UI: the headline figures with their intervals, not 160 rows.

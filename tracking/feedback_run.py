@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from judgebias.redaction import redact_uri
+
 PARENT_TAG = "judgebias.parent_run_id"
 
 
@@ -42,8 +44,8 @@ def log_feedback_run(metrics: Mapping[str, float], figures: Mapping[str, Any], p
         try:
             parent = client.get_run(parent_run_id)
         except Exception as exc:  # MlflowException for an unknown id: say which id and where
-            raise ValueError(f"MLflow run {parent_run_id!r} not found at {settings.resolved_uri()}: "
-                             f"{exc}") from None
+            where = redact_uri(settings.resolved_uri())
+            raise ValueError(f"MLflow run {parent_run_id!r} not found at {where}: {exc}") from None
         parent_experiment = client.get_experiment(parent.info.experiment_id).name
         settings = TrackingSettings(tracking_uri=settings.resolved_uri(), experiment_name=parent_experiment)
         tags.update({"mlflow.parentRunId": parent_run_id, PARENT_TAG: parent_run_id})

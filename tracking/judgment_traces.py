@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +45,7 @@ import pandas as pd
 
 from judgebias.labels import majority, normalize_label
 from judgebias.metrics.origin import SelfMap, own_sides
+from judgebias.redaction import secret_name
 
 LAYOUT = "pairwise-v1"
 ASSESSMENT = "preference"
@@ -56,7 +56,6 @@ CHUNK = 200  # traces per span request
 THREADS = 8  # trace-info requests in flight
 PREVIEW_CHARS = 1000
 MAX_TAG_CHARS = 250
-_SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
 INPUT_COLUMNS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b", "judge")
 OUTPUT_COLUMNS = ("verdict", "p_a", "fold_rule", "ppl_a", "ppl_b", "judge_generator")
 ORDER_COLUMNS = {"ab": ("verdict_ab", "p_a_ab", "raw_ab"), "ba": ("verdict_ba", "p_a_ba", "raw_ba")}
@@ -133,7 +132,7 @@ def judgment_record(row: Mapping[str, Any], own: str) -> dict[str, Any]:
     inputs["shown"] = {o: _SHOWN[o] for o in (orders or {"ab": None})}
     known = {*INPUT_COLUMNS, *OUTPUT_COLUMNS, *EXCLUSION_COLUMNS, *HUMAN_COLUMNS,
              *(c for cols in ORDER_COLUMNS.values() for c in cols)}
-    extra = {k: v for k, v in get.items() if k not in known and not _SECRET_HINT.search(str(k))
+    extra = {k: v for k, v in get.items() if k not in known and not secret_name(k)
              and (v is None or isinstance(v, (str, int, float, bool)))}
     outputs = {c: get.get(c) for c in OUTPUT_COLUMNS}
     outputs["orders"] = orders
@@ -325,8 +324,12 @@ QUESTIONS = {
 def ui_base(tracking_uri: str) -> str:
     """Where the MLflow UI is: the tracking server, or ``mlflow ui``'s default address for a
     local store (a file or database URI has no UI of its own)."""
+    from judgebias.redaction import uri_without_credentials
+
     uri = str(tracking_uri)
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    # A link never holds the credentials a URI may carry: the browser asks for them itself.
+    return uri_without_credentials(uri).rstrip("/") if uri.startswith(("http://", "https://")) \
+        else "http://127.0.0.1:5000"
 
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:

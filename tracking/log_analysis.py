@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.metrics import registry
+from judgebias.redaction import secret_name
 
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
-_SECRET_HINT = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|authorization)", re.I)
 MAX_PARAM_CHARS = 6000
 BATCH = 500
 ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value", "p_adjusted")
@@ -101,7 +101,7 @@ def safe_params(params: Mapping[str, Any]) -> dict[str, str]:
     """Params as strings, secret-looking keys dropped, values cut to MLflow's length limit."""
     out = {}
     for k, v in params.items():
-        if _SECRET_HINT.search(str(k)):
+        if secret_name(k):
             continue
         text = v if isinstance(v, str) else str(v) if isinstance(v, (int, float, bool)) else repr(v)
         out[sanitize(k)] = text[:MAX_PARAM_CHARS]
@@ -194,6 +194,7 @@ def run_links(logged: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
     experiment's Traces page and the usual questions, each linked where the page can filter by it."""
     import mlflow
 
+    from judgebias.redaction import redact_uri
     from judgebias.tracking.judgment_traces import run_url, trace_questions, traces_page
 
     run, uri = mlflow.active_run(), mlflow.get_tracking_uri()
@@ -201,7 +202,7 @@ def run_links(logged: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
         return []
     exp = run.info.experiment_id
     links = [(f"MLflow run {run.info.run_id}", run_url(uri, exp, run.info.run_id),
-              f"tracking URI {uri}; the MLflow UI must be running")]
+              f"tracking URI {redact_uri(uri)}; the MLflow UI must be running")]
     if logged and logged.get("rows"):
         page = traces_page(uri, exp)
         links.append((f"{int(logged['rows'])} judgments as MLflow traces", page,

@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from judgebias.pointwise_table import validate_pointwise
+from judgebias.redaction import secret_name
 from judgebias.table import Exclusions
 from judgebias.tracking.judgment_traces import (
-    _SECRET_HINT,
     KEY_TAG,
     LAYOUT_TAG,
     MAX_TAG_CHARS,
@@ -64,7 +64,7 @@ def pointwise_record(row: Mapping[str, Any]) -> dict[str, Any]:
     inputs = {c: get.get(c) for c in INPUT_COLUMNS}
     outputs = {c: get.get(c) for c in OUTPUT_COLUMNS}
     known = {*INPUT_COLUMNS, *OUTPUT_COLUMNS, *HUMAN_COLUMNS}
-    outputs["extra"] = {k: v for k, v in get.items() if k not in known and not _SECRET_HINT.search(str(k))
+    outputs["extra"] = {k: v for k, v in get.items() if k not in known and not secret_name(k)
                         and (v is None or isinstance(v, (str, int, float, bool)))}
     humans = [float(h) for h in (get.get("human_scores") or []) if _number(h) is not None]
     raters = get.get("human_raters") or []

@@ -50,32 +50,37 @@ class TrackingSettings(BaseSettings):
         import urllib.error
         import urllib.request
 
+        from judgebias.redaction import redact_uri, uri_without_credentials
+
         uri = self.resolved_uri()
         if not uri.startswith(("http://", "https://")) or uri in _REACHED:
             return  # a local store has nothing to reach; a server that answered was asked already
+        # urllib reads user:password@ as part of the host name: ask without them (a 401 is an answer)
+        # and name the server without its password.
+        base, shown = uri_without_credentials(uri).rstrip("/"), redact_uri(uri)
         try:
-            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s).close()
+            urllib.request.urlopen(f"{base}/health", timeout=timeout_s).close()
         except urllib.error.HTTPError:
             pass  # something answered (a proxy asking for credentials is MLflow's business)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TrackingUnavailable(
-                f"MLflow tracking server {uri} does not answer ({reason}); start it, point "
+                f"MLflow tracking server {shown} does not answer ({reason}); start it, point "
                 "MLFLOW_TRACKING_URI at a reachable one, or unset it to log to ./mlflow.db") from None
         # /health can answer while the API behind it fails (its database down): MLflow's client
         # would then retry every call for minutes. One cheap read of the API says so now; a 404
         # (no such experiment) is a working API, and 401/403 are the credentials' business.
-        probe = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+        probe = f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
         try:
             urllib.request.urlopen(probe, timeout=timeout_s).close()
         except urllib.error.HTTPError as exc:
             if exc.code >= 500:
                 raise TrackingUnavailable(
-                    f"MLflow tracking server {uri} answers /health but its API fails (HTTP {exc.code} on "
+                    f"MLflow tracking server {shown} answers /health but its API fails (HTTP {exc.code} on "
                     "experiments/get-by-name); check its backend store, or unset MLFLOW_TRACKING_URI to "
                     "log to ./mlflow.db") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise TrackingUnavailable(f"MLflow tracking server {uri} answers /health but not its API "
+            raise TrackingUnavailable(f"MLflow tracking server {shown} answers /health but not its API "
                                       f"({getattr(exc, 'reason', exc)})") from None
         _REACHED.add(uri)
 
@@ -83,6 +88,11 @@ class TrackingSettings(BaseSettings):
         """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""
         if self.disable_telemetry:
             os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+        from judgebias.redaction import redact_uri
+
+        uri = self.resolved_uri()
+        if redact_uri(uri) != uri:  # MLflow would print "View run ... at: <the URI, password and all>"
+            os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
     def use_store(self) -> str:
         """Point the ``mlflow`` module at this store for reading (no experiment is created); the URI."""

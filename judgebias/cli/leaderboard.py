@@ -97,7 +97,9 @@ def leaderboard_cmd(
         with mlflow_run(run_name or f"leaderboard {file.name}", settings=settings,
                         tags={"judgebias.command": "leaderboard"}) as run:
             counts = log_leaderboard(result, figures=figures)
-        typer.echo(terminal_safe(f"MLflow: run {run.info.run_id} at {settings.resolved_uri()} "
+        from judgebias.redaction import redact_uri
+
+        typer.echo(terminal_safe(f"MLflow: run {run.info.run_id} at {redact_uri(settings.resolved_uri())} "
                                  f"({counts['metrics']} metrics, {counts['figures']} plots)"))
 
 

@@ -59,7 +59,10 @@ def input_errors(file: Path) -> Iterator[None]:
 def echo_mlflow_run(run_id: str, uri: str, counts: dict, logged: dict | None, where: str) -> None:
     """What an analyze-like command logged to MLflow: the run, its counts and, when rows were logged
     as traces, how many (``where``: how to find them)."""
-    typer.echo(f"MLflow: run {run_id} at {uri} ({counts['metrics']} metrics, {counts['figures']} plots)")
+    from judgebias.redaction import redact_uri
+
+    typer.echo(f"MLflow: run {run_id} at {redact_uri(uri)} ({counts['metrics']} metrics, "
+               f"{counts['figures']} plots)")
     if logged is not None:
         typer.echo(f"MLflow traces: {logged['logged']} logged, {logged['skipped']} already there"
                    + (f", {logged['missing']} NOT found after logging" if logged["missing"] else "")

@@ -31,6 +31,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
 
         probes = indexed_probe_results(RunStore(path))
         return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.name, probes
+    from judgebias.redaction import redact_uri
     from judgebias.tracking.log_analysis import download_analysis
     from judgebias.tracking.settings import TrackingSettings
 
@@ -43,7 +44,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
     except Exception as exc:  # MLflow raises its own types for an unknown run id
         raise typer.BadParameter(
             f"{target!r} is neither a file, a run folder nor an MLflow run at "
-            f"{settings.resolved_uri()} ({type(exc).__name__}: {exc})",
+            f"{redact_uri(settings.resolved_uri())} ({type(exc).__name__}: {exc})",
             param_hint="RUN_OR_FILE",
         ) from None
     return metrics, plots, workdir / target / "report.html", f"MLflow run {target}", {}
