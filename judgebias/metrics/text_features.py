@@ -44,11 +44,13 @@ def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
                            type=pa.large_string())
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValueError(f"markdown counts need text values: {exc}") from None
-    if _holding(arr, "`").any():  # '`' is in every fence: the replacement then finds the "```" pairs
+    # The regexes run only on the texts holding a character every match needs (one pass over the
+    # bytes for all three and the fences; RE2 over every whole text is several times slower); the
+    # others count 0. '`' is in every fence: where one is, the code is dropped and the bytes read again.
+    has = _holding(arr, {**_MARKDOWN_NEEDS, "fence": "`"})
+    if has.pop("fence").any():
         arr = pc.replace_substring_regex(arr, pattern=_CODE_BLOCK[0], replacement=_CODE_BLOCK[1])
-    # The regex runs only on the texts holding a character every match needs (one pass over the bytes
-    # for all three; RE2 over every whole text is several times slower); the others count 0.
-    has = _holding(arr, "".join(_MARKDOWN_NEEDS.values()), by=_MARKDOWN_NEEDS)
+        has = _holding(arr, _MARKDOWN_NEEDS)
     out = {}
     for name, pattern in _MARKDOWN_PATTERNS.items():
         counts = np.zeros(len(arr), dtype=np.int64)
@@ -66,15 +68,13 @@ def markdown_counts(texts: pd.Series) -> dict[str, np.ndarray]:
 _MARKDOWN_NEEDS = {"headers": "#", "lists": "-*+.", "bold": "*_"}
 
 
-def _holding(arr, chars: str, by: dict[str, str] | None = None):
-    """Rows of an Arrow text array holding any of the ASCII ``chars`` (missing texts: False), read
-    off the UTF-8 bytes with numpy in slices; with ``by``, a mask per name of ``by`` (its characters
-    among ``chars``) from the same pass."""
+def _holding(arr, groups: dict[str, str]) -> dict[str, np.ndarray]:
+    """Per name of ``groups``: the rows of an Arrow text array holding any of its ASCII characters
+    (missing texts: False), all read off the UTF-8 bytes in one numpy pass, slice by slice."""
     import pyarrow as pa
 
     if not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.large_string())
-    groups = by or {"any": chars}
     lut = np.zeros(256, dtype=np.uint8)
     for bit, group in enumerate(groups.values()):
         for ch in group:
@@ -96,8 +96,6 @@ def _holding(arr, chars: str, by: dict[str, str] | None = None):
                 bits[lo + full] = np.bitwise_or.reduceat(lut[data[off[0]: off[-1]]], starts[full])
         if arr.null_count:
             bits[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = 0
-    if by is None:
-        return bits != 0
     return {name: (bits & (1 << bit)) != 0 for bit, name in enumerate(groups)}
 
 
