@@ -59,7 +59,7 @@ def _read_texts(parquet_file, column: str, group: np.ndarray, seen=None) -> tupl
         if new.any():  # groups met for the first time: their first row's text is their reference
             first_groups, first_at = np.unique(g[new], return_index=True)
             first_codes = code[new][first_at]
-            _append(texts, starts, dictionary.take(pa.array(first_codes)), seen)
+            _append(texts, starts, _pick(dictionary, first_codes), seen)
             ref_of_group[first_groups] = starts[-2] + np.arange(first_groups.size)
             local_ref = np.full(ref_of_group.size, -1, dtype=np.int64)
             local_ref[first_groups] = first_codes
@@ -72,7 +72,7 @@ def _read_texts(parquet_file, column: str, group: np.ndarray, seen=None) -> tupl
         assigned = np.where(equal, ref, -1)
         differ = np.flatnonzero(~equal)
         if differ.size:  # a row whose text is not its group's: a text of its own
-            _append(texts, starts, dictionary.take(pa.array(code[differ])), seen)
+            _append(texts, starts, _pick(dictionary, code[differ]), seen)
             assigned[differ] = starts[-2] + np.arange(differ.size)
         row_text[start:end][rows] = assigned
         start = end
@@ -89,6 +89,17 @@ def _append(texts: list, starts: list, values, seen=None) -> None:
         seen(texts[-1])
 
 
+def _pick(arr, at: np.ndarray):
+    """``arr.take(at)``; a slice (no copy) where ``at`` is a run of consecutive positions, as it is
+    when each row group holds the same pairs in the same order, judge after judge."""
+    import pyarrow as pa
+
+    run = at.size and int(at[-1]) - int(at[0]) == at.size - 1
+    if run and (at.size == 1 or bool((np.diff(at) == 1).all())):
+        return arr.slice(int(at[0]), at.size)
+    return arr.take(pa.array(at))
+
+
 def _equal_to_refs(dictionary, codes: np.ndarray, texts: list, starts: list, refs: np.ndarray) -> np.ndarray:
     """Whether ``dictionary[codes[i]]`` equals text ``refs[i]``: taken array by array from ``texts``
     (never concatenating them all), then compared by Arrow."""
@@ -99,8 +110,8 @@ def _equal_to_refs(dictionary, codes: np.ndarray, texts: list, starts: list, ref
     which = np.searchsorted(np.asarray(starts), refs, side="right") - 1
     for j in np.unique(which).tolist():
         at = np.flatnonzero(which == j)
-        theirs = texts[j].take(pa.array(refs[at] - starts[j]))
-        ours = dictionary.take(pa.array(codes[at])).cast(pa.large_string())
+        theirs = _pick(texts[j], refs[at] - starts[j])
+        ours = _pick(dictionary, codes[at]).cast(pa.large_string())
         out[at] = np.asarray(pc.fill_null(pc.equal(ours, theirs), False).to_numpy(zero_copy_only=False),
                              dtype=bool)
     return out
