@@ -39,6 +39,7 @@ from judgebias.table_columns import (
     is_text_dtype,
     label_lists,
     map_by_value,
+    map_categories,
     missing_mask,
     value_codes,
 )
@@ -123,9 +124,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         for i in np.flatnonzero(is_bool):
             flag(i, column, f"boolean {col.iat[i]!r} where a name is expected")
         # Stripped text, None where missing; object dtype keeps None as None (pandas 3 would turn a
-        # str column's None into NaN).
-        out[column] = map_by_value(col, lambda v: None if is_missing(v) or isinstance(v, bool)
-                                    else str(v).strip())
+        # str column's None into NaN). A categorical (read_for_analysis) stays one: codes, not pointers.
+        out[column] = (map_categories if is_text_categorical(col) else map_by_value)(col, _stripped_name)
 
     for column in (*PROB_COLUMNS, *PPL_COLUMNS):
         if column not in out.columns:
@@ -216,6 +216,10 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     extras = [c for c in out.columns if c not in CANONICAL]
     return out[list(CANONICAL) + extras], exclusions
+
+
+def _stripped_name(value: object) -> str | None:
+    return None if is_missing(value) or isinstance(value, bool) else str(value).strip()
 
 
 def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
