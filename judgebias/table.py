@@ -229,8 +229,20 @@ def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     key = (first.astype(np.int64) + 1) * (int(second.max()) + 2) + (second.astype(np.int64) + 1)
     out = np.ones(key.size, dtype=bool)
-    out[np.unique(key, return_index=True)[1]] = False
+    out[_first_rows(key)] = False
     return out
+
+
+def _first_rows(key: np.ndarray) -> np.ndarray:
+    """The row of each distinct non-negative ``key``'s first occurrence (``np.unique``'s
+    ``return_index``): a minimum per key where the keys are small integers (no sort of ten million
+    rows), else ``np.unique``."""
+    top = int(key.max()) + 1 if key.size else 0
+    if top > 4 * key.size + 1024:
+        return np.unique(key, return_index=True)[1]
+    first = np.full(top, key.size, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(key.size, dtype=np.int64))
+    return first[first < key.size]
 
 
 def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
@@ -241,8 +253,8 @@ def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(ok)
     first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
     # Rows are in table order, so the first index of each pair among them is its first value.
-    seen, first = np.unique(pair[rows], return_index=True)
-    first_code[seen] = codes[rows[first]]
+    first = rows[_first_rows(pair[rows])]
+    first_code[pair[first]] = codes[first]
     ref = first_code[np.maximum(pair, 0)]
     return ok & (ref >= 0) & (codes != ref)
 
