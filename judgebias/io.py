@@ -178,8 +178,11 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
         group = pd.factorize(df["pair_id"], use_na_sentinel=False)[0] if df is not None and \
             "pair_id" in df.columns else np.zeros(n_rows, dtype=np.int64)
         parquet_file = pq.ParquetFile(path)
+        # Both responses counted, or neither: ``prepare`` derives the counts of the two together
+        # (a response column stored another way, e.g. dictionary-typed, keeps both texts).
+        counted = response_features is not None and all(c in texts for c in RESPONSES)
         for name in texts:
-            if response_features is not None and name in RESPONSES:
+            if counted and name in RESPONSES:
                 stand_in, counts = text_stand_in(parquet_file, name, group,
                                                  lambda values, name=name: response_features(name, values))
                 columns[name] = pd.Series(stand_in, index=index)

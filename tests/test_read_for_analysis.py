@@ -125,3 +125,15 @@ def test_without_response_texts_same_problems(tmp_path):
     b, ex_b = read_for_analysis(path, skip_invalid=True, response_features=response_features)
     assert ex_a.to_dict() == ex_b.to_dict() and len(a) == len(b) < len(table)
     assert analyze(a, exclusions=ex_a, reps=100) == analyze(b, exclusions=ex_b, reps=100)
+
+
+def test_a_response_stored_otherwise_keeps_both_texts(tmp_path):
+    # A dictionary-typed response_a (a pandas categorical written as is) is not read as plain text:
+    # both responses are then kept, and the figures derive their counts from the texts.
+    table = synthetic(20)
+    path = tmp_path / "t.parquet"
+    table.assign(response_a=table["response_a"].astype("category")).to_parquet(path, index=False)
+    lean, ex = read_for_analysis(path, response_features=response_features)
+    assert {"response_a", "response_b"} <= set(lean.columns)
+    full, ex_full = read_for_analysis(path)
+    assert analyze(lean, exclusions=ex, reps=100) == analyze(full, exclusions=ex_full, reps=100)
