@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import resource
@@ -179,10 +180,16 @@ def _run_file(path: str) -> dict:
     import judgebias.io
     from judgebias.reporting.analysis import analyze
 
-    # What `judgebias analyze` reads with in that version of the code.
+    # What `judgebias analyze` reads with in that version of the code: from 2026-11-26 a table of
+    # more than a few dozen rows without its response texts (their counts instead; no traces).
     read = getattr(judgebias.io, "read_for_analysis", judgebias.io.read_table)
+    kwargs = {}
+    if "response_features" in inspect.signature(read).parameters:
+        from judgebias.metrics.frame import response_features
+
+        kwargs["response_features"] = response_features
     t0, c0 = time.perf_counter(), time.process_time()
-    table, excl = read(path)
+    table, excl = read(path, **kwargs)
     t1 = time.perf_counter()
     text = json.dumps(analyze(table, exclusions=excl), indent=2, allow_nan=False)
     t2, c2 = time.perf_counter(), time.process_time()

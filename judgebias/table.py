@@ -39,6 +39,7 @@ from judgebias.table_columns import (
     is_text_dtype,
     label_lists,
     map_by_value,
+    map_categories,
     missing_mask,
     value_codes,
 )
@@ -123,9 +124,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         for i in np.flatnonzero(is_bool):
             flag(i, column, f"boolean {col.iat[i]!r} where a name is expected")
         # Stripped text, None where missing; object dtype keeps None as None (pandas 3 would turn a
-        # str column's None into NaN).
-        out[column] = map_by_value(col, lambda v: None if is_missing(v) or isinstance(v, bool)
-                                    else str(v).strip())
+        # str column's None into NaN). A categorical (read_for_analysis) stays one: codes, not pointers.
+        out[column] = (map_categories if is_text_categorical(col) else map_by_value)(col, _stripped_name)
 
     for column in (*PROB_COLUMNS, *PPL_COLUMNS):
         if column not in out.columns:
@@ -218,6 +218,10 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     return out[list(CANONICAL) + extras], exclusions
 
 
+def _stripped_name(value: object) -> str | None:
+    return None if is_missing(value) or isinstance(value, bool) else str(value).strip()
+
+
 def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Rows whose (first, second) codes appeared on an earlier row; -1 (missing) is a value like any
     other, as in ``DataFrame.duplicated``."""
@@ -225,8 +229,20 @@ def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     key = (first.astype(np.int64) + 1) * (int(second.max()) + 2) + (second.astype(np.int64) + 1)
     out = np.ones(key.size, dtype=bool)
-    out[np.unique(key, return_index=True)[1]] = False
+    out[_first_rows(key)] = False
     return out
+
+
+def _first_rows(key: np.ndarray) -> np.ndarray:
+    """The row of each distinct non-negative ``key``'s first occurrence (``np.unique``'s
+    ``return_index``): a minimum per key where the keys are small integers (no sort of ten million
+    rows), else ``np.unique``."""
+    top = int(key.max()) + 1 if key.size else 0
+    if top > 4 * key.size + 1024:
+        return np.unique(key, return_index=True)[1]
+    first = np.full(top, key.size, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(key.size, dtype=np.int64))
+    return first[first < key.size]
 
 
 def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
@@ -237,8 +253,8 @@ def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(ok)
     first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
     # Rows are in table order, so the first index of each pair among them is its first value.
-    seen, first = np.unique(pair[rows], return_index=True)
-    first_code[seen] = codes[rows[first]]
+    first = rows[_first_rows(pair[rows])]
+    first_code[pair[first]] = codes[first]
     ref = first_code[np.maximum(pair, 0)]
     return ok & (ref >= 0) & (codes != ref)
 

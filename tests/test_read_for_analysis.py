@@ -8,6 +8,8 @@ import pytest
 from test_analyze import synthetic
 
 from judgebias.io import read_for_analysis, read_table, write_table
+from judgebias.metrics import frame as F
+from judgebias.metrics.frame import response_features
 from judgebias.reporting.analysis import analyze
 from judgebias.table import TableError
 
@@ -27,7 +29,10 @@ def test_same_table_and_figures_as_read_table(tmp_path):
     shared, ex_shared = read_for_analysis(path)
     texts = ["prompt", "response_a", "response_b"]
     special = [*texts, "human"]
-    pd.testing.assert_frame_equal(shared.drop(columns=special), plain.drop(columns=special))
+    # Names stay categoricals (a code per row, the name once): the same values as read_table's.
+    names = {c: object for c in ("generator_a", "generator_b", "judge")}
+    assert all(isinstance(shared[c].dtype, pd.CategoricalDtype) for c in names)
+    pd.testing.assert_frame_equal(shared.drop(columns=special).astype(names), plain.drop(columns=special))
     assert _plain_values(shared).equals(_plain_values(plain))
     assert shared["human"].iat[2] == [] and plain["human"].iat[2] == []
     # Each distinct text is stored once: one category per pair's text, a code per row.
@@ -69,3 +74,66 @@ def test_other_formats_read_as_before(tmp_path):
     a, _ = read_for_analysis(path)
     b, _ = read_table(path)
     pd.testing.assert_frame_equal(a, b)
+
+
+def _styled(n_pairs: int) -> pd.DataFrame:
+    """``synthetic`` with markdown, code fences and non-ASCII text in the responses (counted once per
+    text in both reads)."""
+    table = synthetic(n_pairs)
+    extra = {0: "# Title\n- item **bold** é", 1: "```\n# not a header\n```\n1. one\n2. two", 2: "__x__ ü ü"}
+    for pair, text in extra.items():
+        rows = table["pair_id"] == f"p{pair}"
+        table.loc[rows, "response_a"] = text + table.loc[rows, "response_a"]
+    return table
+
+
+def test_without_response_texts_same_figures(tmp_path):
+    path = write_table(_styled(60), tmp_path / "t.parquet")
+    full, ex_full = read_for_analysis(path)
+    lean, ex_lean = read_for_analysis(path, response_features=response_features)
+    assert "response_a" not in lean.columns and "response_b" not in lean.columns
+    assert "prompt" in lean.columns  # the full length-controlled form groups pairs by it
+    # Counted once per text as it was read: what ``prepare`` derives from the texts.
+    prepared = F.prepare(full)
+    for col in (F.WORDS_A, F.WORDS_B, *F.MD_A, *F.MD_B):
+        assert lean[col].tolist() == prepared[col].tolist(), col
+    assert lean[F.CHARS_A].tolist() == full["response_a"].str.len().tolist()
+    assert lean[F.MD_A[0]].iat[0] == 1  # the header "# Title" of p0
+    for baseline in (None, "other"):  # "other": the length-controlled win rates read the characters
+        a = analyze(full, exclusions=ex_full, reps=100, baseline=baseline)
+        b = analyze(lean, exclusions=ex_lean, reps=100, baseline=baseline)
+        assert a == b
+    assert a["length_controlled"]["rates"]
+
+
+def test_without_response_texts_same_problems(tmp_path):
+    table = synthetic(20)
+    table.loc[3, "response_a"] = None                                   # missing
+    table.loc[4, "response_b"] = "  "                                   # blank
+    other = table.index[(table["pair_id"] == table.loc[5, "pair_id"])][-1]
+    table.loc[other, "response_a"] = "another answer"                   # a pair with two texts
+    second = table.index[(table["pair_id"] == table.loc[4, "pair_id"])][-1]
+    table.loc[second, "response_b"] = " "                               # another blank text, same pair
+    path = write_table(table, tmp_path / "bad.parquet")
+    with pytest.raises(TableError) as full:
+        read_for_analysis(path)
+    with pytest.raises(TableError) as lean:
+        read_for_analysis(path, response_features=response_features)
+    assert lean.value.problems == full.value.problems
+    assert any("has another response_b" in p for p in full.value.problems)
+    a, ex_a = read_for_analysis(path, skip_invalid=True)
+    b, ex_b = read_for_analysis(path, skip_invalid=True, response_features=response_features)
+    assert ex_a.to_dict() == ex_b.to_dict() and len(a) == len(b) < len(table)
+    assert analyze(a, exclusions=ex_a, reps=100) == analyze(b, exclusions=ex_b, reps=100)
+
+
+def test_a_response_stored_otherwise_keeps_both_texts(tmp_path):
+    # A dictionary-typed response_a (a pandas categorical written as is) is not read as plain text:
+    # both responses are then kept, and the figures derive their counts from the texts.
+    table = synthetic(20)
+    path = tmp_path / "t.parquet"
+    table.assign(response_a=table["response_a"].astype("category")).to_parquet(path, index=False)
+    lean, ex = read_for_analysis(path, response_features=response_features)
+    assert {"response_a", "response_b"} <= set(lean.columns)
+    full, ex_full = read_for_analysis(path)
+    assert analyze(lean, exclusions=ex, reps=100) == analyze(full, exclusions=ex_full, reps=100)

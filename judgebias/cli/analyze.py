@@ -77,7 +77,9 @@ def analyze_cmd(
     """
     from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
-    from judgebias.io import read_for_analysis
+    from judgebias.folding import refold
+    from judgebias.io import parquet_rows, read_for_analysis
+    from judgebias.metrics.frame import response_features
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
     from judgebias.runstore import atomic_write_text
@@ -107,10 +109,12 @@ def analyze_cmd(
             "FILE is a pointwise one (for pointwise_pairwise_consistency): drop --pairwise, or give the "
             "pointwise table as FILE", param_hint="--pairwise")
     with input_errors(file):
-        table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid)
+        # A table too large for traces is read without its response texts (their counts instead):
+        # ten million rows then fit in a few GB. Traces (asked, or automatic on a small table) need them.
+        lean = traces is False or (traces is None and parquet_rows(file) > TRACES_AUTO_ROWS)
+        table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid,
+                                              response_features=response_features if lean else None)
         if fold is not None:
-            from judgebias.folding import refold
-
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
@@ -153,6 +157,9 @@ def analyze_cmd(
                         tags={"judgebias.command": "analyze"}) as run:
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
             wanted = traces if traces is not None else len(table) <= TRACES_AUTO_ROWS
+            if wanted and lean:  # --skip-invalid left few enough rows for traces: read their texts
+                table = read_for_analysis(file, skip_invalid=skip_invalid)[0]
+                table = refold(table, fold) if fold is not None else table
             logged, warning = lead_with_headline(result, table, self_map=self_map, traces=wanted)
             if report:  # the card again, now linking the run and its judgments in MLflow's UI
                 pages = write_pages(run_links(logged))

@@ -222,9 +222,14 @@ def _group_rates(x, y, rater, win, names, label: str | None = None) -> pd.DataFr
     k = len(names)
     r = rater if rater is not None else np.zeros_like(x)
     key = (x * k + y) * k + r
-    uniq, inv = np.unique(key, return_inverse=True)
-    n = np.bincount(inv)
-    s = np.bincount(inv, weights=win)
+    if k**3 <= 4 * key.size + 1024:  # few names: count per key directly (no sort of millions of rows)
+        n_all = np.bincount(key, minlength=k**3)
+        uniq = np.flatnonzero(n_all)
+        n, s = n_all[uniq], np.bincount(key, weights=win, minlength=k**3)[uniq]
+    else:
+        uniq, inv = np.unique(key, return_inverse=True)
+        n = np.bincount(inv)
+        s = np.bincount(inv, weights=win)
     ux, rest = np.divmod(uniq, k * k)
     uy, ur = np.divmod(rest, k)
     arr = np.array(names, dtype=object)

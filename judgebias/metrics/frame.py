@@ -33,6 +33,9 @@ MARKDOWN = ("headers", "lists", "bold")
 MD_A = tuple(f"_jb_{m}_a" for m in MARKDOWN)
 MD_B = tuple(f"_jb_{m}_b" for m in MARKDOWN)
 DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B, *MD_A, *MD_B)
+# Characters per response: only in a table read without its response texts (``response_features``),
+# where the length-controlled win rates read them instead of the texts.
+CHARS_A, CHARS_B = "_jb_chars_a", "_jb_chars_b"
 
 # A prepared table may have dropped a raw column once its feature is computed.
 _ALIAS = {"human": HUMAN, "response_a": WORDS_A, "response_b": WORDS_B, "verdict": CHOICE}
@@ -149,6 +152,29 @@ def _arrow_label_codes(human: pd.Series) -> tuple[np.ndarray, np.ndarray] | None
         return None
     lens = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     return codes.to_numpy(zero_copy_only=False).astype(np.int64), lens
+
+
+def response_features(column: str, texts) -> dict[str, np.ndarray]:
+    """What the figures read of the texts of ``column`` (response_a / response_b), per text of an
+    Arrow text array: the word and markdown counts ``prepare`` would derive and the characters
+    (``CHARS_A`` / ``CHARS_B``), under their column names. ``judgebias.io.read_for_analysis`` takes
+    it to read a table without holding its response texts."""
+    import pyarrow.compute as pc
+
+    side = {"response_a": "a", "response_b": "b"}[column]
+    series = pd.Series(pd.arrays.ArrowExtensionArray(texts))
+    counts = markdown_counts(series)
+    return {f"_jb_words_{side}": word_counts(series),
+            **{f"_jb_{m}_{side}": counts[m] for m in MARKDOWN},
+            f"_jb_chars_{side}": pc.fill_null(pc.utf8_length(texts), 0).to_numpy(zero_copy_only=False)}
+
+
+def char_lengths(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """Characters per row of response column ``column`` (``str.len``), from the texts or, in a table
+    read without them, from their ``response_features`` count."""
+    if column in rows.columns:
+        return rows[column].str.len().to_numpy(dtype=float)
+    return rows[{"response_a": CHARS_A, "response_b": CHARS_B}[column]].to_numpy(dtype=float)
 
 
 def human_counts(df: pd.DataFrame) -> np.ndarray:

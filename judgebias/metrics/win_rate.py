@@ -51,8 +51,7 @@ def _rows(df: pd.DataFrame, judge: str, model: str, baseline: str) -> tuple[np.n
     keep = model_a | model_b
     vote = rows[F.VOTE].to_numpy(dtype=float)
     vote = np.where(model_a, vote, 1.0 - vote)[keep]
-    len_a = rows["response_a"].str.len().to_numpy(dtype=float)
-    len_b = rows["response_b"].str.len().to_numpy(dtype=float)
+    len_a, len_b = F.char_lengths(rows, "response_a"), F.char_lengths(rows, "response_b")
     delta = np.where(model_a, len_a - len_b, len_b - len_a)[keep]
     ok = ~np.isnan(vote)
     return vote[ok], delta[ok]
@@ -137,8 +136,9 @@ def length_controlled_win_rates(df: pd.DataFrame, judges: list[str], baseline: s
     prepared = F.prepare(df)
     # Only these columns are read: per-judge slices then leave the table's other texts alone.
     # The prompt is read too: the full form groups pairs by instruction.
-    prepared = prepared[[c for c in ("judge", "generator_a", "generator_b", "prompt", "response_a",
-                                     "response_b", *F.DERIVED) if c in prepared.columns]]
+    wanted = ("judge", "generator_a", "generator_b", "prompt", "response_a", "response_b", F.CHARS_A,
+              F.CHARS_B, *F.DERIVED)
+    prepared = prepared[[c for c in wanted if c in prepared.columns]]
     generators = {str(g) for c in ("generator_a", "generator_b") for g in prepared[c].dropna().unique()}
     if baseline is not None and baseline not in generators:
         raise ValueError(f"baseline {baseline!r} is not a generator in the table (generators: "
@@ -299,8 +299,7 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
     keep = model_a | model_b
     vote = rows[F.VOTE].to_numpy(dtype=float)
     vote = np.where(model_a, vote, 1.0 - vote)
-    len_a = rows["response_a"].str.len().to_numpy(dtype=float)
-    len_b = rows["response_b"].str.len().to_numpy(dtype=float)
+    len_a, len_b = F.char_lengths(rows, "response_a"), F.char_lengths(rows, "response_b")
     delta = np.where(model_a, len_a - len_b, len_b - len_a)
     model = np.where(model_a, ga, gb)
     keep &= ~np.isnan(vote)
