@@ -47,7 +47,7 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _ptext(fam: Family, key: str) -> str:
+def p_text(fam: Family, key: str) -> str:
     """"; p=0.004, adjusted 0.071" for a member of the family ("" otherwise), with a word when the
     test is significant alone but not once adjusted (a hint, never a finding)."""
     pair = fam.p(key)
@@ -95,7 +95,7 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
     if ceiling and ceiling.get("gap"):
         gap, judge_agrees = ceiling["gap"], ceiling["judge"]["value"]
         figure = (f"(gap {fmt(gap['value'], True)} {fmt_ci(gap, True)}, n={ceiling['n']}"
-                  f"{_ptext(fam, 'human_ceiling')})")
+                  f"{p_text(fam, 'human_ceiling')})")
         sign = fam.rejects("human_ceiling")
         if sign < 0:
             out.append(("caution",
@@ -124,7 +124,7 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
             (
                 "caution",
                 f"Length: prefers the longer response more than humans do (verbosity bias "
-                f"{fmt(vb['value'], True)} {fmt_ci(vb, True)}, n={vb['n']}{_ptext(fam, 'verbosity_bias')}).",
+                f"{fmt(vb['value'], True)} {fmt_ci(vb, True)}, n={vb['n']}{p_text(fam, 'verbosity_bias')}).",
             )
         )
     out += _style_statements(metrics.get("regression") or {}, metrics.get("regression_human") or {}, fam)
@@ -147,7 +147,7 @@ def _order(metrics: Mapping[str, Any], fam: Family) -> Said:
         parts.append(f"P(first shown wins) {fmt(pb['value'])} {fmt_ci(pb, False)}, n={pb['n']}")
     consistency = (f"the same choice in both orders on {fmt(pc['value'], pct=True)} of {pc['n']} pairs "
                    f"{fmt_ci(pc, False, pct=True)}") if pc else ""
-    inner = ("; ".join(parts) + _ptext(fam, "order")).removeprefix("; ")
+    inner = ("; ".join(parts) + p_text(fam, "order")).removeprefix("; ")
     figure = f"({inner})" if inner else ""
     if sign := fam.rejects("order"):
         side = "first" if sign > 0 else "second"
@@ -176,7 +176,7 @@ def _preference(metrics: Mapping[str, Any], kind: str, title: str, whose: str, f
         }[sign]
         return [("caution" if sign else "ok",
                  f"{title}: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}"
-                 f"{_ptext(fam, key)}).")]
+                 f"{p_text(fam, key)}).")]
     if dp:
         return [("info",
                  f"{title}: picks {whose} in {fmt(dp.get('p_own'), pct=True)} of {dp['n']} pairs "
@@ -197,7 +197,7 @@ def _dbg(dbg: Mapping[str, Any] | None, key: str, whose: str, mutual_gold: bool,
         return [("caution",
                  f"Against the gold panel, gives {whose} {'more' if sign > 0 else 'fewer'} wins than the "
                  f"panel does (DBG {fmt(dbg['value'], True)} {fmt_ci(dbg, True)}, n={dbg['n']}"
-                 f"{_ptext(fam, key)}).")]
+                 f"{p_text(fam, key)}).")]
     return []
 
 
@@ -215,7 +215,7 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any], fam: Fam
             continue
         h = hterms.get(term)
         piece = (f"{'' if sign > 0 else 'fewer/less '}{label} ({fmt(t['coef'], True)}"
-                 f"{_ptext(fam, f'style:{term}')})")
+                 f"{p_text(fam, f'style:{term}')})")
         (shared if h and _excludes_zero(h) == sign else own).append(piece)
     out = []
     if own:
@@ -253,7 +253,7 @@ def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None =
             what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
             piece = (f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
                      f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}"
-                     f"{_ptext(fam, f'perturbation:{tag}')})")
+                     f"{p_text(fam, f'perturbation:{tag}')})")
             (moved if abs(shift["value"]) >= MATERIAL_SHIFT else small).append(piece)
     if moved:
         out.append(("caution", f"Perturbations (CALM) that move its P(A) by {MATERIAL_SHIFT} or more: "
@@ -270,7 +270,7 @@ def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None =
         text = {1: "tells its own answers apart", -1: "picks the other answer as its own",
                 0: "does not recognise its own answers beyond chance"}[sign]
         out.append(("info", f"Self-recognition: {text} ({fmt(rec['value'], pct=True)} of {rec['n']} "
-                            f"pairs {fmt_ci(rec, False, pct=True)}{_ptext(fam, 'self_recognition')}; "
+                            f"pairs {fmt_ci(rec, False, pct=True)}{p_text(fam, 'self_recognition')}; "
                             "Panickssery et al. link this to "
                             "self-preference)."))
     return out

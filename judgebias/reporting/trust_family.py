@@ -94,13 +94,13 @@ class Family:
                             for t, a in zip(self.tests, self.adjusted, strict=True)]}
 
 
-def _sign(x: float | None, null: float = 0.0) -> int:
+def sign_of(x: float | None, null: float = 0.0) -> int:
     if x is None:
         return 0
     return 1 if x > null else -1 if x < null else 0
 
 
-def _p(est: Mapping[str, Any] | None) -> float | None:
+def p_value_of(est: Mapping[str, Any] | None) -> float | None:
     p = (est or {}).get("p_value")
     return float(p) if isinstance(p, (int, float)) and 0.0 <= p <= 1.0 else None
 
@@ -108,7 +108,7 @@ def _p(est: Mapping[str, Any] | None) -> float | None:
 def _recognition_p(rec: Mapping[str, Any]) -> float | None:
     """The figure's exact binomial p-value; for figures written before it carried one, the same
     test from its counts (``correct`` of ``n`` decided pairs)."""
-    if (p := _p(rec)) is not None:
+    if (p := p_value_of(rec)) is not None:
         return p
     n, k = rec.get("n"), rec.get("correct")
     if not isinstance(n, int) or not isinstance(k, int) or n <= 0:
@@ -120,28 +120,29 @@ def _recognition_p(rec: Mapping[str, Any]) -> float | None:
 
 def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool) -> Iterator[Test]:
     order = metrics.get("position_bias")
-    if order and _p(order) is not None:
-        yield Test("order", "position_bias", _p(order), _sign(order.get("value"), 0.5))
-    elif _p((metrics.get("position_consistency") or {}).get("preference_fairness")) is not None:
+    if order and p_value_of(order) is not None:
+        yield Test("order", "position_bias", p_value_of(order), sign_of(order.get("value"), 0.5))
+    elif p_value_of((metrics.get("position_consistency") or {}).get("preference_fairness")) is not None:
         # Before position_bias, and for a table whose bias figure was not computable: the balance
         # of primacy against recency flips (t-test of 0) tests the same null; +1 = recency.
         pf = metrics["position_consistency"]["preference_fairness"]
-        yield Test("order", "position_consistency.preference_fairness", _p(pf), -_sign(pf.get("value")))
+        yield Test("order", "position_consistency.preference_fairness", p_value_of(pf),
+                   -sign_of(pf.get("value")))
     gap = (metrics.get("human_ceiling") or {}).get("gap")
-    if gap and _p(gap) is not None:
-        yield Test("human_ceiling", "human_ceiling.gap", _p(gap), _sign(gap.get("value")))
+    if gap and p_value_of(gap) is not None:
+        yield Test("human_ceiling", "human_ceiling.gap", p_value_of(gap), sign_of(gap.get("value")))
     for key in ("self_preference_eo", "family_preference_eo"):
         est = metrics.get(key)
-        if est and _p(est) is not None:
-            yield Test(key, key, _p(est), _sign(est.get("value")))
+        if est and p_value_of(est) is not None:
+            yield Test(key, key, p_value_of(est), sign_of(est.get("value")))
     if not mutual_gold:  # two judges each other's whole gold: DBG is explained, never claimed
         for key in ("dbg", "family_dbg"):
             est = metrics.get(key)
-            if est and _p(est) is not None:
-                yield Test(key, key, _p(est), _sign(est.get("value")))
+            if est and p_value_of(est) is not None:
+                yield Test(key, key, p_value_of(est), sign_of(est.get("value")))
     vb = metrics.get("verbosity_bias")
-    if vb and _p(vb) is not None:
-        yield Test("verbosity_bias", "verbosity_bias", _p(vb), _sign(vb.get("value")))
+    if vb and p_value_of(vb) is not None:
+        yield Test("verbosity_bias", "verbosity_bias", p_value_of(vb), sign_of(vb.get("value")))
     reg = metrics.get("regression") or {}
     terms = reg.get("terms") or {}
     if not reg.get("note"):
@@ -149,22 +150,22 @@ def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool) -> Iterator[T
             t = terms.get(term)
             # Origin terms are read only with the human label in the model: without it "prefers
             # its own" mixes bias with the quality of its own answers.
-            if not t or _p(t) is None or (term.endswith("_origin") and "human_a" not in terms):
+            if not t or p_value_of(t) is None or (term.endswith("_origin") and "human_a" not in terms):
                 continue
-            yield Test(f"style:{term}", f"regression.terms.{term}", _p(t), _sign(t.get("coef")))
+            yield Test(f"style:{term}", f"regression.terms.{term}", p_value_of(t), sign_of(t.get("coef")))
 
 
 def _probe_tests(probes: Mapping[str, Any], judge: str) -> Iterator[Test]:
     pert = ((probes.get("perturbations") or {}).get("judges") or {}).get(judge) or {}
     for tag, entry in pert.items():
         shift = entry.get("shift") or {}
-        if shift.get("value") is not None and _p(shift) is not None:
-            yield Test(f"perturbation:{tag}", f"probes.perturbations.{tag}.shift", _p(shift),
-                       _sign(shift["value"]))
+        if shift.get("value") is not None and p_value_of(shift) is not None:
+            yield Test(f"perturbation:{tag}", f"probes.perturbations.{tag}.shift", p_value_of(shift),
+                       sign_of(shift["value"]))
     rec = (((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}).get(
         "self_recognition")
     if rec and rec.get("value") is not None and (p := _recognition_p(rec)) is not None:
-        yield Test("self_recognition", "probes.self_recognition", p, _sign(rec["value"], 0.5))
+        yield Test("self_recognition", "probes.self_recognition", p, sign_of(rec["value"], 0.5))
 
 
 def declare(metrics: Mapping[str, Any] | None, probes: Mapping[str, Any] | None = None,

@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from judgebias.multiplicity import HOLM, adjust, check_method
-from judgebias.reporting.trust import Said, _ptext, fmt, fmt_ci
-from judgebias.reporting.trust_family import Family, Test, _p, _sign
+from judgebias.reporting.trust import Said, fmt, fmt_ci, p_text
+from judgebias.reporting.trust_family import Family, Test, p_value_of, sign_of
 
 LI_2025 = "Li et al. 2025"
 # Figure key -> (row label, meaning, source, signed); the order of the page's rows.
@@ -99,14 +99,13 @@ def _probe_figures(probes: Mapping[str, Any] | None, judge: str) -> Mapping[str,
 def declare(figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str) -> Iterator[Test]:
     for key in CLAIMED:
         est = _at(figures, key)
-        if est is not None and _p(est) is not None:
-            yield Test(key, key, _p(est), _sign(est["value"]))
+        if est is not None and p_value_of(est) is not None:
+            yield Test(key, key, p_value_of(est), sign_of(est["value"]))
     for tag, entry in _probe_figures(probes, judge).items():
         shift = entry.get("score_shift") or {}
-        if shift.get("value") is not None and _p(shift) is not None:
-            yield Test(
-                f"pwprobe:{tag}", f"pointwise_probes.{tag}.score_shift", _p(shift), _sign(shift["value"])
-            )
+        if shift.get("value") is not None and p_value_of(shift) is not None:
+            yield Test(f"pwprobe:{tag}", f"pointwise_probes.{tag}.score_shift", p_value_of(shift),
+                       sign_of(shift["value"]))
 
 
 def pointwise_family(
@@ -126,7 +125,7 @@ def pointwise_statements(
 
     def said(key: str, unit: str = "") -> str:
         est = _at(figures, key) or {}
-        return f"{fmt(est['value'], True)}{unit} {fmt_ci(est, True)}, n={est['n']}{_ptext(fam, key)}"
+        return f"{fmt(est['value'], True)}{unit} {fmt_ci(est, True)}, n={est['n']}{p_text(fam, key)}"
 
     bias = _at(figures, "score_bias_human")
     if bias is not None:
@@ -172,7 +171,7 @@ def pointwise_statements(
             moved.append(
                 f"{what} ({'higher' if shift['value'] > 0 else 'lower'}, shift "
                 f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}{kept}"
-                f"{_ptext(fam, f'pwprobe:{tag}')})"
+                f"{p_text(fam, f'pwprobe:{tag}')})"
             )
     if moved:
         out.append(
