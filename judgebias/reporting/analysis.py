@@ -38,8 +38,9 @@ _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdi
 
 
 def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
-    # Shallow: with copy-on-write the numeric columns are shared with ``prepared``, not copied.
-    lean = prepared[[c for c in _LEAN if c in prepared.columns]].copy(deep=False)
+    # Column by column: with copy-on-write the numeric columns are shared with ``prepared``, not
+    # copied (a list selection copies the columns it picks out of a consolidated block: the counts).
+    lean = pd.DataFrame({c: prepared[c] for c in _LEAN if c in prepared.columns}, copy=False)
     for c in _CATEGORICAL:
         if c in lean.columns:
             codes, uniques = pd.factorize(lean[c], use_na_sentinel=True)
