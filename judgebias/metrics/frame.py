@@ -126,8 +126,16 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
 def _label_features(codes: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, ...]:
     """``human_features`` from the flattened label codes (0/1/2, rows in order) and each row's count."""
     n = lens.size
-    row = np.repeat(np.arange(n, dtype=np.int64), lens)
-    counts = np.bincount(row * 3 + codes, minlength=3 * n).reshape(n, 3)
+    # Each row's count of a label: a running count of that label read at the rows' list bounds (no
+    # row number and key per label: three table-sized int64 arrays of three labels per row).
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=bounds[1:])
+    counts = np.empty((n, 3), dtype=np.int64)
+    running = np.zeros(codes.size + 1, dtype=np.int64)
+    for label in (A, B, TIE):
+        np.cumsum(codes == label, out=running[1:])
+        counts[:, label] = running[bounds[1:]] - running[bounds[:-1]]
+    del running
     top = counts.argmax(axis=1).astype(np.int8)
     has_majority = counts.max(axis=1) * 2 > lens
     majority = np.where(lens == 0, MISSING, np.where(has_majority, top, NO_MAJORITY)).astype(np.int8)
@@ -152,7 +160,7 @@ def _arrow_label_codes(human: pd.Series) -> tuple[np.ndarray, np.ndarray] | None
     if codes.null_count:
         return None
     lens = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes.to_numpy(zero_copy_only=False).astype(np.int64), lens
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8), lens
 
 
 def response_features(column: str, texts) -> dict[str, np.ndarray]:
