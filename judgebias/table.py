@@ -197,13 +197,15 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     # (pair_id, judge) repeated: ``DataFrame.duplicated`` on the two columns' codes (a missing value
     # equal to another, as there), the ids hashed once for this and the text checks below.
     pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
+    pair = pair.astype(np.int32) if len(pair) < 2**31 - 1 else pair  # half the memory of each index
     for i in np.flatnonzero(_repeated(pair, value_codes(out["judge"])[0])):
         key = (out["pair_id"].iat[i], out["judge"].iat[i])
         flag(i, "pair_id", f"duplicate (pair_id, judge) = {key!r}")
     # A pair_id names one (prompt, response_a, response_b) by two generators: gold, DBG and agreement
     # join judges on it, so rows that disagree would silently compare different texts or authors.
+    first_of_pair = _first_rows(pair) if pair.size and pair.min() >= 0 else None
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
-        for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair)):
+        for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair, first_of_pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 
     exclusions = Exclusions()
@@ -245,10 +247,16 @@ def _first_rows(key: np.ndarray) -> np.ndarray:
     return first[first < key.size]
 
 
-def _differs_from_first(codes: np.ndarray, pair: np.ndarray) -> np.ndarray:
+def _differs_from_first(codes: np.ndarray, pair: np.ndarray, first_of_pair: np.ndarray | None = None
+                        ) -> np.ndarray:
     """Rows whose value differs from the first non-missing value of their pair, both given as
     factorize codes (-1: missing). Equal texts are equal codes: exact, and no per-row copy of the
-    texts is made."""
+    texts is made. ``first_of_pair``: each pair's first row (``_first_rows(pair)``) where no row
+    misses its pair, shared by the columns that miss no value (their first value is that row's)."""
+    if first_of_pair is not None and codes.size and codes.min() >= 0:
+        first_code = np.full(first_of_pair.size, -1, dtype=np.int64)
+        first_code[pair[first_of_pair]] = codes[first_of_pair]
+        return codes != first_code[pair]
     ok = (codes >= 0) & (pair >= 0)
     rows = np.flatnonzero(ok)
     first_code = np.full(int(pair.max()) + 1 if pair.size else 0, -1, dtype=np.int64)
