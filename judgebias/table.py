@@ -34,6 +34,7 @@ from judgebias.table_columns import (
     arrow_label_lists,
     bool_mask,
     first_labels_by_value,
+    hand_back_memory,
     is_missing,
     is_text_categorical,
     is_text_dtype,
@@ -196,6 +197,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
 
     # (pair_id, judge) repeated: ``DataFrame.duplicated`` on the two columns' codes (a missing value
     # equal to another, as there), the ids hashed once for this and the text checks below.
+    if len(out) >= _FOLD_BLOCK:  # what the checks above freed, before the table-sized ones below
+        hand_back_memory()
     pair = pd.factorize(out["pair_id"], use_na_sentinel=True)[0]
     pair = pair.astype(np.int32) if len(pair) < 2**31 - 1 else pair  # half the memory of each index
     for i in np.flatnonzero(_repeated(pair, value_codes(out["judge"])[0])):
