@@ -232,7 +232,10 @@ def _repeated(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     other, as in ``DataFrame.duplicated``."""
     if first.size == 0:
         return np.zeros(0, dtype=bool)
-    key = (first.astype(np.int64) + 1) * (int(second.max()) + 2) + (second.astype(np.int64) + 1)
+    mult = int(second.max()) + 2
+    # 32-bit keys where they fit: the same keys in half the memory.
+    dtype = np.int32 if (int(first.max()) + 2) * mult < 2**31 else np.int64
+    key = (first.astype(dtype) + 1) * mult + (second.astype(dtype) + 1)
     out = np.ones(key.size, dtype=bool)
     out[_first_rows(key)] = False
     return out
@@ -245,8 +248,9 @@ def _first_rows(key: np.ndarray) -> np.ndarray:
     top = int(key.max()) + 1 if key.size else 0
     if top > 4 * key.size + 1024:
         return np.unique(key, return_index=True)[1]
-    first = np.full(top, key.size, dtype=np.int64)
-    np.minimum.at(first, key, np.arange(key.size, dtype=np.int64))
+    dtype = np.int32 if key.size < 2**31 - 1 else np.int64  # row numbers: 32 bits hold them
+    first = np.full(top, key.size, dtype=dtype)
+    np.minimum.at(first, key, np.arange(key.size, dtype=dtype))
     return first[first < key.size]
 
 
