@@ -36,10 +36,15 @@ def check_rule(rule: str) -> FoldRule:
     return rule  # type: ignore[return-value]
 
 
+# One object per verdict, shared by every row: a numpy string array cast to object made a string
+# object per row (about 50 bytes each, 0.4 GB for the verdicts of ten million rows).
+_VERDICT_OF_CODE = np.array(["a", "b", "tie", None], dtype=object)
+
+
 def _from_p(p: np.ndarray) -> np.ndarray:
-    out = np.where(p > 0.5, "a", np.where(p < 0.5, "b", "tie")).astype(object)
-    out[np.isnan(p)] = None
-    return out
+    code = np.where(p > 0.5, 0, np.where(p < 0.5, 1, 2)).astype(np.int8)
+    code[np.isnan(p)] = 3
+    return _VERDICT_OF_CODE[code]
 
 
 def _column(df: pd.DataFrame, name: str, kind: type) -> np.ndarray:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from judgebias.parquet_columns import text_categorical, text_stand_in
 from judgebias.table import Exclusions, TableError, validate
+from judgebias.table_columns import hand_back_memory
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -109,30 +110,13 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
         raw = _read_parquet_columnar(path, response_features)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
-    _hand_back_memory()
+    hand_back_memory()
     table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid)
     if response_features is not None:  # the stand-ins are no texts: they never leave this function
         table = table.drop(columns=[c for c in RESPONSES if c in raw.attrs.get("stand_ins", ())])
     del raw
-    _hand_back_memory()
+    hand_back_memory()
     return table, exclusions
-
-
-def _hand_back_memory() -> None:
-    """Return the memory that reading freed to the system: Arrow's pool keeps freed buffers for
-    reuse and glibc's heap keeps freed arrays under its mmap threshold (the read frees about as
-    much as it keeps: 0.2 GB of 0.4 GB per million rows), so the figures would start from a peak
-    they do not need. Best effort: nothing happens where glibc is not the allocator."""
-    import contextlib
-    import ctypes
-    import gc
-
-    import pyarrow as pa
-
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def parquet_rows(path: str | Path) -> int:

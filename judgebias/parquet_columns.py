@@ -173,7 +173,9 @@ def text_stand_in(parquet_file, column: str, group: np.ndarray, features
     codes = np.where(row_text >= 0, code_of_text[np.maximum(row_text, 0)] if blank.size else -1,
                      -1).astype(np.int32)
     at = np.where(row_text >= 0, row_text, blank.size)
-    columns = {name: v[at].astype(np.int32) for name, v in per_text.items()}
+    # Cast per text, then spread to the rows: one int32 column per feature, no int64 one beside it.
+    columns = {name: v.astype(np.int32)[at] for name, v in per_text.items()}
+    del at, row_text, per_text  # the row-sized indices are spent: not held while the categories are built
     stand_in = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(
         pd.Index(pd.arrays.ArrowExtensionArray(categories))))
     return stand_in, columns

@@ -9,6 +9,7 @@ majority.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from itertools import chain
 
@@ -125,8 +126,16 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
 def _label_features(codes: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, ...]:
     """``human_features`` from the flattened label codes (0/1/2, rows in order) and each row's count."""
     n = lens.size
-    row = np.repeat(np.arange(n, dtype=np.int64), lens)
-    counts = np.bincount(row * 3 + codes, minlength=3 * n).reshape(n, 3)
+    # Each row's count of a label: a running count of that label read at the rows' list bounds (no
+    # row number and key per label: three table-sized int64 arrays of three labels per row).
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=bounds[1:])
+    counts = np.empty((n, 3), dtype=np.int64)
+    running = np.zeros(codes.size + 1, dtype=np.int64)
+    for label in (A, B, TIE):
+        np.cumsum(codes == label, out=running[1:])
+        counts[:, label] = running[bounds[1:]] - running[bounds[:-1]]
+    del running
     top = counts.argmax(axis=1).astype(np.int8)
     has_majority = counts.max(axis=1) * 2 > lens
     majority = np.where(lens == 0, MISSING, np.where(has_majority, top, NO_MAJORITY)).astype(np.int8)
@@ -151,7 +160,7 @@ def _arrow_label_codes(human: pd.Series) -> tuple[np.ndarray, np.ndarray] | None
     if codes.null_count:
         return None
     lens = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes.to_numpy(zero_copy_only=False).astype(np.int64), lens
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8), lens
 
 
 def response_features(column: str, texts) -> dict[str, np.ndarray]:
@@ -230,7 +239,13 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             for name, target in zip(MARKDOWN, markdown, strict=True):
                 new[target] = counts[name][inverse]
     # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
-    return df.copy(deep=False).assign(**new)
+    if any(c in df.columns for c in new) or not df.index.is_unique:
+        return df.copy(deep=False).assign(**new)
+    # ``assign`` copies every numpy array it is given (pandas 3): the new columns joined as they
+    # are instead (0.4 GB less at the peak of ten million rows), same columns in the same order.
+    out = pd.concat([df, pd.DataFrame(new, index=df.index, copy=False)], axis=1)
+    out.attrs = copy.deepcopy(df.attrs)
+    return out
 
 
 def _best_row_per_pair(pair: np.ndarray, n_labels: np.ndarray) -> np.ndarray:
