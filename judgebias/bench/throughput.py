@@ -34,11 +34,8 @@ from judgebias.bench.hardware import PeakMemory, cpu_name, gpu_peak_tflops, meas
 
 def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
     """Real instructions and responses (bundled LLMBar-Natural): each instruction's own response
-    against another instruction's, alternating sides, so the right answer is known.
-
-    Past the 78 bundled rows each round pairs a row with a farther one, so every pair is new: the
-    engine computes an identical prompt once, and repeated pairs would count as work not done.
-    """
+    against another's, alternating sides, so the right answer is known; past the 78 rows each round
+    pairs a row with a farther one (the engine computes identical prompts once: no repeats)."""
     from importlib.resources import files
 
     from judgebias.records import Pair
