@@ -177,6 +177,19 @@ def test_regression_recovers_known_effects_and_skips_absent_terms():
     assert terms["intercept"]["coef"] == pytest.approx(-0.2, abs=0.15)
     assert terms["self_origin"]["p_value"] < 1e-6
     assert 0 < est.value < 1
+    # The Wald inference is computed without statsmodels' refit: it must be statsmodels' own (same
+    # design: intercept, human +1/-1, own +1/0/-1; no tie, so every row is used).
+    import statsmodels.api as sm
+
+    X = np.column_stack([np.ones(n), human_a * 2.0 - 1, own.astype(float)])
+    ref = sm.Logit(picks_a.astype(float), X).fit(disp=0)
+    ci = ref.conf_int(alpha=0.05)
+    for i, name in enumerate(["intercept", "human_a", "self_origin"]):
+        assert terms[name]["coef"] == pytest.approx(ref.params[i], rel=1e-9)
+        assert terms[name]["ci_low"] == pytest.approx(ci[i, 0], rel=1e-9)
+        assert terms[name]["ci_high"] == pytest.approx(ci[i, 1], rel=1e-9)
+        assert terms[name]["p_value"] == pytest.approx(ref.pvalues[i], rel=1e-6)
+    assert est.value == pytest.approx(ref.prsquared, rel=1e-9)
 
 
 def test_regression_separates_same_family_from_exact_self():
