@@ -115,7 +115,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
                 v = values.iat[i]
                 what = "a number" if isinstance(v, (int, float, np.number)) else f"a {type(v).__name__}"
                 flag(i, column, f"{str(v)[:40]!r} is {what}, not text")
-    out["pair_id"] = out["pair_id"].astype(str)
+    if not is_text_categorical(out["pair_id"]):  # a categorical of texts (read_for_analysis) stays one
+        out["pair_id"] = out["pair_id"].astype(str)
 
     for column in TEXT_OPTIONAL:
         if column not in out.columns:

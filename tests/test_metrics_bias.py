@@ -218,6 +218,21 @@ def test_regression_separates_same_family_from_exact_self():
     assert "family_origin" not in choice_regression(df, "j").details["terms"]
 
 
+def test_regression_newton_from_a_subsample_reaches_statsmodels_estimate():
+    # Past _WARM_START_ROWS the Newton fit starts from a subsample's: the same maximum, to 1e-9.
+    import statsmodels.api as sm
+
+    from judgebias.metrics.regression import _WARM_START_ROWS, _newton
+
+    rng = np.random.default_rng(3)
+    n = _WARM_START_ROWS + 1000
+    X = np.column_stack([np.ones(n), rng.normal(size=n), rng.normal(size=n)])
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([0.3, -1.0, 0.5]))))).astype(float)
+    beta, converged = _newton(X, y)
+    assert converged
+    np.testing.assert_allclose(beta, sm.Logit(y, X).fit(disp=0).params, rtol=1e-9)
+
+
 def test_regression_perfect_separation_is_a_note_not_a_crash():
     rows = [dict(generator_a="o", generator_b="x", human=[h], verdict=h, response_a="a " * (i % 7 + 1))
             for i, h in enumerate(["a", "b"] * 30)]
