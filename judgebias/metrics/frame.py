@@ -144,6 +144,20 @@ def _label_features(codes: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, ..
     return majority, np.where(lens == 0, np.nan, vote), lens, counts[:, TIE]
 
 
+def _arrow_list_lengths(human: pd.Series) -> np.ndarray | None:
+    """Labels per row of an Arrow list column (0 where missing); None for any other column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not isinstance(human.dtype, pd.ArrowDtype):
+        return None
+    arrow_type = human.dtype.pyarrow_dtype
+    if not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
+        return None
+    arr = pa.array(human.array)
+    return pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _arrow_label_codes(human: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     """(flattened label codes, labels per row) of an Arrow list-of-text column, by Arrow kernels;
     None when it holds anything but "a" / "b" / "tie" (the per-row path then names the bad label)."""
@@ -213,10 +227,19 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             raise ValueError(f"column 'pair_id': row {int(np.flatnonzero(pair < 0)[0]) + 1} has no pair id")
     if any(c not in df.columns for c in (HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES)):
         if "human" in df.columns:
-            maj, vote, n_labels, ties = human_features(df["human"])
             # Labels belong to the pair (``table.pairs``): every row of a pair gets the labels of
             # its row with the most of them, so human-only rows label the judges' rows too.
-            best = _best_row_per_pair(pair, n_labels)
+            lens = _arrow_list_lengths(df["human"])
+            if lens is None:
+                maj, vote, n_labels, ties = human_features(df["human"])
+                best = _best_row_per_pair(pair, n_labels)
+            else:  # Arrow lists (a large table): only each pair's best row is read, then spread
+                best = _best_row_per_pair(pair, lens)
+                read = np.zeros(len(df), dtype=bool)
+                read[best] = True
+                rows = np.flatnonzero(read)
+                maj, vote, n_labels, ties = human_features(df["human"].iloc[rows])
+                best = (np.cumsum(read) - 1)[best]  # positions among the rows read
             new[HUMAN], new[HUMAN_VOTE], new[HUMAN_N] = maj[best], vote[best], n_labels[best]
             new[HUMAN_TIES] = ties[best]
         else:
