@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.protocol import Generation, OptionScores, TokenLogprobs
+from judgebias.runstore import naming_full_disk
 
 ENV_CACHE_DIR = "JUDGEBIAS_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/judgebias/calls")
@@ -174,7 +175,7 @@ class ResponseCache:
         if not self.enabled or not rows:
             return
         now = time.time()
-        with self._lock:
+        with self._lock, naming_full_disk(self.path):
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:

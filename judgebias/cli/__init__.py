@@ -136,10 +136,16 @@ def main() -> None:
     try:
         app()
     except Exception as exc:
-        if not _is_user_error(exc):
+        if _is_user_error(exc):
+            typer.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from None
+        from judgebias.cli import full_disk
+
+        said = full_disk.line(exc)  # a full disk, however deep in the chain (Prefect re-raises it)
+        if said is None:
             raise
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
+        typer.echo(said, err=True)
+        raise SystemExit(full_disk.EXIT_CODE) from None
     except SystemExit as exc:
         if exc.code == 130 and _interrupted(exc):
             _stop_now(130)
