@@ -77,6 +77,29 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
             todo.extend(cur.exceptions)
 
 
+# Under this many bytes available to the user, a write that failed with an I/O error failed for space.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def nearly_full(path: str | os.PathLike) -> bool:
+    """Whether the file system that holds ``path`` (or its nearest existing folder) has almost no
+    space left for this user: SQLite says only "disk I/O error" when it cannot grow its files."""
+    where = os.path.abspath(path)
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+
+
+def io_error(exc: BaseException) -> bool:
+    """An error a full disk also causes under another name (EIO, SQLite's "disk I/O error"); not a
+    refused permission or a missing folder, which say what they are."""
+    return getattr(exc, "errno", None) == errno.EIO or "i/o error" in _text(exc)
+
+
 def find(exc: BaseException) -> DiskFull | None:
     """The full disk behind ``exc`` (anywhere in its chain), or None when the disk is not the cause."""
     hits = [e for e in _chain(exc) if _is_full(e)]

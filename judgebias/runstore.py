@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.diskfull import DiskFullError, find
+from judgebias.diskfull import DiskFullError, find, io_error, nearly_full
 from judgebias.layout import RunLayout
 
 MANIFEST = RunLayout.manifest
@@ -88,11 +88,12 @@ def _as_created(path: str | Path, directory: bool = False) -> None:
 @contextlib.contextmanager
 def naming_full_disk(path: str | os.PathLike) -> Iterator[None]:
     """A full disk met while writing ``path`` raised as ``DiskFullError`` naming ``path``: pyarrow's
-    error names no file, Python's the temporary one, a folder's the file inside it that is deleted."""
+    error names no file, Python's the temporary one, a folder's the file inside it that is deleted.
+    An I/O error on a file system left with almost no space counts as one too."""
     try:
         yield
     except Exception as exc:
-        if find(exc) is None:
+        if find(exc) is None and not (io_error(exc) and nearly_full(path)):
             raise
         raise DiskFullError(path, exc) from exc
 

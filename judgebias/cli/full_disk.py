@@ -49,7 +49,8 @@ def line(exc: BaseException) -> str | None:
         return None
     parts = [f"error: disk full ({full.reason})" + (f" while writing {full.path}" if full.path else "")]
     parts += _KEPT
-    text = "; ".join(parts) + f". Free some space, then run the same command to resume: {resume_command()}"
+    then = "to resume" if _KEPT else "again"
+    text = "; ".join(parts) + f". Free some space, then run the same command {then}: {resume_command()}"
     return terminal_safe(text)  # paths and arguments are the user's: no terminal escapes
 
 
