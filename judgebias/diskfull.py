@@ -63,7 +63,8 @@ def _is_full(exc: BaseException) -> bool:
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc``, then what it was raised from or during, and an exception group's members, nearest
-    first (each once: chains can loop)."""
+    first (each once: chains can loop). A context dropped with ``raise ... from None`` is left out,
+    as tracebacks leave it out: the code that raised chose what to say instead."""
     seen: set[int] = set()
     todo = [exc]
     while todo:
@@ -72,7 +73,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
             continue
         seen.add(id(cur))
         yield cur
-        todo.extend(e for e in (cur.__cause__, cur.__context__) if e is not None)
+        context = None if cur.__suppress_context__ else cur.__context__
+        todo.extend(e for e in (cur.__cause__, context) if e is not None)
         if isinstance(cur, BaseExceptionGroup):
             todo.extend(cur.exceptions)
 

@@ -17,10 +17,10 @@ EXIT_CODE = 74
 _KEPT: list[str] = []
 
 
-def keep(what: str) -> None:
+def keep(what: str | None) -> None:
     """Say, should the disk fill during this command, what it leaves for the rerun to reuse
-    (e.g. "the stages already finished are kept in <run folder>")."""
-    _KEPT[:] = [what]
+    (e.g. "the stages already finished are kept in <run folder>"); None: nothing (the default)."""
+    _KEPT[:] = [what] if what else []
 
 
 def resume_command(argv: list[str] | None = None) -> str:
