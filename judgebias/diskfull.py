@@ -23,12 +23,14 @@ _WORDS = ("no space left on device", "disk quota exceeded", "database or disk is
 
 
 class DiskFullError(OSError):
-    """The disk filled while ``path`` was being written (raised from the library's own error, which
-    often does not name the file: pyarrow's never does)."""
+    """The disk filled while ``filename`` was being written (raised from the library's own error,
+    which often does not name the file: pyarrow's never does). Built by ``writing``; OSError's own
+    arguments, so it pickles (a Dask worker's error travels pickled)."""
 
-    def __init__(self, path: str | os.PathLike, cause: BaseException):
+    @classmethod
+    def writing(cls, path: str | os.PathLike, cause: BaseException) -> DiskFullError:
         code = errno.EDQUOT if _quota(cause) else errno.ENOSPC
-        super().__init__(code, os.strerror(code), str(path))
+        return cls(code, os.strerror(code), os.fspath(path))
 
 
 @dataclass(frozen=True)

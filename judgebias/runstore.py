@@ -95,7 +95,7 @@ def naming_full_disk(path: str | os.PathLike) -> Iterator[None]:
     except Exception as exc:
         if find(exc) is None and not (io_error(exc) and nearly_full(path)):
             raise
-        raise DiskFullError(path, exc) from exc
+        raise DiskFullError.writing(path, exc) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

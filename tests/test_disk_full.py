@@ -120,6 +120,10 @@ def test_the_writer_names_the_file_it_was_writing_and_leaves_no_half_file(tmp_pa
     assert raised.value.filename == str(tmp_path / "run" / "judgments" / "ta.parquet")
     assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.filename is None
     assert find(raised.value).path == raised.value.filename
+    import pickle  # a Dask worker's error reaches the flow pickled
+
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is DiskFullError and again.filename == raised.value.filename
     assert sorted(p.name for p in (tmp_path / "run").rglob("*") if p.is_file()) == ["pairs.parquet"]
 
 
