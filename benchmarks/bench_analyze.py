@@ -11,7 +11,8 @@ when it is already there), then a fresh Python process per measurement reads it 
 not grow with the table). Each row gives the wall and CPU seconds of that process's work and its
 peak resident memory (``VmHWM``: interpreter and imports included). ``--compare REV`` runs the
 code of git revision REV (exported with ``git archive`` into a temporary folder) on the same file
-right before this tree's code, and prints both rows and whether their JSON is identical.
+right before this tree's code, and prints both rows and whether their JSON is identical (where
+not, whether only numbers differ and by how much at most).
 
 It measures, it asserts nothing. The synthetic data has a known structure (self bonus, verbosity
 and perplexity effects, position bias, one verdict-only judge) so the printed figures can also be
@@ -172,7 +173,7 @@ def write_synthetic_parquet(path: Path, n_rows: int, n_judges: int = 5, seed: in
     return path
 
 
-def _run_file(path: str) -> dict:
+def _run_file(path: str, json_out: str | None = None) -> dict:
     """The child's work: read + validate the file, analyze, serialise (what ``judgebias analyze``
     does before its plots). Runs in a fresh process so the peak memory is this work's alone."""
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
@@ -194,6 +195,8 @@ def _run_file(path: str) -> dict:
     text = json.dumps(analyze(table, exclusions=excl), indent=2, allow_nan=False)
     t2, c2 = time.perf_counter(), time.process_time()
     digest = hashlib.sha256(text.encode()).hexdigest()
+    if json_out:
+        Path(json_out).write_text(text)
     return {"rows": len(table), "read_validate_s": t1 - t0, "analyze_s": t2 - t1, "wall_s": t2 - t0,
             "cpu_s": c2 - c0, "peak_mb": peak_rss_mb(), "json_sha256": digest}
 
@@ -209,10 +212,10 @@ def _export(rev: str, dest: Path) -> Path:
     return dest / "code"
 
 
-def _measure(path: Path, code: Path) -> dict:
+def _measure(path: Path, code: Path, json_out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
-    proc = subprocess.run([sys.executable, __file__, "--child", str(path)], env=env, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--child-json", str(json_out)],
+                          env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout)[-2000:]}
     return json.loads(proc.stdout.splitlines()[-1])
@@ -230,17 +233,42 @@ def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compa
             if not path.exists():
                 workdir.mkdir(parents=True, exist_ok=True)
                 write_synthetic_parquet(path, n, judges, seed)
-            digests = set()
-            for name, code in versions:
-                m = _measure(path, code)
+            digests, first = set(), None
+            for i, (name, code) in enumerate(versions):
+                out = Path(tmp) / f"analysis_{i}.json"
+                m = _measure(path, code, out)
                 if "error" in m:
                     print(f"{n:>11,} {name:<22} failed: {m['error'].strip().splitlines()[-1]}")
                     continue
                 digests.add(m["json_sha256"])
+                same = ""
+                if len(digests) > 1:  # how far apart: the structure, and the largest relative gap
+                    gap = json_gap(json.loads(first.read_text()), json.loads(out.read_text()))
+                    same = " DIFFERS" + ("" if gap is None else f" (numbers only; largest relative gap "
+                                                                f"{gap:.1e})")
+                first = first or out
                 print(f"{m['rows']:>11,} {name:<22} {m['wall_s']:7.1f} {m['cpu_s']:7.1f} "
                       f"{m['read_validate_s']:16.1f} {m['analyze_s']:10.1f} {m['peak_mb']:8.0f}  "
-                      f"{m['json_sha256'][:12]}{'' if len(digests) == 1 else ' DIFFERS'}", flush=True)
+                      f"{m['json_sha256'][:12]}{same}", flush=True)
         print(f"file: {workdir}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def json_gap(a, b) -> float | None:
+    """The largest relative difference between the numbers of two JSON documents of the same shape
+    (same keys, lengths, texts and booleans); None where the shapes differ."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
+        return 0.0 if a == b and type(a) is type(b) else None
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) / max(abs(a), abs(b)) if a != b else 0.0
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return None
+        gaps = [json_gap(a[k], b[k]) for k in a]
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        gaps = [json_gap(x, y) for x, y in zip(a, b, strict=True)]
+    else:
+        return None
+    return None if None in gaps else max(gaps, default=0.0)
 
 
 def _proc_status_mb(field: str) -> float | None:
@@ -290,9 +318,10 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "judgebias-bench",
                         help="Where the Parquet files are written (and reused).")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-json", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_run_file(args.child)))
+        print(json.dumps(_run_file(args.child, args.child_json)))
         return
     if args.file_rows:
         file_benchmark([int(x) for x in args.file_rows.split(",")], args.judges, args.seed, args.workdir,

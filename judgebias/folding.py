@@ -38,13 +38,29 @@ def check_rule(rule: str) -> FoldRule:
 
 # One object per verdict, shared by every row: a numpy string array cast to object made a string
 # object per row (about 50 bytes each, 0.4 GB for the verdicts of ten million rows).
-_VERDICT_OF_CODE = np.array(["a", "b", "tie", None], dtype=object)
+VERDICT_OF_CODE = np.array(["a", "b", "tie", None], dtype=object)
+NO_VERDICT = 3  # the code of "no verdict"
+_CODE_OF_VERDICT = {"a": 0, "b": 1, "tie": 2}
+APPLIED_OF_CODE = np.array([AGREE, MEAN, None], dtype=object)  # -1 (none) reads the last
 
 
-def _from_p(p: np.ndarray) -> np.ndarray:
+def _from_p_codes(p: np.ndarray) -> np.ndarray:
     code = np.where(p > 0.5, 0, np.where(p < 0.5, 1, 2)).astype(np.int8)
-    code[np.isnan(p)] = 3
-    return _VERDICT_OF_CODE[code]
+    code[np.isnan(p)] = NO_VERDICT
+    return code
+
+
+def verdict_codes(values) -> np.ndarray:
+    """"a" / "b" / "tie" / missing -> 0 / 1 / 2 / 3 (int8), hashed once per distinct value; anything
+    else is a ValueError (a table is validated first)."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object) if isinstance(values, np.ndarray)
+                                  else values, use_na_sentinel=True)
+    lut = np.full(len(uniques) + 1, NO_VERDICT, dtype=np.int8)  # the NA sentinel (-1) reads the last
+    for i, u in enumerate(uniques):
+        if u not in _CODE_OF_VERDICT:
+            raise ValueError(f"verdict {u!r} is not 'a', 'b' or 'tie'")
+        lut[i] = _CODE_OF_VERDICT[u]
+    return lut[codes]
 
 
 def _column(df: pd.DataFrame, name: str, kind: type) -> np.ndarray:
@@ -57,10 +73,24 @@ def _column(df: pd.DataFrame, name: str, kind: type) -> np.ndarray:
     return values
 
 
+def _float(df: pd.DataFrame, name: str) -> np.ndarray:
+    return _column(df, name, float)
+
+
 def fold(df: pd.DataFrame, rules: str | np.ndarray = DEFAULT_FOLD) -> tuple[np.ndarray, np.ndarray]:
     """(verdict, applied rule) per row of a table from its per-order columns; see ``fold_arrays``."""
-    return fold_arrays(_column(df, "verdict_ab", str), _column(df, "verdict_ba", str),
-                       _column(df, "p_a_ab", float), _column(df, "p_a_ba", float), rules)
+    verdict, applied = fold_frame_codes(df, rules)
+    return VERDICT_OF_CODE[verdict], APPLIED_OF_CODE[applied]
+
+
+def fold_frame_codes(df: pd.DataFrame, rules: str | np.ndarray = DEFAULT_FOLD
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``fold`` as codes: (verdict 0 / 1 / 2 / 3 = a / b / tie / none, applied rule 0 / 1 / -1 =
+    agree-else-tie / mean-probability / none), int8, without an object per row."""
+    none = np.full(len(df), NO_VERDICT, dtype=np.int8)
+    v_ab = verdict_codes(df["verdict_ab"]) if "verdict_ab" in df.columns else none
+    v_ba = verdict_codes(df["verdict_ba"]) if "verdict_ba" in df.columns else none
+    return fold_codes(v_ab, v_ba, _float(df, "p_a_ab"), _float(df, "p_a_ba"), rules)
 
 
 def fold_arrays(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.ndarray,
@@ -72,22 +102,36 @@ def fold_arrays(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.n
     absent). ``rules`` is one rule for every row or one per row. The applied rule is never
     ``auto``: it is the rule that decided the row.
     """
+    verdict, applied = fold_codes(verdict_codes(np.asarray(v_ab, dtype=object)),
+                                  verdict_codes(np.asarray(v_ba, dtype=object)), p_ab, p_ba, rules)
+    return VERDICT_OF_CODE[verdict], APPLIED_OF_CODE[applied]
+
+
+def fold_codes(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.ndarray,
+               rules: str | np.ndarray = DEFAULT_FOLD) -> tuple[np.ndarray, np.ndarray]:
+    """``fold_arrays`` on verdict codes (``verdict_codes``); returns ``fold_frame_codes``'s codes."""
     n = len(v_ab)
-    rules = np.full(n, rules, dtype=object) if isinstance(rules, str) else np.asarray(rules, dtype=object)
-    for rule in pd.unique(rules):  # the distinct rules, not a Python list of every row's
-        check_rule(rule)
     p_ab, p_ba = np.asarray(p_ab, dtype=float), np.asarray(p_ba, dtype=float)
-    v_ab = np.where(pd.isna(v_ab), _from_p(p_ab), v_ab)
-    v_ba = np.where(pd.isna(v_ba), _from_p(p_ba), v_ba)
+    if isinstance(rules, str):
+        check_rule(rules)
+        is_mean, is_auto = np.full(n, rules == MEAN), np.full(n, rules == "auto")
+    else:
+        rule_code, distinct = pd.factorize(np.asarray(rules, dtype=object), use_na_sentinel=False)
+        for rule in distinct:  # the distinct rules, not a Python list of every row's
+            check_rule(rule)
+        is_mean = np.asarray([r == MEAN for r in distinct], dtype=bool)[rule_code]
+        is_auto = np.asarray([r == "auto" for r in distinct], dtype=bool)[rule_code]
+    v_ab = np.where(v_ab == NO_VERDICT, _from_p_codes(p_ab), v_ab)
+    v_ba = np.where(v_ba == NO_VERDICT, _from_p_codes(p_ba), v_ba)
     both_p = ~np.isnan(p_ab) & ~np.isnan(p_ba)
-    both_v = ~pd.isna(v_ab) & ~pd.isna(v_ba)
-    use_mean = both_p & ((rules == MEAN) | (rules == "auto"))
-    use_agree = both_v & ~use_mean & (rules != MEAN)
-    verdict = np.full(n, None, dtype=object)
-    verdict[use_agree] = np.where(v_ab[use_agree] == v_ba[use_agree], v_ab[use_agree], "tie")
-    verdict[use_mean] = _from_p((p_ab[use_mean] + p_ba[use_mean]) / 2)
-    applied = np.full(n, None, dtype=object)
-    applied[use_agree], applied[use_mean] = AGREE, MEAN
+    both_v = (v_ab != NO_VERDICT) & (v_ba != NO_VERDICT)
+    use_mean = both_p & (is_mean | is_auto)
+    use_agree = both_v & ~use_mean & ~is_mean
+    verdict = np.full(n, NO_VERDICT, dtype=np.int8)
+    verdict[use_agree] = np.where(v_ab[use_agree] == v_ba[use_agree], v_ab[use_agree], 2)
+    verdict[use_mean] = _from_p_codes((p_ab[use_mean] + p_ba[use_mean]) / 2)
+    applied = np.full(n, -1, dtype=np.int8)
+    applied[use_agree], applied[use_mean] = 0, 1
     return verdict, applied
 
 

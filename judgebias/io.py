@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from judgebias.parquet_columns import text_categorical, text_stand_in
+from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
 from judgebias.runstore import naming_full_disk
 from judgebias.table import Exclusions, TableError, validate
 from judgebias.table_columns import hand_back_memory
@@ -160,8 +160,8 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     texts = [c for c in coded if c in SHARED_TEXTS]
     if texts:
         # Texts row group by row group, each pair's compared with its first (judgebias.parquet_columns).
-        group = pd.factorize(df["pair_id"], use_na_sentinel=False)[0] if df is not None and \
-            "pair_id" in df.columns else np.zeros(n_rows, dtype=np.int64)
+        group = _pair_groups(df, schema) if df is not None and "pair_id" in df.columns else \
+            np.zeros(n_rows, dtype=np.int64)
         parquet_file = pq.ParquetFile(path)
         # Both responses counted, or neither: ``prepare`` derives the counts of the two together
         # (a response column stored another way, e.g. dictionary-typed, keeps both texts).
@@ -194,6 +194,19 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     return frame
 
 
+def _pair_groups(df: pd.DataFrame, schema) -> np.ndarray:
+    """Each row's pair as a non-negative code (missing ids: one code of their own). Text ids are
+    hashed here once and kept as a categorical of those codes, so validation and ``prepare`` read
+    the codes instead of hashing ten million ids twice more."""
+    import pyarrow as pa
+
+    codes, uniques = pd.factorize(df["pair_id"], use_na_sentinel=True)
+    if _is_text(schema.field("pair_id").type):
+        df["pair_id"] = distinct_categorical(codes.astype(np.int32),
+                                             pa.array(uniques, type=pa.large_string()))
+    return np.where(codes < 0, len(uniques), codes)
+
+
 def dictionary_categorical(col) -> pd.Categorical:
     """A pandas categorical from an Arrow dictionary-encoded (chunked) array: its categories are the
     distinct values (Arrow-backed text, stored once), its codes one int32 per row (-1: null)."""
@@ -211,8 +224,7 @@ def dictionary_categorical(col) -> pd.Categorical:
         encoded = pc.dictionary_encode(dictionary)
         remap = np.append(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), -1).astype(np.int32)
         codes, dictionary = remap[codes], pc.drop_null(encoded.dictionary)
-    categories = pd.Index(pd.arrays.ArrowExtensionArray(dictionary))
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories))
+    return distinct_categorical(codes, dictionary)
 
 
 def _jsonable(value):

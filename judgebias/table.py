@@ -28,7 +28,15 @@ import numpy as np
 import pandas as pd
 
 from judgebias.exclusions import Exclusions
-from judgebias.folding import DEFAULT_FOLD, FOLD_RULES, fold
+from judgebias.folding import (
+    APPLIED_OF_CODE,
+    DEFAULT_FOLD,
+    FOLD_RULES,
+    NO_VERDICT,
+    VERDICT_OF_CODE,
+    fold_frame_codes,
+    verdict_codes,
+)
 from judgebias.labels import majority
 from judgebias.table_columns import (
     arrow_label_lists,
@@ -115,7 +123,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
                 v = values.iat[i]
                 what = "a number" if isinstance(v, (int, float, np.number)) else f"a {type(v).__name__}"
                 flag(i, column, f"{str(v)[:40]!r} is {what}, not text")
-    out["pair_id"] = out["pair_id"].astype(str)
+    if not is_text_categorical(out["pair_id"]):  # a categorical of texts (read_for_analysis) stays one
+        out["pair_id"] = out["pair_id"].astype(str)
 
     for column in TEXT_OPTIONAL:
         if column not in out.columns:
@@ -283,18 +292,19 @@ def _fold_orders(out: pd.DataFrame, default: str, flag) -> None:
         for i in np.flatnonzero(~given.isin([*FOLD_RULES, None]).to_numpy()):
             flag(i, "fold_rule", f"{given.iat[i]!r} is not a fold rule ({', '.join(FOLD_RULES)})")
     rules = default if given is None else given.where(given.isin(FOLD_RULES), default).to_numpy(dtype=object)
-    folded, applied = _fold_in_blocks(out, rules)
-    verdict = out["verdict"].to_numpy(dtype=object).copy()
-    has_fold, has_verdict = ~pd.isna(applied), ~pd.isna(verdict)
+    folded, applied = _fold_in_blocks(out, rules)  # codes: no object per row
+    verdict = verdict_codes(out["verdict"])
+    has_fold, has_verdict = applied >= 0, verdict != NO_VERDICT
     for i in np.flatnonzero(has_fold & has_verdict & (verdict != folded)):
         per_order = ", ".join(f"{c}={out[c].iat[i]!r}" for c in (*VERDICT_COLUMNS[1:], *PROB_COLUMNS[1:])
                               if not is_missing(out[c].iat[i]))
-        flag(i, "verdict", f"{verdict[i]!r} contradicts its orders ({per_order}), which fold to "
-                           f"{folded[i]!r} under {applied[i]!r}")
+        flag(i, "verdict", f"{VERDICT_OF_CODE[verdict[i]]!r} contradicts its orders ({per_order}), which "
+                           f"fold to {VERDICT_OF_CODE[folded[i]]!r} under {APPLIED_OF_CODE[applied[i]]!r}")
     fill = has_fold & ~has_verdict
     verdict[fill] = folded[fill]
-    out["verdict"] = pd.Series(verdict, index=out.index, dtype=object)
-    kept = applied if given is None else np.where(has_fold, applied, given.to_numpy(dtype=object))
+    out["verdict"] = pd.Series(VERDICT_OF_CODE[verdict], index=out.index, dtype=object)
+    rule = APPLIED_OF_CODE[applied]
+    kept = rule if given is None else np.where(has_fold, rule, given.to_numpy(dtype=object))
     out["fold_rule"] = pd.Series(kept, index=out.index, dtype=object)
 
 
@@ -302,17 +312,17 @@ _FOLD_BLOCK = 1_000_000
 
 
 def _fold_in_blocks(out: pd.DataFrame, rules: str | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``fold`` a block of rows at a time: it works row by row, and its object and string
-    temporaries over the whole table were the read's peak memory (about 1.5 GB at 10M rows)."""
+    """``fold_frame_codes`` a block of rows at a time: its temporaries over the whole table were the
+    read's peak memory (about 1.5 GB at 10M rows when they were objects)."""
     n = len(out)
     if n <= _FOLD_BLOCK:
-        return fold(out, rules)
+        return fold_frame_codes(out, rules)
     columns = out[[c for c in (*VERDICT_COLUMNS[1:], *PROB_COLUMNS[1:]) if c in out.columns]]
-    folded, applied = np.empty(n, dtype=object), np.empty(n, dtype=object)
+    folded, applied = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
     for lo in range(0, n, _FOLD_BLOCK):
         hi = min(lo + _FOLD_BLOCK, n)
-        folded[lo:hi], applied[lo:hi] = fold(columns.iloc[lo:hi], rules if isinstance(rules, str) else
-                                             rules[lo:hi])
+        folded[lo:hi], applied[lo:hi] = fold_frame_codes(columns.iloc[lo:hi], rules if isinstance(rules, str)
+                                                          else rules[lo:hi])
     return folded, applied
 
 

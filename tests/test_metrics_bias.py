@@ -177,6 +177,19 @@ def test_regression_recovers_known_effects_and_skips_absent_terms():
     assert terms["intercept"]["coef"] == pytest.approx(-0.2, abs=0.15)
     assert terms["self_origin"]["p_value"] < 1e-6
     assert 0 < est.value < 1
+    # The Wald inference is computed without statsmodels' refit: it must be statsmodels' own (same
+    # design: intercept, human +1/-1, own +1/0/-1; no tie, so every row is used).
+    import statsmodels.api as sm
+
+    X = np.column_stack([np.ones(n), human_a * 2.0 - 1, own.astype(float)])
+    ref = sm.Logit(picks_a.astype(float), X).fit(disp=0)
+    ci = ref.conf_int(alpha=0.05)
+    for i, name in enumerate(["intercept", "human_a", "self_origin"]):
+        assert terms[name]["coef"] == pytest.approx(ref.params[i], rel=1e-9)
+        assert terms[name]["ci_low"] == pytest.approx(ci[i, 0], rel=1e-9)
+        assert terms[name]["ci_high"] == pytest.approx(ci[i, 1], rel=1e-9)
+        assert terms[name]["p_value"] == pytest.approx(ref.pvalues[i], rel=1e-6)
+    assert est.value == pytest.approx(ref.prsquared, rel=1e-9)
 
 
 def test_regression_separates_same_family_from_exact_self():
@@ -203,6 +216,21 @@ def test_regression_separates_same_family_from_exact_self():
     assert one["coef"] == pytest.approx(terms["family_origin"]["coef"])
     # Without the map, f is an outside generator and no family term is fitted.
     assert "family_origin" not in choice_regression(df, "j").details["terms"]
+
+
+def test_regression_newton_from_a_subsample_reaches_statsmodels_estimate():
+    # Past _WARM_START_ROWS the Newton fit starts from a subsample's: the same maximum, to 1e-9.
+    import statsmodels.api as sm
+
+    from judgebias.metrics.regression import _WARM_START_ROWS, _newton
+
+    rng = np.random.default_rng(3)
+    n = _WARM_START_ROWS + 1000
+    X = np.column_stack([np.ones(n), rng.normal(size=n), rng.normal(size=n)])
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([0.3, -1.0, 0.5]))))).astype(float)
+    beta, converged = _newton(X, y)
+    assert converged
+    np.testing.assert_allclose(beta, sm.Logit(y, X).fit(disp=0).params, rtol=1e-9)
 
 
 def test_regression_perfect_separation_is_a_note_not_a_crash():

@@ -3,6 +3,7 @@ flip, 2-class agreement and tie rate, and the leave-one-label-out human ceiling.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -99,6 +100,19 @@ def test_human_ceiling_leaves_one_label_out_and_scores_the_judge_on_the_same_ref
     assert c.details["labels_compared"] == 1 + 3 + 1 + 2 + 4
     with pytest.raises(InsufficientData):
         human_ceiling(table([dict(verdict="a", human=["a"])]), "j")
+
+
+def test_distinct_rows_by_mixed_radix_and_by_sorting():
+    from judgebias.metrics.ceiling import distinct_rows
+
+    # Radix (2, 3): keys 1*3+0=3, 0*3+2=2, 3, 0 -> distinct keys 0, 2, 3 in that order.
+    code, distinct = distinct_rows(np.array([[1, 0], [0, 2], [1, 0], [0, 0]]))
+    assert distinct.tolist() == [[0, 0], [0, 2], [1, 0]] and code.tolist() == [2, 1, 2, 0]
+    # Past a few million possible keys: np.unique's order (the same: sorted rows).
+    code, distinct = distinct_rows(np.array([[0, 5_000_000], [0, 1], [0, 5_000_000]]))
+    assert distinct.tolist() == [[0, 1], [0, 5_000_000]] and code.tolist() == [1, 0, 1]
+    with pytest.raises(ValueError, match="non-negative"):
+        distinct_rows(np.array([[0, -1]]))
 
 
 def _styled_table(n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, dict]:

@@ -30,8 +30,11 @@ def test_same_table_and_figures_as_read_table(tmp_path):
     texts = ["prompt", "response_a", "response_b"]
     special = [*texts, "human"]
     # Names stay categoricals (a code per row, the name once): the same values as read_table's.
+    # So do the pair ids (hashed once by the read, not again by validation and the figures).
     names = {c: object for c in ("generator_a", "generator_b", "judge")}
-    assert all(isinstance(shared[c].dtype, pd.CategoricalDtype) for c in names)
+    assert all(isinstance(shared[c].dtype, pd.CategoricalDtype) for c in [*names, "pair_id"])
+    assert shared["pair_id"].astype(object).tolist() == plain["pair_id"].tolist()
+    special.append("pair_id")
     pd.testing.assert_frame_equal(shared.drop(columns=special).astype(names), plain.drop(columns=special))
     assert _plain_values(shared).equals(_plain_values(plain))
     assert shared["human"].iat[2] == [] and plain["human"].iat[2] == []

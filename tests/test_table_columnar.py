@@ -11,7 +11,7 @@ import pytest
 
 from judgebias.io import dictionary_categorical
 from judgebias.metrics import frame as F
-from judgebias.parquet_columns import text_categorical
+from judgebias.parquet_columns import distinct_categorical, text_categorical
 from judgebias.table_columns import arrow_label_lists, first_labels_by_value, missing_mask
 
 
@@ -66,6 +66,19 @@ def test_dictionary_categorical_reencodes_a_dictionary_with_repeats():
     codes = np.asarray(cat.codes)
     assert codes[0] == codes[2] != codes[1] and codes[3] == -1
     assert list(cat.categories.astype(object)) == ["a", "b"]
+
+
+def test_distinct_categorical_is_the_checked_construction_without_the_check():
+    # Codes [1, -1, 0, 1] over ["x", "y"]: y, missing, x, y -- equal to pandas' checked construction.
+    cats = pa.array(["x", "y"], pa.large_string())
+    fast = distinct_categorical(np.array([1, -1, 0, 1], dtype=np.int32), cats)
+    checked = pd.Categorical.from_codes([1, -1, 0, 1], dtype=pd.CategoricalDtype(
+        pd.Index(pd.arrays.ArrowExtensionArray(cats))))
+    assert fast.dtype == checked.dtype
+    values = pd.Series(fast).astype(object)
+    assert values.isna().tolist() == [False, True, False, False]
+    assert values[[0, 2, 3]].tolist() == ["y", "x", "y"]
+    pd.testing.assert_series_equal(pd.Series(fast), pd.Series(checked))
 
 
 def test_missing_mask_of_a_text_categorical_is_per_category():

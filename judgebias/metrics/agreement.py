@@ -11,25 +11,24 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.metrics.dbg import gold_votes
+from judgebias.metrics.dbg import GoldVotes, gold_votes
 from judgebias.stats import Estimate, InsufficientData, count_reasons, kappa, proportion_interval
 
 LABELS = ("a", "b", "tie")
 
 
-def _paired_labels(df, judge, reference, gold, self_map, what):
+def _paired_labels(df, judge, reference, gold, self_map, what, votes=None, rows=None):
     F.require(df, ["judge"], what)
     if reference not in ("human", "gold"):
         raise ValueError(f"{what}: reference must be 'human' or 'gold', got {reference!r}")
     prepared = F.prepare(df)
-    rows = F.judge_rows(prepared, judge, what)
+    rows = F.judge_rows(prepared if rows is None else rows, judge, what)
     choice = rows[F.CHOICE].to_numpy()
     if reference == "human":
         ref = rows[F.HUMAN].to_numpy()
         reasons = [("no_human_label", ref == F.MISSING), ("human_no_majority", ref == F.NO_MAJORITY)]
     else:
-        votes, _, _ = gold_votes(prepared, judge, gold)
-        v = votes[rows[F.PAIR].to_numpy()]
+        v = (votes or gold_votes(prepared, judge, gold)).votes[rows[F.PAIR].to_numpy()]
         ref = np.where(np.isnan(v), F.MISSING, np.where(v > 0.5, F.A, np.where(v < 0.5, F.B, F.TIE)))
         reasons = [("no_gold", ref == F.MISSING)]
     keep, excl = count_reasons([*reasons, ("judge_missing", choice == F.MISSING)], len(rows))
@@ -41,9 +40,11 @@ def _paired_labels(df, judge, reference, gold, self_map, what):
 
 
 def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
-              self_map: origin.SelfMap | None = None) -> Estimate:
-    """Share of rows where the judge's choice equals the reference label (human majority or gold)."""
-    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"agreement_{reference}")
+              self_map: origin.SelfMap | None = None, votes: GoldVotes | None = None,
+              rows: pd.DataFrame | None = None) -> Estimate:
+    """Share of rows where the judge's choice equals the reference label (human majority or gold).
+    ``votes`` and ``rows``: as ``dbg.dbg_score`` takes them, where the caller has them."""
+    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"agreement_{reference}", votes, rows)
     n = int(table.sum())
     k = int(np.trace(table))
     p, lo, hi = proportion_interval(k, n)
@@ -54,10 +55,11 @@ def agreement(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: S
 
 
 def cohen_kappa(df: pd.DataFrame, judge: str, reference: str = "human", *, gold: Sequence[str] | None = None,
-                self_map: origin.SelfMap | None = None) -> Estimate:
+                self_map: origin.SelfMap | None = None, votes: GoldVotes | None = None,
+                rows: pd.DataFrame | None = None) -> Estimate:
     """Cohen's kappa between the judge and the reference over a/b/tie (95% score interval on its
-    effective sample size, ``stats.kappa``)."""
-    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"kappa_{reference}")
+    effective sample size, ``stats.kappa``). ``votes`` and ``rows``: as ``agreement`` takes them."""
+    table, excl = _paired_labels(df, judge, reference, gold, self_map, f"kappa_{reference}", votes, rows)
     k = kappa(table)
     return Estimate(value=k["value"], ci_low=k["ci_low"], ci_high=k["ci_high"], n=int(table.sum()),
                     exclusions=excl, statistic=k["statistic"], p_value=k["p_value"],

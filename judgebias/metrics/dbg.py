@@ -16,6 +16,7 @@ warning, not hidden.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -56,8 +57,17 @@ def gold_panel(df: pd.DataFrame, judge: str | None, gold: Sequence[str] | None) 
     return panel_rule(available, judge, gold)
 
 
+class GoldVotes(NamedTuple):
+    """Per pair code (``frame.PAIR``): the gold vote for A in [0, 1] (NaN: none), the number of votes;
+    and the panel that voted."""
+
+    votes: np.ndarray
+    counts: np.ndarray
+    panel: list[str]
+
+
 def gold_votes(df: pd.DataFrame, judge: str | None = None, gold: Sequence[str] | None = None, *,
-               human_as_gold: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
+               human_as_gold: bool = False) -> GoldVotes:
     """Per pair code (``frame.PAIR``): (gold vote for A in [0, 1] or NaN, number of votes, panel)."""
     prepared = F.prepare(df)
     pair = prepared[F.PAIR].to_numpy()
@@ -73,7 +83,7 @@ def gold_votes(df: pd.DataFrame, judge: str | None = None, gold: Sequence[str] |
         counts = np.zeros(n_pairs, dtype=np.int64)
         votes[pair[pick]] = hv[pick]
         counts[pair[pick]] = hn[pick]
-        return votes, counts, ["human"]
+        return GoldVotes(votes, counts, ["human"])
     panel = gold_panel(prepared, judge, gold)
     if not panel:
         raise InsufficientData(f"no gold judge other than {judge!r} in the table (pass gold judges or "
@@ -84,7 +94,7 @@ def gold_votes(df: pd.DataFrame, judge: str | None = None, gold: Sequence[str] |
     counts = np.bincount(pair[use], minlength=n_pairs)
     with np.errstate(invalid="ignore", divide="ignore"):
         votes = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return votes, counts, panel
+    return GoldVotes(votes, counts, panel)
 
 
 def win_credit(p_own: np.ndarray) -> np.ndarray:
@@ -94,16 +104,21 @@ def win_credit(p_own: np.ndarray) -> np.ndarray:
 
 def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
               gold: Sequence[str] | None = None, *, human_as_gold: bool = False,
-              reps: int = DEFAULT_REPS, seed: int = 0) -> Estimate:
+              reps: int = DEFAULT_REPS, seed: int = 0, votes: GoldVotes | None = None,
+              rows: pd.DataFrame | None = None) -> Estimate:
     """DBG score of ``judge`` with a per-pair bootstrap 95% interval (seeded; expanded for small samples,
     ``stats.bootstrap_mean``) and an exact sign test
-    of "the judge favours its own response more often than the gold does"."""
+    of "the judge favours its own response more often than the gold does".
+
+    ``votes`` (``gold_votes`` of this table, judge and settings) and ``rows`` (the judge's prepared
+    rows) may be given where the caller has them: ``analyze`` computes them once per judge for
+    its gold figures (each is a pass over the whole table)."""
     F.require(df, ["judge", "generator_a", "generator_b"], "dbg_score")
     if reps < 100:
         raise ValueError(f"dbg_score: reps={reps} is too few for a 95% percentile interval (>= 100)")
     prepared = F.prepare(df)
-    rows = F.judge_rows(prepared, judge, "dbg_score")
-    votes, nvotes, panel = gold_votes(prepared, judge, gold, human_as_gold=human_as_gold)
+    rows = F.judge_rows(prepared if rows is None else rows, judge, "dbg_score")
+    votes, nvotes, panel = votes or gold_votes(prepared, judge, gold, human_as_gold=human_as_gold)
     own_a, own_b = origin.own_sides(rows, judge, self_map)
     pair = rows[F.PAIR].to_numpy()
     jvote = rows[F.VOTE].to_numpy(dtype=float)

@@ -12,7 +12,7 @@ order and the order of every output.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
@@ -22,7 +22,7 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
-from judgebias.metrics.dbg import dbg_score
+from judgebias.metrics.dbg import GoldVotes, dbg_score, gold_votes
 from judgebias.metrics.perplexity import (
     perplexity_excess,
     perplexity_familiarity,
@@ -102,6 +102,14 @@ class Inputs:
     human_as_gold: bool
     reps: int
     seed: int
+    _votes: dict[bool, GoldVotes] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def gold_votes(self, human_as_gold: bool = False) -> GoldVotes:
+        """The judge's gold votes, computed once for its gold figures (a pass over the whole table)."""
+        if human_as_gold not in self._votes:
+            self._votes[human_as_gold] = gold_votes(self.table, self.judge, self.gold,
+                                                    human_as_gold=human_as_gold)
+        return self._votes[human_as_gold]
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,8 @@ UNSIGNED, ABOVE, BELOW, EITHER = Direction.UNSIGNED, Direction.ABOVE, Direction.
 
 
 def _dbg(c: Inputs, who: Mapping[str, set[str]]) -> Estimate:
-    return dbg_score(c.table, c.judge, who, c.gold, human_as_gold=c.human_as_gold, reps=c.reps, seed=c.seed)
+    return dbg_score(c.table, c.judge, who, c.gold, human_as_gold=c.human_as_gold, reps=c.reps, seed=c.seed,
+                     votes=c.gold_votes(c.human_as_gold), rows=c.rows)
 
 
 # The figures, in the papers' order (the order of the JSON, the terminal and the report card).
@@ -241,12 +250,14 @@ _CATALOGUE = (
            meaning="share of pairs the judge calls a tie",
            source="", direction=UNSIGNED, statement=None),
     Figure("agreement_gold", needs=(GOLD,),
-           compute=lambda c: agreement(c.table, c.judge, "gold", gold=c.gold),
+           compute=lambda c: agreement(c.table, c.judge, "gold", gold=c.gold, votes=c.gold_votes(),
+                                       rows=c.rows),
            label="agreement with gold panel", how="share",
            meaning="agreement with the gold panel of the other judges",
            source=DBG_PAPER, direction=UNSIGNED, statement=None),
     Figure("kappa_gold", needs=(GOLD,),
-           compute=lambda c: cohen_kappa(c.table, c.judge, "gold", gold=c.gold),
+           compute=lambda c: cohen_kappa(c.table, c.judge, "gold", gold=c.gold, votes=c.gold_votes(),
+                                         rows=c.rows),
            label="Cohen's kappa vs gold panel", how="",
            meaning="agreement with the gold panel beyond chance",
            source=COHEN, direction=BELOW, statement=None),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -118,26 +119,30 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | N
     X = np.column_stack([np.ones(n)] + [columns[name] for name in used])
     names = ["intercept", *used]
     note = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            # statsmodels gives the inference; a fused numpy Newton start makes its own Newton
-            # (three passes over the data per step) converge in one or two steps.
-            res = sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=_newton_start(X, y))
-        except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
-            return _failed(n, excl, used, skipped, f"model not estimable: {exc}")
-    if any(issubclass(w.category, PerfectSeparationWarning) for w in caught) or \
-            not np.all(np.isfinite(res.bse)):
-        note = ("perfect or quasi-perfect separation: some coefficients are unbounded; read signs, not "
-                "sizes, and do not trust their intervals")
-    if not res.mle_retvals.get("converged", True):
-        note = (note + "; " if note else "") + "the optimizer did not converge"
-    ci = res.conf_int(alpha=ALPHA)
+    beta, converged = _newton(X, y)
+    fit = _wald_fit(X, y, beta) if converged else None
+    if fit is None:  # not a clean fit: statsmodels fits it and says what went wrong
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                # statsmodels gives the inference; the Newton start makes its own Newton (three
+                # passes over the data per step) converge in one or two steps.
+                res = sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=beta)
+            except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
+                return _failed(n, excl, used, skipped, f"model not estimable: {exc}")
+        if any(issubclass(w.category, PerfectSeparationWarning) for w in caught) or \
+                not np.all(np.isfinite(res.bse)):
+            note = ("perfect or quasi-perfect separation: some coefficients are unbounded; read signs, not "
+                    "sizes, and do not trust their intervals")
+        if not res.mle_retvals.get("converged", True):
+            note = (note + "; " if note else "") + "the optimizer did not converge"
+        fit = _Fit(np.asarray(res.params), np.asarray(res.conf_int(alpha=ALPHA)), np.asarray(res.pvalues),
+                   float(res.llf))
     terms = {}
     for i, name in enumerate(names):
-        coef = float(res.params[i])
-        terms[name] = {"coef": coef, "ci_low": float(ci[i, 0]), "ci_high": float(ci[i, 1]),
-                       "p_value": float(res.pvalues[i]),
+        coef = float(fit.params[i])
+        terms[name] = {"coef": coef, "ci_low": float(fit.ci[i, 0]), "ci_high": float(fit.ci[i, 1]),
+                       "p_value": float(fit.pvalues[i]),
                        "odds_ratio": math.exp(coef) if abs(coef) < 700 else None}
     details = {"terms": jsonable(terms), "used": used, "skipped_terms": skipped,
                "standardization_sd": scale, "positive_class": f"{of} picks A"}
@@ -147,15 +152,33 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | N
     # would fit a second model to get it).
     ybar = float(y.mean())
     llnull = n * (ybar * math.log(ybar) + (1 - ybar) * math.log(1 - ybar))
-    return Estimate(value=1.0 - float(res.llf) / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
+    return Estimate(value=1.0 - fit.llf / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
                     method=f"Logit of {of} picks A; Wald intervals; value = McFadden pseudo-R2",
                     details=details)
 
 
-def _newton_start(X: np.ndarray, y: np.ndarray, steps: int = 25) -> np.ndarray:
-    """Logistic MLE by plain Newton-Raphson, one pass over the data per step; stops early on
-    convergence and never returns non-finite values (separation is left to statsmodels)."""
+class _Fit(NamedTuple):
+    params: np.ndarray
+    ci: np.ndarray       # (terms, 2): the Wald interval's bounds
+    pvalues: np.ndarray
+    llf: float
+
+
+_WARM_START_ROWS = 400_000
+
+
+def _newton(X: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, bool]:
+    """Logistic MLE by plain Newton-Raphson, one pass over the data per step: (coefficients,
+    converged). Never returns non-finite values (separation is left to statsmodels).
+
+    Past 400,000 rows it starts from the fit of an evenly spaced 100,000-row subsample: the full data
+    then needs four steps instead of six (the same convergence rule decides; 0.6 s less per fit of
+    two million rows)."""
     beta = np.zeros(X.shape[1])
+    if len(X) > _WARM_START_ROWS:
+        every = len(X) // (_WARM_START_ROWS // 4)
+        start, converged = _newton(X[::every], y[::every], steps)
+        beta = start if converged else beta
     for _ in range(steps):
         eta = np.clip(X @ beta, -30, 30)
         p = 1.0 / (1.0 + np.exp(-eta))
@@ -170,8 +193,35 @@ def _newton_start(X: np.ndarray, y: np.ndarray, steps: int = 25) -> np.ndarray:
             break
         beta = beta + step
         if np.max(np.abs(step)) < 1e-10:
-            break
-    return beta if np.all(np.isfinite(beta)) else np.zeros(X.shape[1])
+            return beta, True
+    return (beta, False) if np.all(np.isfinite(beta)) else (np.zeros(X.shape[1]), False)
+
+
+def _wald_fit(X: np.ndarray, y: np.ndarray, beta: np.ndarray) -> _Fit | None:
+    """Wald inference at converged coefficients, as statsmodels' Logit computes it (covariance: the
+    inverse of the information X'WX; normal quantiles and p-values; the log-likelihood summed as
+    log F(q x'b), q = 2y - 1), without refitting (statsmodels' refit and rank check cost 70% of the
+    regression on ten million rows). None where statsmodels would warn (perfect prediction) or the
+    information cannot be inverted into finite positive variances: statsmodels then decides."""
+    from scipy import stats
+
+    eta = X @ beta
+    p = 1.0 / (1.0 + np.exp(-eta))
+    if np.allclose(p - y, 0):  # statsmodels' perfect-prediction check
+        return None
+    w = p * (1 - p)
+    try:
+        cov = np.linalg.inv((X * w[:, None]).T @ X)
+    except np.linalg.LinAlgError:
+        return None
+    var = np.diag(cov)
+    if not (np.all(np.isfinite(cov)) and np.all(var > 0)):
+        return None
+    bse = np.sqrt(var)
+    q = stats.norm.ppf(1 - ALPHA / 2)
+    ci = np.column_stack([beta - q * bse, beta + q * bse])
+    llf = float(np.sum(np.log(1 / (1 + np.exp(-(2 * y - 1) * eta)))))
+    return _Fit(beta, ci, 2 * stats.norm.sf(np.abs(beta / bse)), llf)
 
 
 def _failed(n, excl, used, skipped, note) -> Estimate:
