@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
+from judgebias.runstore import naming_full_disk
 from judgebias.table import Exclusions, TableError, validate
 from judgebias.table_columns import hand_back_memory
 
@@ -244,13 +245,19 @@ def write_table(df: pd.DataFrame, path: str | Path) -> Path:
     if fmt == "csv":
         raise TableError(str(path), ["CSV is accepted on input only (it cannot hold the list column "
                                      "'human'); write .jsonl or .parquet"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    if fmt == "parquet":
-        df.to_parquet(tmp, index=False)
-    else:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for rec in df.to_dict(orient="records"):
-                fh.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    with naming_full_disk(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            if fmt == "parquet":
+                df.to_parquet(tmp, index=False)
+            else:
+                with tmp.open("w", encoding="utf-8") as fh:
+                    for rec in df.to_dict(orient="records"):
+                        fh.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}, ensure_ascii=False)
+                                 + "\n")
+            tmp.replace(path)
+        except BaseException:  # a half file on a full disk holds the space the user must free
+            tmp.unlink(missing_ok=True)
+            raise
     return path

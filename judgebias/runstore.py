@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgebias.diskfull import DiskFullError, find, io_error, nearly_full
 from judgebias.layout import RunLayout
 
 MANIFEST = RunLayout.manifest
@@ -84,34 +85,49 @@ def _as_created(path: str | Path, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    _as_created(tmp)
+@contextlib.contextmanager
+def naming_full_disk(path: str | os.PathLike) -> Iterator[None]:
+    """A full disk met while writing ``path`` raised as ``DiskFullError`` naming ``path``: pyarrow's
+    error names no file, Python's the temporary one, a folder's the file inside it that is deleted.
+    An I/O error on a file system left with almost no space counts as one too."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        yield
+    except Exception as exc:
+        if find(exc) is None and not (io_error(exc) and nearly_full(path)):
+            raise
+        raise DiskFullError.writing(path, exc) from exc
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    with naming_full_disk(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        _as_created(tmp)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 
 def atomic_dir(target: Path, fill: Callable[[Path], Any]) -> Path:
     """Create folder ``target`` by letting ``fill`` write into a temporary sibling, then moving it
     into place: a process killed half-way leaves no half-written folder under the final name."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
-    _as_created(tmp, directory=True)
-    try:
-        fill(tmp)
-        if target.exists():  # an incomplete leftover of an interrupted run
-            shutil.rmtree(target)
-        tmp.replace(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with naming_full_disk(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
+        _as_created(tmp, directory=True)
+        try:
+            fill(tmp)
+            if target.exists():  # an incomplete leftover of an interrupted run
+                shutil.rmtree(target)
+            tmp.replace(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return target
 
 
@@ -153,16 +169,17 @@ class RunStore:
     def write_frame(self, name: str, df: pd.DataFrame) -> Path:
         _saw("wrote", name)
         path = self.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        _as_created(tmp)
-        try:
-            df.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with naming_full_disk(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            _as_created(tmp)
+            try:
+                df.to_parquet(tmp, index=False)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         return path
 
     def read_frame(self, name: str) -> pd.DataFrame:

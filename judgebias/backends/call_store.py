@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.protocol import Generation, OptionScores, TokenLogprobs
+from judgebias.runstore import naming_full_disk
 
 ENV_CACHE_DIR = "JUDGEBIAS_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/judgebias/calls")
@@ -136,23 +137,29 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
             assert self.path is not None
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
-                                       isolation_level=None)
-                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-                _set_wal(conn, self.busy_timeout_s)
-                # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, op TEXT NOT NULL, "
-                    "backend TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
-                )
-            except (OSError, sqlite3.Error) as exc:
-                raise OSError(f"cannot open the model-call cache at {self.path}: {exc} (set {ENV_CACHE_DIR} "
-                              "to a writable folder, or disable the cache with --no-cache)") from exc
+            with naming_full_disk(self.path):  # SQLite says only "disk I/O error" on a full disk
+                conn = self._open()
             self._conn = conn
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        assert self.path is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False,
+                                   isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            _set_wal(conn, self.busy_timeout_s)
+            # NORMAL in WAL mode: a committed batch survives a killed process (not a power cut).
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, op TEXT NOT NULL, "
+                "backend TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise OSError(f"cannot open the model-call cache at {self.path}: {exc} (set {ENV_CACHE_DIR} "
+                          "to a writable folder, or disable the cache with --no-cache)") from exc
+        return conn
 
     def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Stored values (JSON text) for the keys that are present."""
@@ -174,7 +181,7 @@ class ResponseCache:
         if not self.enabled or not rows:
             return
         now = time.time()
-        with self._lock:
+        with self._lock, naming_full_disk(self.path):
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:

@@ -133,13 +133,20 @@ def main() -> None:
     # While a flow runs, Prefect's SIGTERM handler replaces this one: it lets the running task
     # finish, marks the runs Crashed, then re-sends SIGTERM to the handler it replaced (this one).
     signal.signal(signal.SIGTERM, _on_sigterm)
+    from judgebias.cli import full_disk
+
+    full_disk.keep(None)  # what a previous command run in this process kept is not this one's
     try:
         app()
     except Exception as exc:
-        if not _is_user_error(exc):
+        if _is_user_error(exc):
+            typer.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from None
+        said = full_disk.line(exc)  # a full disk, however deep in the chain (Prefect re-raises it)
+        if said is None:
             raise
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
+        typer.echo(said, err=True)
+        raise SystemExit(full_disk.EXIT_CODE) from None
     except SystemExit as exc:
         if exc.code == 130 and _interrupted(exc):
             _stop_now(130)

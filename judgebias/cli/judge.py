@@ -190,6 +190,10 @@ def register(app: typer.Typer) -> None:
         inner = build_backend(spec)
         # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
         runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
+        if runner.cache.enabled:
+            from judgebias.cli import full_disk
+
+            full_disk.keep(f"the model calls already answered are kept in the call cache {runner.cache.path}")
         if mode == "pointwise":
             from judgebias.cli.pointwise import judge_pointwise_table
 

@@ -87,6 +87,9 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
         raise typer.Exit(2) from None
     _prepare_env(verbose)
     _print_stage_lines()
+    from judgebias.cli import full_disk
+
+    full_disk.keep(f"the stages already finished are kept in {cfg.run_path()}")
     from judgebias.backends.loading import prefetch
     from judgebias.display import terminal_safe
     from judgebias.reporting.experiment_summary import console_report, plan
@@ -111,6 +114,9 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     typer.echo("stages, as each ends (ran, or reused from the run folder):")
     from judgebias.flows.experiment import experiment
     from judgebias.runstore import RunStore
+
+    if not verbose:  # --verbose asked for Prefect's own lines, tracebacks included
+        full_disk.hide_prefect_reports()
 
     result = experiment(str(config_path), overrides, cfg=cfg)
     wall = time.perf_counter() - start

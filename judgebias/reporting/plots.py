@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from judgebias.display import file_stem, terminal_safe
+from judgebias.runstore import naming_full_disk
 
 FIGSIZE = (8.0, 5.0)
 DPI = 150  # a figure a user can publish or share as is; 100 dpi blurred the ticks when scaled
@@ -328,8 +329,13 @@ def replay_figure(summary) -> Figure:
 def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` as a PNG at ``path`` (folders created)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=DPI)
+    with naming_full_disk(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fig.savefig(path, format="png", dpi=DPI)
+        except BaseException:  # a half PNG would pass for a plot, and holds space on a full disk
+            path.unlink(missing_ok=True)
+            raise
     return path
 
 

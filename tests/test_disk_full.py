@@ -1,0 +1,253 @@
+"""A full disk ends a command in one line: the file being written, what is kept, the command that
+resumes; exit code 74, no traceback (Prefect's own reports of it included).
+
+The disk is made full at the OS boundary: the bytes of one file go to Linux's /dev/full, whose every
+write the kernel refuses with ENOSPC, so the library's own error (pyarrow's, matplotlib's) is what
+the command meets."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shlex
+import sqlite3
+import stat
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from judgebias.diskfull import DiskFullError, HideDiskFull, find
+
+DEV_FULL = "/dev/full"
+
+
+def _require_dev_full() -> None:
+    try:
+        if stat.S_ISCHR(os.stat(DEV_FULL).st_mode):
+            return
+    except OSError:
+        pass
+    pytest.skip("no /dev/full (a Linux device) here")
+
+
+def _to_dev_full(monkeypatch, cls, method: str, needle: str) -> None:
+    """``cls.method(path, ...)`` writes to /dev/full when ``needle`` is in ``path``. Only libraries
+    that write in place go there: one that writes a temporary file and renames it over the target
+    (safetensors does) would replace the device node when run as root."""
+    real = getattr(cls, method)
+
+    def write(self, path, *args, **kwargs):
+        return real(self, DEV_FULL if needle in str(path) else path, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, write)
+
+
+def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    from judgebias.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["judgebias", *args])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    out = capsys.readouterr()
+    return stop.value.code, out.out, out.err
+
+
+def _error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("error:")]
+
+
+# --- recognition ---------------------------------------------------------------------------------
+def test_a_full_disk_is_found_however_the_library_and_prefect_wrap_it():
+    class SafetensorError(Exception):  # safetensors' own type: only its text says what happened
+        pass
+
+    plain = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/runs/x/a.parquet.k3j.tmp")
+    assert find(plain).path == "/runs/x/a.parquet.k3j.tmp"
+    wrapped = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    assert find(wrapped) is not None and find(wrapped).path is None
+    sqlite_full = sqlite3.OperationalError("database or disk is full")
+    assert find(sqlite_full) is not None
+
+    # Raised from (a task's failure re-raised by the flow) and during (an error while cleaning up)
+    # the disk's error, and inside an exception group: found, and the innermost file name kept.
+    try:
+        try:
+            raise plain
+        except OSError as exc:
+            raise RuntimeError("task failed") from exc
+    except RuntimeError as exc:
+        chained = exc
+    assert find(chained).path == "/runs/x/a.parquet.k3j.tmp"
+    for cut in (False, True):
+        try:
+            try:
+                raise wrapped
+            except SafetensorError:
+                if cut:
+                    raise KeyError("said otherwise") from None
+                raise KeyError("cleanup failed too")  # noqa: B904 (an error while handling the disk's)
+        except KeyError as exc:
+            during = exc
+        # ``from None`` cuts the chain on purpose (as tracebacks do): the raiser chose what to say.
+        assert (find(during) is None) == cut
+    group = ExceptionGroup("two tasks", [ValueError("x"), RuntimeError("y")])
+    assert find(group) is None
+    group = ExceptionGroup("two tasks", [ValueError("x"), RuntimeError("a: No space left on device")])
+    assert find(group) is not None
+
+    # A quota is the same remedy; its own words are kept.
+    assert find(OSError(errno.EDQUOT, "Disk quota exceeded")).reason == "disk quota exceeded"
+    # Not a full disk: a refused permission, a missing folder, a plain bug.
+    for other in (PermissionError(errno.EACCES, "Permission denied", "/x"), FileNotFoundError("/y"),
+                  ValueError("bad column")):
+        assert find(other) is None
+
+
+def test_the_writer_names_the_file_it_was_writing_and_leaves_no_half_file(tmp_path, monkeypatch):
+    _require_dev_full()
+    from judgebias.runstore import RunStore
+
+    store = RunStore(tmp_path / "run")
+    store.write_frame("pairs.parquet", pd.DataFrame({"a": [1, 2]}))
+    _to_dev_full(monkeypatch, pd.DataFrame, "to_parquet", "judgments")
+    with pytest.raises(DiskFullError) as raised:
+        store.write_frame("judgments/ta.parquet", pd.DataFrame({"a": [1, 2]}))
+    # pyarrow's error names no file; the run store's names the stage's file, not its temporary one.
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(tmp_path / "run" / "judgments" / "ta.parquet")
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.filename is None
+    assert find(raised.value).path == raised.value.filename
+    import pickle  # a Dask worker's error reaches the flow pickled
+
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is DiskFullError and again.filename == raised.value.filename
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*") if p.is_file()) == ["pairs.parquet"]
+
+
+def test_prefect_reports_of_a_full_disk_are_dropped_and_others_kept():
+    hide = HideDiskFull("prefect")
+
+    def record(name: str, msg: str, exc: BaseException | None = None) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, None,
+                                 (type(exc), exc, None) if exc else None)
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert not hide.filter(record("prefect.task_runs", "Task run failed with exception", full))
+    assert not hide.filter(record("prefect.flow_runs", "Finished in state Failed('OSError: [Errno 28] "
+                                                       "No space left on device')"))
+    assert hide.filter(record("prefect.task_runs", "Task run failed with exception", ValueError("x")))
+    # Another library's record is not Prefect's to drop.
+    assert hide.filter(record("mlflow.store", "No space left on device", full))
+
+
+def test_the_resume_command_is_one_the_user_can_paste():
+    from judgebias.cli.full_disk import resume_command
+
+    assert resume_command(["judgebias", "run", "my config.yaml"]) == "judgebias run 'my config.yaml'"
+    module = resume_command(["/x/judgebias/__main__.py", "demo"])
+    assert module == f"{shlex.quote(sys.executable)} -m judgebias demo"
+
+
+# --- commands ------------------------------------------------------------------------------------
+def test_analyze_on_a_full_disk_ends_in_one_line_naming_the_plot(tmp_path, monkeypatch, capsys):
+    _require_dev_full()
+    from matplotlib.figure import Figure
+    from test_analyze import synthetic
+
+    table = tmp_path / "t.jsonl"
+    synthetic(n_pairs=20, ppl=False).to_json(table, orient="records", lines=True)
+    out = tmp_path / "m.json"
+    _to_dev_full(monkeypatch, Figure, "savefig", "verbosity_")
+    code, stdout, stderr = _main(monkeypatch, capsys, "analyze", str(table), "--out", str(out), "--no-mlflow",
+                                 "--reps", "100")
+    assert code == 74, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    [line] = _error_lines(stderr)
+    plot = next(iter(sorted((tmp_path / "m_plots").glob("*.png"))), None)
+    assert line.startswith(f"error: disk full (no space left on device) while writing {tmp_path}/m_plots/"
+                           "verbosity_"), line
+    assert line.endswith(f". Free some space, then run the same command again: judgebias analyze {table} "
+                         f"--out {out} --no-mlflow --reps 100"), line
+    assert out.exists() and plot is not None  # what was written before the disk filled stays
+    assert not list((tmp_path / "m_plots").glob("verbosity_*"))  # no half PNG passing for a plot
+
+
+@pytest.mark.slow
+def test_judge_on_a_full_disk_says_its_calls_are_cached_and_resumes(tiny_models, tmp_path, monkeypatch,
+                                                                    capsys):
+    _require_dev_full()
+    from test_analyze import synthetic
+
+    from judgebias.backends.call_store import default_cache_dir
+
+    table = tmp_path / "t.jsonl"
+    synthetic(n_pairs=4, ppl=False).to_json(table, orient="records", lines=True)
+    out = tmp_path / "judged.parquet"
+    args = ("judge", str(table), "--judge", tiny_models["tiny-a"], "--out", str(out), "--batch-size", "4")
+    with monkeypatch.context() as m:
+        _to_dev_full(m, pd.DataFrame, "to_parquet", "judged.parquet")
+        code, stdout, stderr = _main(m, capsys, *args)
+    assert code == 74, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    [line] = _error_lines(stderr)
+    cache = default_cache_dir() / "calls.sqlite"
+    assert line == (f"error: disk full (no space left on device) while writing {out}; the model calls "
+                    f"already answered are kept in the call cache {cache}. Free some space, then run the "
+                    f"same command to resume: judgebias {shlex.join(args)}")
+    assert not out.exists() and not list(tmp_path.glob("judged.parquet*"))
+    # As the line says: the same command again, and every model call comes from the cache.
+    code, stdout, _ = _main(monkeypatch, capsys, *args)
+    assert code in (0, None) and "computed 0" in stdout, stdout
+
+
+@pytest.mark.slow
+def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(tiny_models, tmp_path):
+    # The experiment flow as a user runs it (a process of its own: Prefect's temporary server, its
+    # console handler): the judgments' file goes to /dev/full.
+    _require_dev_full()
+    import yaml
+    from conftest import tiny_config
+
+    from judgebias.config.experiment import load_config
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    data["analyses"] = {"perplexity": False, "attention": False}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    run = load_config(config).run_path()
+    script = tmp_path / "full_at_judgments.py"
+    script.write_text(
+        "import sys\n"
+        "import pandas as pd\n"
+        "real = pd.DataFrame.to_parquet\n"
+        "def to_parquet(self, path, *args, **kwargs):\n"
+        f"    return real(self, {DEV_FULL!r} if 'judgments' in str(path) else path, *args, **kwargs)\n"
+        "pd.DataFrame.to_parquet = to_parquet\n"
+        "from judgebias.cli import main\n"
+        "sys.argv = ['judgebias', *sys.argv[1:]]\n"
+        "main()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    out = subprocess.run([sys.executable, str(script), "run", str(config)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    both = out.stdout + out.stderr
+    assert out.returncode == 74, both
+    assert "Traceback" not in both and "Task run failed" not in both and "Finished in state" not in both
+    [line] = _error_lines(out.stderr)
+    assert line == (f"error: disk full (no space left on device) while writing {run}/judgments/ta.parquet; "
+                    f"the stages already finished are kept in {run}. Free some space, then run the same "
+                    f"command to resume: judgebias run {config}"), both
+    kept = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+    assert kept == ["instructions.parquet", "manifest.json", "pairs.parquet", "pairs_exclusions.json",
+                    "responses/ta.parquet", "responses/tb.parquet"], kept
+    # The command the line gives, with the disk no longer full: the finished stages are read back.
+    again = subprocess.run([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    for stage in ("load_instructions", "generate_responses[ta]", "generate_responses[tb]", "build_pairs"):
+        assert any(ln.split()[:2] == ["reused", stage] for ln in again.stdout.splitlines()), again.stdout
+    assert (run / "judgments" / "ta.parquet").exists()
