@@ -11,7 +11,7 @@ import pandas as pd
 
 from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
 from judgebias.runstore import naming_full_disk
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.table import Exclusions, TableError, reserved_problems, validate
 from judgebias.table_columns import hand_back_memory
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -108,11 +108,18 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     if not path.exists() or _format(path) != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
-        raw = _read_parquet_columnar(path, response_features)
+        import pyarrow.parquet as pq
+
+        # Before reading it all: a column of the file named like our counts would meet them.
+        reserved = reserved_problems(pq.read_schema(path).names)
+        raw = None if reserved else _read_parquet_columnar(path, response_features)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
+    if reserved:
+        raise TableError(str(path), reserved)
     hand_back_memory()
-    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid)
+    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid,
+                                 derived=tuple(raw.attrs.get("derived", ())))
     if response_features is not None:  # the stand-ins are no texts: they never leave this function
         table = table.drop(columns=[c for c in RESPONSES if c in raw.attrs.get("stand_ins", ())])
     del raw
@@ -191,6 +198,7 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     if features:  # the counts travel as extra columns, so rows dropped by --skip-invalid drop them too
         frame = pd.concat([frame, pd.DataFrame(features, index=index)], axis=1)
         frame.attrs["stand_ins"] = [c for c in RESPONSES if c in columns and c in texts]
+        frame.attrs["derived"] = list(features)
     return frame
 
 
