@@ -127,6 +127,41 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     return table, exclusions
 
 
+def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """A table ``read_for_analysis`` read without its response texts (from Parquet file ``path``),
+    with them back in place of the counts that stood for them. Only the first row of each of the
+    table's pairs is kept as the file is read row group by row group, so the few rows that traces
+    show cost their own texts, not the file's. Validation made every kept row's texts equal to its
+    pair's first row in the file (a row that differs is flagged)."""
+    import pyarrow.parquet as pq
+
+    derived = [c for c in table.columns if isinstance(c, str) and c.startswith("_jb_")]
+    if all(c in table.columns for c in RESPONSES):
+        return table.drop(columns=derived)
+    ids = table["pair_id"].astype(str)
+    wanted, texts = set(ids), {}
+    parquet_file = pq.ParquetFile(path)
+    for group in range(parquet_file.num_row_groups):
+        if len(texts) == len(wanted):
+            break
+        # The ids as validation reads them (pandas' str of the value pandas reads).
+        got = parquet_file.read_row_group(group, columns=["pair_id"]).to_pandas()["pair_id"]
+        got = got.astype(str).where(got.notna())
+        rows = np.flatnonzero(got.isin(wanted - texts.keys()).to_numpy() & ~got.duplicated().to_numpy())
+        if rows.size:
+            part = parquet_file.read_row_group(group, columns=list(RESPONSES)).take(rows).to_pydict()
+            for k, i in enumerate(rows.tolist()):
+                texts[got.iat[i]] = (part["response_a"][k], part["response_b"][k])
+    missing = wanted - texts.keys()
+    if missing:  # the file changed since it was read
+        raise TableError(str(path), [f"pair_id {sorted(missing)[0]!r}: not in the file any more"])
+    out = table.drop(columns=derived)
+    at = list(out.columns).index("prompt") + 1 if "prompt" in out.columns else len(out.columns)
+    for offset, column in enumerate(RESPONSES):
+        out.insert(at + offset, column, [texts[i][offset] for i in ids])
+    return out
+
+
 def parquet_rows(path: str | Path) -> int:
     """Rows of a Parquet file from its footer (without reading it); -1 for another format or a file
     that cannot be read as Parquet (reading it then says why)."""

@@ -170,3 +170,24 @@ def test_analyze_names_the_reserved_column(tmp_path):
                                    "--no-report", "--skip-invalid"])
     assert res.exit_code == 2, res.output
     assert "'_jb_words_a'" in res.output and "reserved" in res.output
+
+
+def test_response_texts_read_back_for_the_rows_kept(tmp_path):
+    from judgebias.io import with_response_texts
+
+    table = synthetic(80)
+    # Numeric ids (read back as validation reads them: as text); pair 3's first row is dropped by
+    # --skip-invalid, its other judges' rows kept.
+    table["pair_id"] = table["pair_id"].str[1:].astype(int)
+    table.loc[3, "p_a"] = 2.0
+    path = tmp_path / "t.parquet"
+    table.to_parquet(path, row_group_size=7)  # the kept rows spread over row groups
+    lean, _ = read_for_analysis(path, skip_invalid=True, response_features=response_features)
+    plain, _ = read_table(path, skip_invalid=True)
+    assert len(lean) == len(table) - 1 and 3 in set(lean["pair_id"].astype(int))
+    back = with_response_texts(lean.iloc[::9].reset_index(drop=True), path)
+    want = plain.iloc[::9].reset_index(drop=True)
+    assert "3" in set(back["pair_id"].astype(str))  # a pair whose first row in the file was dropped
+    assert back["response_a"].tolist() == want["response_a"].tolist()
+    assert back["response_b"].tolist() == want["response_b"].tolist()
+    assert list(back.columns) == list(want.columns)  # the counts gone, the texts where they were
