@@ -11,7 +11,7 @@ import pandas as pd
 
 from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
 from judgebias.runstore import naming_full_disk
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.table import Exclusions, TableError, reserved_problems, validate
 from judgebias.table_columns import hand_back_memory
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -108,16 +108,58 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     if not path.exists() or _format(path) != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
-        raw = _read_parquet_columnar(path, response_features)
+        import pyarrow.parquet as pq
+
+        # Before reading it all: a column of the file named like our counts would meet them.
+        reserved = reserved_problems(pq.read_schema(path).names)
+        raw = None if reserved else _read_parquet_columnar(path, response_features)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
+    if reserved:
+        raise TableError(str(path), reserved)
     hand_back_memory()
-    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid)
+    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid,
+                                 derived=tuple(raw.attrs.get("derived", ())))
     if response_features is not None:  # the stand-ins are no texts: they never leave this function
         table = table.drop(columns=[c for c in RESPONSES if c in raw.attrs.get("stand_ins", ())])
     del raw
     hand_back_memory()
     return table, exclusions
+
+
+def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """A table ``read_for_analysis`` read without its response texts (from Parquet file ``path``),
+    with them back in place of the counts that stood for them. Only the first row of each of the
+    table's pairs is kept as the file is read row group by row group, so the few rows that traces
+    show cost their own texts, not the file's. Validation made every kept row's texts equal to its
+    pair's first row in the file (a row that differs is flagged)."""
+    import pyarrow.parquet as pq
+
+    derived = [c for c in table.columns if isinstance(c, str) and c.startswith("_jb_")]
+    if all(c in table.columns for c in RESPONSES):
+        return table.drop(columns=derived)
+    ids = table["pair_id"].astype(str)
+    wanted, texts = set(ids), {}
+    parquet_file = pq.ParquetFile(path)
+    for group in range(parquet_file.num_row_groups):
+        if len(texts) == len(wanted):
+            break
+        # The ids as validation reads them (pandas' str of the value pandas reads).
+        got = parquet_file.read_row_group(group, columns=["pair_id"]).to_pandas()["pair_id"]
+        got = got.astype(str).where(got.notna())
+        rows = np.flatnonzero(got.isin(wanted - texts.keys()).to_numpy() & ~got.duplicated().to_numpy())
+        if rows.size:
+            part = parquet_file.read_row_group(group, columns=list(RESPONSES)).take(rows).to_pydict()
+            for k, i in enumerate(rows.tolist()):
+                texts[got.iat[i]] = (part["response_a"][k], part["response_b"][k])
+    missing = wanted - texts.keys()
+    if missing:  # the file changed since it was read
+        raise TableError(str(path), [f"pair_id {sorted(missing)[0]!r}: not in the file any more"])
+    out = table.drop(columns=derived)
+    at = list(out.columns).index("prompt") + 1 if "prompt" in out.columns else len(out.columns)
+    for offset, column in enumerate(RESPONSES):
+        out.insert(at + offset, column, [texts[i][offset] for i in ids])
+    return out
 
 
 def parquet_rows(path: str | Path) -> int:
@@ -191,6 +233,7 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     if features:  # the counts travel as extra columns, so rows dropped by --skip-invalid drop them too
         frame = pd.concat([frame, pd.DataFrame(features, index=index)], axis=1)
         frame.attrs["stand_ins"] = [c for c in RESPONSES if c in columns and c in texts]
+        frame.attrs["derived"] = list(features)
     return frame
 
 
