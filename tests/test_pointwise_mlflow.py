@@ -109,3 +109,30 @@ def test_cli_analyze_pointwise_logs_to_mlflow(tmp_path, mlflow_uri, monkeypatch)
     assert {"metrics.json", "plots", "table"} <= {a.path for a in client.list_artifacts(run_id)}
     logged_plots = {a.path for a in client.list_artifacts(run_id, "plots")}
     assert "plots/score_distribution_j.png" in logged_plots and len(logged_plots) == 2
+
+
+def test_plots_already_written_are_logged_as_they_are_under_their_mlflow_names(tmp_path, mlflow_uri):
+    # A PNG written by save_figures is logged byte for byte (not drawn again); a name with a folder
+    # ("org/g") keeps it in MLflow, and one whose parts could climb (".."), drawn from the file, stays
+    # inside "plots".
+    from pathlib import Path
+
+    import mlflow
+    from matplotlib.figure import Figure
+    from mlflow.tracking import MlflowClient
+
+    from judgebias.reporting.plots import save_figures
+    from judgebias.tracking.log_analysis import log_figures
+
+    fig = Figure(figsize=(2, 1))
+    fig.add_subplot().plot([0, 1], [1, 0])
+    png = save_figures({"x": fig}, tmp_path)[0]
+    mlflow.set_tracking_uri(mlflow_uri)
+    with mlflow.start_run() as run:
+        paths = log_figures({"dist j": png, "dist org/g": png, "dist ../up": png})
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    assert paths == ["plots/dist_j.png", "plots/dist_org/g.png", "plots/dist_../up.png"]
+    got = client.download_artifacts(run.info.run_id, "plots/dist_j.png", str(tmp_path / "dl"))
+    assert Path(got).read_bytes() == png.read_bytes()
+    in_folder = {a.path for a in client.list_artifacts(run.info.run_id, "plots/dist_org")}
+    assert "plots/dist_org/g.png" in in_folder

@@ -132,6 +132,7 @@ def analyze_cmd(
         figures = figures_for(result)
         plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
         paths = save_figures(figures, plots_dir)
+        figures = dict(zip(figures, paths, strict=True))  # MLflow logs these files: no second drawing
         typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
     pages = []
 

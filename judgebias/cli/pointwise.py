@@ -91,6 +91,7 @@ def analyze_pointwise_file(
     figures = pointwise_figures(table, result["settings"]["judges"])
     plots_dir = plots_dir if plots_dir is not None else analyze_outputs(out)[0]
     paths = save_figures(figures, plots_dir)
+    figures = dict(zip(figures, paths, strict=True))  # MLflow logs these files: no second drawing
     typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
     typer.echo("(pointwise table: no report card yet)")
     if mlflow:
