@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -92,12 +93,21 @@ CATEGORICAL = (*SHARED_TEXTS, "generator_a", "generator_b", "judge", "verdict", 
 RESPONSES = ("response_a", "response_b")
 
 
+# A JSONL table at least this large is read for analysis through Arrow's JSON reader (a Parquet file in
+# between, judgebias.jsonl_columns); a smaller one line by line as ``read_table`` reads it. Measured
+# (docs/benchmarks.md): below a few MB both take well under a second.
+JSONL_COLUMNAR_BYTES = 8 << 20
+
+
 def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
-                      response_features: Callable | None = None) -> tuple[pd.DataFrame, Exclusions]:
+                      response_features: Callable | None = None,
+                      jsonl_columnar_bytes: int = JSONL_COLUMNAR_BYTES) -> tuple[pd.DataFrame, Exclusions]:
     """``read_table`` as ``analyze`` needs it: the same validated table and values, read column-wise
     from a Parquet file: texts and names as categoricals (one string per distinct value, not one per
-    row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. Other formats:
-    ``read_table``.
+    row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. A JSONL file of
+    ``jsonl_columnar_bytes`` or more is first streamed into a temporary Parquet file by Arrow (deleted
+    after) and read so, where Arrow reads every value as ``json`` does (else, and for any problem of
+    parsing, line by line as ``read_table`` reads it: the same errors). Other formats: ``read_table``.
 
     With ``response_features`` (``(column, Arrow text array) -> {column name: one number per text}``,
     e.g. ``judgebias.metrics.frame.response_features``), a Parquet file's ``response_a`` and
@@ -105,12 +115,24 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     counts instead of the two columns, and validation finds the same problems in the same rows (a
     stand-in of the texts that keeps which are equal, blank or missing)."""
     path = Path(path)
-    if not path.exists() or _format(path) != "parquet":
+    if not path.exists():
+        return read_table(path, skip_invalid=skip_invalid)
+    fmt = _format(path)
+    if fmt == "jsonl" and path.stat().st_size >= jsonl_columnar_bytes:
+        read = _read_jsonl_columnar(path, response_features)
+        if read is not None:
+            return _validated(read, path, skip_invalid, response_features)
+    if fmt != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
         raw = _read_parquet_columnar(path, response_features)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
+    return _validated(raw, path, skip_invalid, response_features)
+
+
+def _validated(raw: pd.DataFrame, path: Path, skip_invalid: bool, response_features: Callable | None
+               ) -> tuple[pd.DataFrame, Exclusions]:
     hand_back_memory()
     table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid)
     if response_features is not None:  # the stand-ins are no texts: they never leave this function
@@ -120,18 +142,50 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     return table, exclusions
 
 
-def parquet_rows(path: str | Path) -> int:
-    """Rows of a Parquet file from its footer (without reading it); -1 for another format or a file
-    that cannot be read as Parquet (reading it then says why)."""
-    path = Path(path)
-    if not path.exists() or FORMATS.get(path.suffix.lower()) != "parquet":
-        return -1
-    try:
-        import pyarrow.parquet as pq
+def _jsonl_schema():
+    """The Arrow types of the canonical columns as ``json`` gives them once validated: texts, numbers
+    (an integer is read as a float: validation makes it one), the human labels a list of texts.
+    ``pair_id`` is left out: an id may be a number, kept as one (validation writes it as text)."""
+    import pyarrow as pa
 
-        return pq.ParquetFile(path).metadata.num_rows
-    except Exception:  # the read that follows reports the problem with the file's name
-        return -1
+    from judgebias.table import CANONICAL, PPL_COLUMNS, PROB_COLUMNS
+
+    def arrow_type(name: str):
+        if name in (*PROB_COLUMNS, *PPL_COLUMNS):
+            return pa.float64()
+        return pa.list_(pa.string()) if name == "human" else pa.string()
+
+    return pa.schema([(c, arrow_type(c)) for c in CANONICAL if c != "pair_id"])
+
+
+def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.DataFrame | None:
+    """The raw table of a JSONL file through a temporary Parquet file (``_read_parquet_columnar``);
+    None where Arrow cannot read it as ``json`` does. Its extra columns come in the order ``json``
+    meets them (Arrow's, as every column is met in the first block); a canonical column that no line
+    has is there, all missing: validation gives it the values it gives an absent one."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from judgebias.jsonl_columns import NotColumnar, jsonl_to_parquet
+    from judgebias.table import REQUIRED
+
+    if not hasattr(pj, "open_json"):  # an older pyarrow without the streaming reader: line by line
+        return None
+    fd, name = tempfile.mkstemp(prefix="judgebias-", suffix=".parquet")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        try:
+            jsonl_to_parquet(path, tmp, _jsonl_schema(), required=REQUIRED[1:], text_or_number=("pair_id",))
+            raw = _read_parquet_columnar(tmp, response_features)
+        except (NotColumnar, pa.ArrowException, OSError):  # read line by line: its errors name the line
+            return None
+    finally:
+        tmp.unlink(missing_ok=True)
+        pa.default_memory_pool().release_unused()
+    return raw
 
 
 def _is_text(arrow_type) -> bool:
