@@ -101,13 +101,14 @@ JSONL_COLUMNAR_BYTES = 8 << 20
 
 def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
                       response_features: Callable | None = None,
-                      jsonl_columnar_bytes: int = JSONL_COLUMNAR_BYTES) -> tuple[pd.DataFrame, Exclusions]:
+                      jsonl_columnar_bytes: int | None = None) -> tuple[pd.DataFrame, Exclusions]:
     """``read_table`` as ``analyze`` needs it: the same validated table and values, read column-wise
     from a Parquet file: texts and names as categoricals (one string per distinct value, not one per
     row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. A JSONL file of
-    ``jsonl_columnar_bytes`` or more is first streamed into a temporary Parquet file by Arrow (deleted
-    after) and read so, where Arrow reads every value as ``json`` does (else, and for any problem of
-    parsing, line by line as ``read_table`` reads it: the same errors). Other formats: ``read_table``.
+    ``jsonl_columnar_bytes`` (default ``JSONL_COLUMNAR_BYTES``) or more is first streamed into a
+    temporary Parquet file by Arrow (deleted after) and read so, where Arrow reads every value as
+    ``json`` does (else, and for any problem of parsing, line by line as ``read_table`` reads it:
+    the same errors). Other formats: ``read_table``.
 
     With ``response_features`` (``(column, Arrow text array) -> {column name: one number per text}``,
     e.g. ``judgebias.metrics.frame.response_features``), a Parquet file's ``response_a`` and
@@ -118,7 +119,8 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     if not path.exists():
         return read_table(path, skip_invalid=skip_invalid)
     fmt = _format(path)
-    if fmt == "jsonl" and path.stat().st_size >= jsonl_columnar_bytes:
+    threshold = JSONL_COLUMNAR_BYTES if jsonl_columnar_bytes is None else jsonl_columnar_bytes
+    if fmt == "jsonl" and path.stat().st_size >= threshold:
         read = _read_jsonl_columnar(path, response_features)
         if read is not None:
             return _validated(read, path, skip_invalid, response_features)
@@ -186,6 +188,35 @@ def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.D
         tmp.unlink(missing_ok=True)
         pa.default_memory_pool().release_unused()
     return raw
+
+
+def parquet_rows(path: str | Path) -> int:
+    """Rows of a Parquet file from its footer (without reading it); -1 for another format or a file
+    that cannot be read as Parquet (reading it then says why)."""
+    path = Path(path)
+    if not path.exists() or FORMATS.get(path.suffix.lower()) != "parquet":
+        return -1
+    try:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # the read that follows reports the problem with the file's name
+        return -1
+
+
+def table_rows(path: str | Path) -> int:
+    """Rows of a table file without reading its values: a Parquet file's from its footer, a JSONL
+    file's lines (blank ones too: at most a few more than its rows); -1 for a CSV file or one that
+    cannot be read (reading it then says why)."""
+    path = Path(path)
+    if path.exists() and FORMATS.get(path.suffix.lower()) == "jsonl":
+        from judgebias.jsonl_columns import jsonl_lines
+
+        try:
+            return jsonl_lines(path)
+        except OSError:
+            return -1
+    return parquet_rows(path)
 
 
 def _is_text(arrow_type) -> bool:
