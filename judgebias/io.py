@@ -95,8 +95,8 @@ RESPONSES = ("response_a", "response_b")
 
 # A JSONL table at least this large is read for analysis through Arrow's JSON reader (a Parquet file in
 # between, judgebias.jsonl_columns); a smaller one line by line as ``read_table`` reads it. Measured
-# (docs/benchmarks.md): below a few MB both take well under a second.
-JSONL_COLUMNAR_BYTES = 8 << 20
+# (docs/benchmarks.md): the two take the same time at about 10 MB (10,000 rows), well under a second.
+JSONL_COLUMNAR_BYTES = 16 << 20
 
 
 def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
