@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -182,7 +183,12 @@ def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.D
         try:
             jsonl_to_parquet(path, tmp, _jsonl_schema(), required=REQUIRED[1:], text_or_number=("pair_id",))
             raw = _read_parquet_columnar(tmp, response_features)
-        except (NotColumnar, pa.ArrowException, OSError):  # read line by line: its errors name the line
+        except MemoryError:
+            raise
+        except Exception as exc:  # Arrow's reading not json's, any parse error, a full temp disk: read
+            # line by line (its errors name the line), as every JSONL table was read before
+            if not isinstance(exc, (NotColumnar, pa.ArrowException, OSError)):
+                warnings.warn(f"{path}: read line by line ({type(exc).__name__}: {exc})", stacklevel=3)
             return None
     finally:
         tmp.unlink(missing_ok=True)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 # Arrow's reader parses one block of the file at a time (lines never straddle it): a block's columns
 # are what is held, so the memory of the conversion does not grow with the file.
 BLOCK_BYTES = 16 << 20
@@ -67,11 +69,14 @@ def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, .
 
     known = set(schema.names)
     block_bytes, row_group_rows = block_bytes or BLOCK_BYTES, row_group_rows or ROW_GROUP_ROWS
+    counter = LineCounter()
+    fh = Path(source).open("rb")
     try:
-        reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=block_bytes),
+        reader = pj.open_json(_Counted(fh, counter), read_options=pj.ReadOptions(block_size=block_bytes),
                               parse_options=pj.ParseOptions(explicit_schema=schema,
                                                             unexpected_field_behavior="infer"))
     except pa.ArrowInvalid as exc:
+        fh.close()
         raise NotColumnar(str(exc)) from exc
     stream_schema = reader.schema
     for field in stream_schema:
@@ -114,12 +119,92 @@ def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, .
         flush()
     finally:
         writer.close()
+        fh.close()
     if rows == 0:
         raise NotColumnar("no rows")
+    if rows != counter.result():  # Arrow takes two objects on a line, or one over two lines
+        raise NotColumnar("not one JSON object per line")
     empty = [name for name, n in nulls.items() if n == rows]
     if empty:
         raise NotColumnar(f"column(s) {', '.join(empty)} missing on every row (or absent)")
     return rows
+
+
+_BLANK_BYTES = b" \t\r"
+_BLANK_CODES = np.frombuffer(_BLANK_BYTES, dtype=np.uint8)
+
+
+def _check(data: bytes) -> None:
+    if data.count(b"\r") != data.count(b"\r\n") or b"\xef\xbb\xbf" in data:
+        raise NotColumnar("a lone CR or a byte order mark")
+
+
+def content_lines(path: Path, chunk_bytes: int = 16 << 20) -> int:
+    """``LineCounter``'s count of a whole file."""
+    counter = LineCounter()
+    with Path(path).open("rb") as fh:
+        while chunk := fh.read(chunk_bytes):
+            counter.feed(chunk)
+    return counter.result()
+
+
+class LineCounter:
+    """Counts the lines that are not blank, as Python reads a text file line by line, from the bytes
+    of a file fed to it in order (a blank line holds spaces, tabs or a CR at most: another character
+    there is one Arrow does not read as blank either). A CR that ends no line (a line break to Python,
+    a space to Arrow) or a UTF-8 byte order mark (an error to ``json.loads``, skipped by Arrow) raises
+    ``NotColumnar``."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self._blank = 0
+        self._pending = b""  # the last line fed so far, not ended yet
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._pending + chunk if self._pending else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._pending = data
+            return
+        ended, self._pending = data[: cut + 1], data[cut + 1:]
+        _check(ended)
+        codes = np.frombuffer(ended, dtype=np.uint8)
+        ends = np.flatnonzero(codes == 10)
+        starts = np.concatenate([np.zeros(1, dtype=ends.dtype), ends[:-1] + 1])
+        self.lines += ends.size
+        # A line that starts with a byte that is not blank holds something; the empty ones hold
+        # nothing, and the few others (indented lines) are looked at one by one.
+        empty = starts == ends
+        self._blank += int(empty.sum())
+        starts, ends = starts[~empty], ends[~empty]
+        for k in np.flatnonzero(np.isin(codes[starts], _BLANK_CODES)).tolist():
+            self._blank += not ended[starts[k]: ends[k]].strip(_BLANK_BYTES)
+
+    def result(self) -> int:
+        _check(self._pending)
+        return self.lines - self._blank + bool(self._pending.strip(_BLANK_BYTES))
+
+
+class _Counted:
+    """A binary file that feeds what is read of it to a ``LineCounter`` (the file is read once)."""
+
+    def __init__(self, fh, counter: LineCounter) -> None:
+        self._fh, self._counter = fh, counter
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        self._counter.feed(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def jsonl_lines(path: Path, chunk_bytes: int = 16 << 20) -> int:

@@ -141,6 +141,45 @@ def test_what_arrow_reads_otherwise_is_read_line_by_line(tmp_path, change):
     assert plain[0]["pair_id"].iat[0] == "0"
 
 
+@pytest.mark.parametrize("edit", [
+    lambda lines: lines.__setitem__(41, lines[41] + " " + lines[42]),          # two objects on a line
+    lambda lines: lines.__setitem__(41, lines[41].replace(", ", ",\n", 1)),    # an object over two lines
+    lambda lines: lines.__setitem__(41, lines[41] + "\r" + lines[42]),         # a lone CR: a line break
+    lambda lines: lines.__setitem__(0, "\ufeff" + lines[0]),                   # a byte order mark
+])
+def test_what_is_not_one_object_per_line_is_named_as_before(tmp_path, edit):
+    path = tmp_path / "t.jsonl"
+    _write(path, _records())
+    lines = path.read_text().splitlines()
+    edit(lines)
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    try:
+        expected = read_table(path)
+    except TableError as exc:
+        with pytest.raises(TableError) as shared:
+            _columnar(path)
+        assert shared.value.problems == exc.problems
+        return
+    shared = _columnar(path)
+    assert not isinstance(shared[0]["prompt"].dtype, pd.CategoricalDtype)
+    assert _plain(shared[0]).equals(_plain(expected[0]))
+
+
+def test_lines_counted_as_python_reads_them(tmp_path):
+    from judgebias.jsonl_columns import NotColumnar, content_lines
+
+    path = tmp_path / "t.txt"
+    for data in (b"a\nb\n", b"a\n\n  \nb", b"\n\n\ta\n", b"a\r\n\r\nb\r\n", b"", b"  ", b"a\n \t\n",
+                 b"x" * 5 + b"\n\n" + b" " * 7 + b"\n"):
+        path.write_bytes(data)
+        python = sum(1 for line in path.open(encoding="utf-8") if line.strip())
+        assert content_lines(path) == content_lines(path, chunk_bytes=3) == python, data
+    for data in (b"a\rb\n", b"\xef\xbb\xbfa\n"):
+        path.write_bytes(data)
+        with pytest.raises(NotColumnar):
+            content_lines(path, chunk_bytes=2)
+
+
 def test_malformed_line_named_as_before(tmp_path):
     recs = _records()
     path = tmp_path / "t.jsonl"
