@@ -51,33 +51,12 @@ def _big_integers(column) -> bool:
     return bool(pc.any(pc.and_(big, whole)).as_py())
 
 
-def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, ...] = (),
-                     text_or_number: tuple[str, ...] = (), block_bytes: int | None = None,
-                     row_group_rows: int | None = None) -> int:
-    """Write the JSONL file ``source`` to the Parquet file ``dest``; returns its number of rows.
-
-    ``schema`` (an Arrow schema) gives the types of the columns known in advance; any other field is
-    typed from the first block (null, bool, integer, float or text only). A column of ``schema`` that no
-    line has is all missing (what ``json.loads`` gives a missing key): a ``required`` one that is all
-    missing may instead be absent from every line, which the caller must tell apart, so that raises
-    ``NotColumnar``. ``text_or_number``: inferred columns that may be text or numbers only (not
-    booleans). Raises ``NotColumnar`` as the module says; ``dest`` is the caller's to delete.
-    """
+def _write_parquet(reader, dest: Path, known: set, required: tuple, text_or_number: tuple,
+                   row_group_rows: int) -> tuple[int, dict[str, int]]:
+    """Arrow's batches written to ``dest`` in row groups; (rows, missing values of each ``required``)."""
     import pyarrow as pa
-    import pyarrow.json as pj
     import pyarrow.parquet as pq
 
-    known = set(schema.names)
-    block_bytes, row_group_rows = block_bytes or BLOCK_BYTES, row_group_rows or ROW_GROUP_ROWS
-    counter = LineCounter()
-    fh = Path(source).open("rb")
-    try:
-        reader = pj.open_json(_Counted(fh, counter), read_options=pj.ReadOptions(block_size=block_bytes),
-                              parse_options=pj.ParseOptions(explicit_schema=schema,
-                                                            unexpected_field_behavior="infer"))
-    except pa.ArrowInvalid as exc:
-        fh.close()
-        raise NotColumnar(str(exc)) from exc
     stream_schema = reader.schema
     for field in stream_schema:
         if field.name in known:
@@ -119,7 +98,35 @@ def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, .
         flush()
     finally:
         writer.close()
-        fh.close()
+    return rows, nulls
+
+
+def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, ...] = (),
+                     text_or_number: tuple[str, ...] = (), block_bytes: int | None = None,
+                     row_group_rows: int | None = None) -> int:
+    """Write the JSONL file ``source`` to the Parquet file ``dest``; returns its number of rows.
+
+    ``schema`` (an Arrow schema) gives the types of the columns known in advance; any other field is
+    typed from the first block (null, bool, integer, float or text only). A column of ``schema`` that no
+    line has is all missing (what ``json.loads`` gives a missing key): a ``required`` one that is all
+    missing may instead be absent from every line, which the caller must tell apart, so that raises
+    ``NotColumnar``. ``text_or_number``: inferred columns that may be text or numbers only (not
+    booleans). Raises ``NotColumnar`` as the module says; ``dest`` is the caller's to delete.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    known = set(schema.names)
+    block_bytes, row_group_rows = block_bytes or BLOCK_BYTES, row_group_rows or ROW_GROUP_ROWS
+    counter = LineCounter()
+    with Path(source).open("rb") as fh:
+        try:
+            reader = pj.open_json(_Counted(fh, counter), read_options=pj.ReadOptions(block_size=block_bytes),
+                                  parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                                unexpected_field_behavior="infer"))
+        except pa.ArrowInvalid as exc:
+            raise NotColumnar(str(exc)) from exc
+        rows, nulls = _write_parquet(reader, dest, known, required, text_or_number, row_group_rows)
     if rows == 0:
         raise NotColumnar("no rows")
     if rows != counter.result():  # Arrow takes two objects on a line, or one over two lines
