@@ -141,8 +141,13 @@ _BLANK_BYTES = b" \t\r"
 _BLANK_CODES = np.frombuffer(_BLANK_BYTES, dtype=np.uint8)
 
 
-def _check(data: bytes) -> None:
-    if data.count(b"\r") != data.count(b"\r\n") or b"\xef\xbb\xbf" in data:
+def _check(data: bytes, start: int = 0, end: int | None = None) -> None:
+    """``NotColumnar`` where ``data[start:end]`` holds a CR that ends no line or a byte order mark
+    (single-byte searches first: a scan at memory speed where, as usual, there is neither)."""
+    end = len(data) if end is None else end
+    cr = data.find(b"\r", start, end) >= 0 and \
+        data.count(b"\r", start, end) != data.count(b"\r\n", start, end)
+    if cr or (data.find(b"\xef", start, end) >= 0 and data.find(b"\xef\xbb\xbf", start, end) >= 0):
         raise NotColumnar("a lone CR or a byte order mark")
 
 
@@ -168,16 +173,22 @@ class LineCounter:
         self._pending = b""  # the last line fed so far, not ended yet
 
     def feed(self, chunk: bytes) -> None:
-        data = self._pending + chunk if self._pending else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._pending = data
+        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+        if first < 0:
+            self._pending += chunk
             return
-        ended, self._pending = data[: cut + 1], data[cut + 1:]
-        _check(ended)
-        codes = np.frombuffer(ended, dtype=np.uint8)
-        ends = np.flatnonzero(codes == 10)
-        starts = np.concatenate([np.zeros(1, dtype=ends.dtype), ends[:-1] + 1])
+        head = self._pending + chunk[:first]  # the line begun in an earlier chunk, one line
+        _check(head + b"\n")
+        self.lines += 1
+        self._blank += not head.strip(_BLANK_BYTES)
+        self._pending = chunk[last + 1:]
+        if last == first:
+            return
+        # The lines ended in this chunk, read where they lie (no copy).
+        _check(chunk, first + 1, last + 1)
+        codes = np.frombuffer(chunk, dtype=np.uint8, count=last + 1)
+        ends = first + 1 + np.flatnonzero(codes[first + 1:] == 10)
+        starts = np.concatenate([[first + 1], ends[:-1] + 1])
         self.lines += ends.size
         # A line that starts with a byte that is not blank holds something; the empty ones hold
         # nothing, and the few others (indented lines) are looked at one by one.
@@ -185,7 +196,7 @@ class LineCounter:
         self._blank += int(empty.sum())
         starts, ends = starts[~empty], ends[~empty]
         for k in np.flatnonzero(np.isin(codes[starts], _BLANK_CODES)).tolist():
-            self._blank += not ended[starts[k]: ends[k]].strip(_BLANK_BYTES)
+            self._blank += not chunk[starts[k]: ends[k]].strip(_BLANK_BYTES)
 
     def result(self) -> int:
         _check(self._pending)
