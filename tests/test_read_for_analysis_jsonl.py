@@ -83,6 +83,14 @@ def test_edge_cases_read_by_arrow(tmp_path):
     recs[6].pop("generator_a")                   # a missing key: a missing value
     recs[7]["judge"] = None
     recs[8]["p_a_ab"], recs[8]["p_a_ba"], recs[8]["p_a"] = 1, 0, 0.5  # integers where floats are
+    for i, r in enumerate(recs):
+        r["flag"] = None if i == 2 else i % 2 == 0  # booleans, one missing
+        r["count"] = None if i == 3 else i          # integers, one missing
+        r["nothing"] = None                          # never given
+    for k in ("p_a", "p_a_ab", "p_a_ba"):        # a verdict-only row, its verdict spelled otherwise
+        recs[9].pop(k, None)
+    recs[9]["verdict"] = " A "
+    recs[10]["fold_rule"] = " Auto"
     _same(_write(tmp_path / "t.jsonl", recs, lines_before=["", "   "]), arrow_read=True)
 
 
@@ -104,11 +112,12 @@ def test_invalid_rows_skipped_alike(tmp_path):
     recs[9]["response_a"] = ""                   # empty text
     recs[11]["verdict"] = "maybe"                # not a verdict
     path = _write(tmp_path / "t.jsonl", recs)
-    with pytest.raises(TableError) as plain:
+    try:
         read_table(path)
-    with pytest.raises(TableError) as shared:
-        _columnar(path)
-    assert shared.value.problems == plain.value.problems
+    except TableError as plain:
+        with pytest.raises(TableError) as shared:
+            _columnar(path)
+        assert shared.value.problems == plain.problems
     _same(path, arrow_read=True, skip_invalid=True)
 
 
@@ -178,6 +187,20 @@ def test_lines_counted_as_python_reads_them(tmp_path):
         path.write_bytes(data)
         with pytest.raises(NotColumnar):
             content_lines(path, chunk_bytes=2)
+
+
+@pytest.mark.parametrize("labels", [["a", None], ["c"], ["a", ""]])
+def test_odd_labels_read_alike(tmp_path, labels):
+    recs = _records()
+    recs[1]["human"] = labels
+    path = _write(tmp_path / "t.jsonl", recs)
+    try:
+        read_table(path)
+    except TableError as plain:
+        with pytest.raises(TableError) as shared:
+            _columnar(path)
+        assert shared.value.problems == plain.problems
+    _same(path, arrow_read=True, skip_invalid=True)
 
 
 def test_malformed_line_named_as_before(tmp_path):
