@@ -30,6 +30,7 @@ from judgebias.annotation.pairwise_tasks import (  # noqa: F401  (also this modu
     task_data,
 )
 from judgebias.annotation.store import Label, Ledger, PushedTask, UpsertCounts
+from judgebias.redaction import redact_uri
 from judgebias.table import Exclusions
 
 DEFAULT_MAX_ANNOTATIONS = 3
@@ -108,7 +109,9 @@ class LabelStudioClient:
         from label_studio_sdk import LabelStudio
 
         self.settings = settings
-        self.url = settings.url
+        # What is shown and recorded (messages, the ledger's server column, MLflow params): the URL
+        # without a password a user may have put in it; only the SDK gets the URL as given.
+        self.url = redact_uri(settings.url)
         self._ls = LabelStudio(
             base_url=settings.url, api_key=settings.api_key, timeout=timeout, max_retries=max_retries
         )

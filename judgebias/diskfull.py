@@ -5,7 +5,11 @@ an ``OSError`` without a file name whose text carries "[errno 28]" from pyarrow;
 ``SafetensorError: ... No space left on device (os error 28)``; SQLite's "database or disk is full"
 (the call cache, MLflow's store); each possibly re-raised by Prefect for a failed task or flow, or
 chained under another error. ``find`` looks through the whole chain; writers that know which file
-they were writing say so by raising ``DiskFullError`` from the library's error.
+they were writing say so by raising ``DiskFullError`` from the library's error. Some say only that
+a write failed (SQLite's "disk I/O error"; ``torch.save`` to a path: "[enforce fail at
+inline_container.cc:...] unexpected pos 576 vs 534" or "PytorchStreamWriter failed writing file
+data/0: file write failed", no errno anywhere in the chain): those count as a full disk only where
+the file system written to has almost no space left (``io_error`` and ``nearly_full``).
 """
 
 from __future__ import annotations
@@ -98,10 +102,19 @@ def nearly_full(path: str | os.PathLike) -> bool:
     return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
 
 
+# The words of a failed write that names no cause (lower case): SQLite's; torch's C++ file writer's
+# (torch 2.13 on a device that refuses writes, measured: "unexpected pos", from "basic_ios::clear:
+# iostream error"; other versions and sizes: "PytorchStreamWriter failed writing ...: file write failed").
+_WRITE_FAILED = ("i/o error", "pytorchstreamwriter failed writing", "file write failed", "unexpected pos",
+                 "iostream error")
+
+
 def io_error(exc: BaseException) -> bool:
-    """An error a full disk also causes under another name (EIO, SQLite's "disk I/O error"); not a
-    refused permission or a missing folder, which say what they are."""
-    return getattr(exc, "errno", None) == errno.EIO or "i/o error" in _text(exc)
+    """An error a full disk also causes under another name, anywhere in ``exc``'s chain (EIO, SQLite's
+    "disk I/O error", torch's failed write); not a refused permission or a missing folder, which say
+    what they are."""
+    return any(getattr(e, "errno", None) == errno.EIO or any(w in _text(e) for w in _WRITE_FAILED)
+               for e in _chain(exc))
 
 
 def find(exc: BaseException) -> DiskFull | None:

@@ -6,6 +6,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pandas as pd
 
 from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
 from judgebias.runstore import naming_full_disk
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.table import Exclusions, TableError, reserved_problems, validate
 from judgebias.table_columns import hand_back_memory
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -128,16 +129,23 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     if fmt != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
-        raw = _read_parquet_columnar(path, response_features)
+        import pyarrow.parquet as pq
+
+        # Before reading it all: a column of the file named like our counts would meet them.
+        reserved = reserved_problems(pq.read_schema(path).names)
+        raw = None if reserved else _read_parquet_columnar(path, response_features)
     except Exception as exc:
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
+    if reserved:
+        raise TableError(str(path), reserved)
     return _validated(raw, path, skip_invalid, response_features)
 
 
 def _validated(raw: pd.DataFrame, path: Path, skip_invalid: bool, response_features: Callable | None
                ) -> tuple[pd.DataFrame, Exclusions]:
     hand_back_memory()
-    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid)
+    table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid,
+                                 derived=tuple(raw.attrs.get("derived", ())))
     if response_features is not None:  # the stand-ins are no texts: they never leave this function
         table = table.drop(columns=[c for c in RESPONSES if c in raw.attrs.get("stand_ins", ())])
     del raw
@@ -161,11 +169,10 @@ def _jsonl_schema():
     return pa.schema([(c, arrow_type(c)) for c in CANONICAL if c != "pair_id"])
 
 
-def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.DataFrame | None:
-    """The raw table of a JSONL file through a temporary Parquet file (``_read_parquet_columnar``);
-    None where Arrow cannot read it as ``json`` does. Its extra columns come in the order ``json``
-    meets them (Arrow's, as every column is met in the first block); a canonical column that no line
-    has is there, all missing: validation gives it the values it gives an absent one."""
+@contextmanager
+def _jsonl_as_parquet(path: Path) -> Iterator[Path | None]:
+    """A JSONL file as a temporary Parquet file (``judgebias.jsonl_columns``), deleted on leaving; None
+    where Arrow cannot read it as ``json`` does (or this pyarrow has no streaming JSON reader)."""
     import tempfile
 
     import pyarrow as pa
@@ -175,25 +182,86 @@ def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.D
     from judgebias.table import REQUIRED
 
     if not hasattr(pj, "open_json"):  # an older pyarrow without the streaming reader: line by line
-        return None
+        yield None
+        return
     fd, name = tempfile.mkstemp(prefix="judgebias-", suffix=".parquet")
     os.close(fd)
     tmp = Path(name)
     try:
         try:
             jsonl_to_parquet(path, tmp, _jsonl_schema(), required=REQUIRED[1:], text_or_number=("pair_id",))
-            raw = _read_parquet_columnar(tmp, response_features)
+            converted = tmp
         except MemoryError:
             raise
         except Exception as exc:  # Arrow's reading not json's, any parse error, a full temp disk: read
             # line by line (its errors name the line), as every JSONL table was read before
             if not isinstance(exc, (NotColumnar, pa.ArrowException, OSError)):
-                warnings.warn(f"{path}: read line by line ({type(exc).__name__}: {exc})", stacklevel=3)
-            return None
+                warnings.warn(f"{path}: read line by line ({type(exc).__name__}: {exc})", stacklevel=4)
+            converted = None
+        yield converted
     finally:
         tmp.unlink(missing_ok=True)
         pa.default_memory_pool().release_unused()
-    return raw
+
+
+def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.DataFrame | None:
+    """The raw table of a JSONL file through a temporary Parquet file (``_read_parquet_columnar``);
+    None where Arrow cannot read it as ``json`` does. Its extra columns come in the order ``json``
+    meets them (Arrow's, as every column is met in the first block); a canonical column that no line
+    has is there, all missing: validation gives it the values it gives an absent one. A reserved
+    column name is left to the line-by-line read to report, as before."""
+    import pyarrow.parquet as pq
+
+    with _jsonl_as_parquet(path) as tmp:
+        if tmp is None or reserved_problems(pq.read_schema(tmp).names):
+            return None
+        return _read_parquet_columnar(tmp, response_features)
+
+
+def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """A table ``read_for_analysis`` read without its response texts (from Parquet file ``path``, or
+    JSONL file ``path`` through the same temporary Parquet file as it was read), with them back in
+    place of the counts that stood for them. Only the first row of each of the
+    table's pairs is kept as the file is read row group by row group, so the few rows that traces
+    show cost their own texts, not the file's. Validation made every kept row's texts equal to its
+    pair's first row in the file (a row that differs is flagged)."""
+    derived = [c for c in table.columns if isinstance(c, str) and c.startswith("_jb_")]
+    if all(c in table.columns for c in RESPONSES):
+        return table.drop(columns=derived)
+    path = Path(path)
+    if _format(path) == "jsonl":
+        with _jsonl_as_parquet(path) as tmp:
+            if tmp is None:  # the file changed since it was read through Arrow
+                raise TableError(str(path), ["cannot read its response texts again: the file changed"])
+            return _with_texts_of(table, tmp, derived, source=path)
+    return _with_texts_of(table, path, derived, source=path)
+
+
+def _with_texts_of(table: pd.DataFrame, path: Path, derived: list, source: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    ids = table["pair_id"].astype(str)
+    wanted, texts = set(ids), {}
+    parquet_file = pq.ParquetFile(path)
+    for group in range(parquet_file.num_row_groups):
+        if len(texts) == len(wanted):
+            break
+        # The ids as validation reads them (pandas' str of the value pandas reads).
+        got = parquet_file.read_row_group(group, columns=["pair_id"]).to_pandas()["pair_id"]
+        got = got.astype(str).where(got.notna())
+        rows = np.flatnonzero(got.isin(wanted - texts.keys()).to_numpy() & ~got.duplicated().to_numpy())
+        if rows.size:
+            part = parquet_file.read_row_group(group, columns=list(RESPONSES)).take(rows).to_pydict()
+            for k, i in enumerate(rows.tolist()):
+                texts[got.iat[i]] = (part["response_a"][k], part["response_b"][k])
+    missing = wanted - texts.keys()
+    if missing:  # the file changed since it was read
+        raise TableError(str(source), [f"pair_id {sorted(missing)[0]!r}: not in the file any more"])
+    out = table.drop(columns=derived)
+    at = list(out.columns).index("prompt") + 1 if "prompt" in out.columns else len(out.columns)
+    for offset, column in enumerate(RESPONSES):
+        out.insert(at + offset, column, [texts[i][offset] for i in ids])
+    return out
 
 
 def parquet_rows(path: str | Path) -> int:
@@ -282,6 +350,7 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     if features:  # the counts travel as extra columns, so rows dropped by --skip-invalid drop them too
         frame = pd.concat([frame, pd.DataFrame(features, index=index)], axis=1)
         frame.attrs["stand_ins"] = [c for c in RESPONSES if c in columns and c in texts]
+        frame.attrs["derived"] = list(features)
     return frame
 
 

@@ -19,7 +19,7 @@ Columns (see docs/importers.md "The judgment table" for the full contract):
     human         list  human labels, each "a" | "b" | "tie" (several annotators allowed)
     ppl_a, ppl_b  float the judge's perplexity of each response given the prompt
 
-Any other column is carried through untouched.
+Any other column is carried through untouched; names starting with ``_jb_`` are reserved (refused).
 """
 
 from __future__ import annotations
@@ -62,6 +62,18 @@ CANONICAL = (*REQUIRED, *TEXT_OPTIONAL, *PROB_COLUMNS, *VERDICT_COLUMNS, "fold_r
 
 MAX_LISTED_PROBLEMS = 50
 
+# Names the metrics give the columns they derive (``judgebias.metrics.frame``): a table's own column
+# under such a name would be overwritten, or read as if it were the derived figure.
+RESERVED_PREFIX = "_jb_"
+
+
+def reserved_problems(columns, ours=()) -> list[str]:
+    """One problem per column of ``columns`` whose name is reserved (``ours``: those the reader itself
+    derived, e.g. ``read_for_analysis``'s response counts)."""
+    return [f"column {c!r}: names starting with {RESERVED_PREFIX!r} are reserved for the columns "
+            "judgebias derives; rename it" for c in columns
+            if isinstance(c, str) and c.startswith(RESERVED_PREFIX) and c not in ours]
+
 
 class TableError(ValueError):
     """A judgment table that cannot be used as it is; the message lists every problem found."""
@@ -76,7 +88,7 @@ class TableError(ValueError):
 
 
 def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = False,
-             fold_rule: str = DEFAULT_FOLD) -> tuple[pd.DataFrame, Exclusions]:
+             fold_rule: str = DEFAULT_FOLD, derived: tuple[str, ...] = ()) -> tuple[pd.DataFrame, Exclusions]:
     """Check and normalize a judgment table.
 
     Every problem is named by source, row (1-based, as in the file) and field. With
@@ -85,13 +97,18 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     Column-wise (vectorized) where the dtypes allow: a million rows validate in seconds.
     A row with both presentation orders gets its ``verdict`` folded from them by its ``fold_rule``
     (``fold_rule`` here where the row names none); a given verdict that the rule contradicts is
-    a problem of that row.
+    a problem of that row. A column named ``_jb_...`` is refused (those names are the derived
+    columns'), even with ``skip_invalid``: it is no row's problem; ``derived`` names the ones the
+    caller added itself.
     """
     problems: list[str] = []
     bad_rows: dict[int, str] = {}
     missing_cols = [c for c in REQUIRED if c not in df.columns]
     if missing_cols:
         raise TableError(source, [f"missing required column(s): {', '.join(missing_cols)}"])
+    reserved = reserved_problems(df.columns, derived)
+    if reserved:
+        raise TableError(source, reserved)
 
     # Shallow: with copy-on-write (pandas >= 3) the caller's frame is never modified, and the
     # texts are not duplicated in memory.

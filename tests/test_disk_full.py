@@ -7,6 +7,7 @@ the command meets."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -251,3 +252,54 @@ def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(t
     for stage in ("load_instructions", "generate_responses[ta]", "generate_responses[tb]", "build_pairs"):
         assert any(ln.split()[:2] == ["reused", stage] for ln in again.stdout.splitlines()), again.stdout
     assert (run / "judgments" / "ta.parquet").exists()
+
+
+def test_torch_save_on_a_nearly_full_disk_names_the_folder_and_elsewhere_stays_torchs_error(tmp_path,
+                                                                                            monkeypatch):
+    # torch.save to a path says only "[enforce fail at inline_container.cc:...] unexpected pos ..." (its
+    # C++ writer keeps no errno): a full disk only where the file system has under 1 MiB left. The
+    # file is a link to /dev/full inside the temporary folder: torch writes in place, through it.
+    _require_dev_full()
+    torch = pytest.importorskip("torch")
+    from judgebias import diskfull
+    from judgebias.runstore import RunStore
+
+    store = RunStore(tmp_path / "run")
+
+    def fill(folder) -> None:
+        os.symlink(DEV_FULL, folder / "adapter_model.bin")
+        torch.save({"w": torch.zeros(1000)}, str(folder / "adapter_model.bin"))
+
+    with pytest.raises(RuntimeError) as plain:  # space left: torch's own error, not a full disk
+        store.write_dir("adapters/g1", fill)
+    assert not isinstance(plain.value, DiskFullError) and find(plain.value) is None
+    assert diskfull.io_error(plain.value), str(plain.value)  # what torch says is one of the words read
+    real = os.statvfs
+
+    def nearly_full(path):  # the same file system, with 4 blocks of 4 KiB left
+        st = real(path)
+        return type("S", (), {"f_bavail": 4, "f_frsize": 4096, "f_blocks": st.f_blocks})()
+
+    monkeypatch.setattr(diskfull.os, "statvfs", nearly_full)
+    with pytest.raises(DiskFullError) as full:
+        store.write_dir("adapters/g1", fill)
+    assert full.value.filename == str(tmp_path / "run" / "adapters" / "g1")
+    assert full.value.errno == errno.ENOSPC and isinstance(full.value.__cause__, RuntimeError)
+    assert not (tmp_path / "run" / "adapters").exists() or not any((tmp_path / "run" / "adapters").iterdir())
+    st = os.stat(DEV_FULL)  # the device is still the device (nothing renamed over it)
+    assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (1, 7)
+
+
+def test_torch_save_to_an_open_file_keeps_the_os_error_in_its_chain():
+    # To a file object, Python's own write fails: OSError(ENOSPC) itself (a small file: at torch's
+    # last flush) or as the context of torch's RuntimeError "unexpected pos", found whatever the space.
+    _require_dev_full()
+    torch = pytest.importorskip("torch")
+    fh = open(DEV_FULL, "wb")  # noqa: SIM115 (its close fails too: closed below, that error dropped)
+    try:
+        with pytest.raises((RuntimeError, OSError)) as raised:
+            torch.save({"w": torch.zeros(1000)}, fh)
+    finally:
+        with contextlib.suppress(OSError):
+            fh.close()
+    assert find(raised.value) is not None and find(raised.value).reason == "no space left on device"

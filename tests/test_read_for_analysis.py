@@ -140,3 +140,54 @@ def test_a_response_stored_otherwise_keeps_both_texts(tmp_path):
     assert {"response_a", "response_b"} <= set(lean.columns)
     full, ex_full = read_for_analysis(path)
     assert analyze(lean, exclusions=ex, reps=100) == analyze(full, exclusions=ex_full, reps=100)
+
+
+@pytest.mark.parametrize("column", [F.WORDS_A, F.CHARS_B, F.PAIR, "_jb_mine"])
+def test_a_column_named_like_a_derived_one_is_refused_on_every_path(tmp_path, column):
+    # A user's ``_jb_words_a`` would be taken by ``prepare`` as the word count (or, read lean, meet the
+    # count of the same name): every reader refuses it by name, --skip-invalid or not.
+    table = synthetic(60).assign(**{column: 7})
+    paths = [write_table(table, tmp_path / "t.parquet"), write_table(table, tmp_path / "t.jsonl")]
+    reads = [lambda p: read_for_analysis(p, response_features=response_features),
+             lambda p: read_for_analysis(p, skip_invalid=True), read_table]
+    for path in paths:
+        for read in reads:
+            with pytest.raises(TableError) as err:
+                read(path)
+            assert f"column {column!r}" in str(err.value) and "'_jb_' are reserved" in str(err.value)
+    lean, _ = read_for_analysis(write_table(synthetic(60), tmp_path / "u.parquet"),
+                                response_features=response_features)
+    assert F.WORDS_A in lean.columns and "response_a" not in lean.columns  # our own counts still read
+
+
+def test_analyze_names_the_reserved_column(tmp_path):
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    path = write_table(synthetic(60).assign(_jb_words_a=3), tmp_path / "t.parquet")
+    res = CliRunner().invoke(app, ["analyze", str(path), "--out", str(tmp_path / "m.json"), "--no-mlflow",
+                                   "--no-report", "--skip-invalid"])
+    assert res.exit_code == 2, res.output
+    assert "'_jb_words_a'" in res.output and "reserved" in res.output
+
+
+def test_response_texts_read_back_for_the_rows_kept(tmp_path):
+    from judgebias.io import with_response_texts
+
+    table = synthetic(80)
+    # Numeric ids (read back as validation reads them: as text); pair 3's first row is dropped by
+    # --skip-invalid, its other judges' rows kept.
+    table["pair_id"] = table["pair_id"].str[1:].astype(int)
+    table.loc[3, "p_a"] = 2.0
+    path = tmp_path / "t.parquet"
+    table.to_parquet(path, row_group_size=7)  # the kept rows spread over row groups
+    lean, _ = read_for_analysis(path, skip_invalid=True, response_features=response_features)
+    plain, _ = read_table(path, skip_invalid=True)
+    assert len(lean) == len(table) - 1 and 3 in set(lean["pair_id"].astype(int))
+    back = with_response_texts(lean.iloc[::9].reset_index(drop=True), path)
+    want = plain.iloc[::9].reset_index(drop=True)
+    assert "3" in set(back["pair_id"].astype(str))  # a pair whose first row in the file was dropped
+    assert back["response_a"].tolist() == want["response_a"].tolist()
+    assert back["response_b"].tolist() == want["response_b"].tolist()
+    assert list(back.columns) == list(want.columns)  # the counts gone, the texts where they were

@@ -5,6 +5,7 @@ errors naming the line) wherever Arrow would read a value otherwise."""
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pandas as pd
 import pytest
@@ -219,11 +220,8 @@ def test_malformed_line_named_as_before(tmp_path):
 
 
 def test_temporary_file_removed(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     path = _write(tmp_path / "t.jsonl", _records())
     _columnar(path)
     bad = _write(tmp_path / "bad.jsonl", _records(), lines_before=["{"])
@@ -284,3 +282,24 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
         outs.append(json.loads(out.read_text()))
     assert calls[0] == (response_features, True, False)
     assert outs[0] == outs[1]
+
+
+def test_response_texts_read_back_for_traces(tmp_path, monkeypatch):
+    # A lean read that --skip-invalid shrank to a few rows gets its texts back from the JSONL file.
+    import judgebias.io
+    from judgebias.io import with_response_texts
+
+    monkeypatch.setattr(judgebias.io, "JSONL_COLUMNAR_BYTES", 0)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    recs = _records()
+    for r in recs[3:]:
+        r["p_a"] = 2.0  # invalid: skipped
+    path = _write(tmp_path / "t.jsonl", recs)
+    lean, _ = read_for_analysis(path, skip_invalid=True, response_features=response_features)
+    assert len(lean) == 3 and "response_a" not in lean.columns
+    full, _ = read_table(path, skip_invalid=True)
+    back = with_response_texts(lean, path)
+    assert back["response_a"].tolist() == full["response_a"].tolist()
+    assert back["response_b"].tolist() == full["response_b"].tolist()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the temporary Parquet files are gone

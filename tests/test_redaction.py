@@ -35,3 +35,14 @@ def test_secret_names():
     # Settings that count tokens are not secrets: the run's params keep them.
     assert not any(map(secret_name, ["judge", "prompt", "p_a", "tokens_per_s", "judges.0.max_new_tokens",
                                      "tokenizer"]))
+
+
+def test_a_label_studio_url_with_a_password_is_shown_and_recorded_without_it():
+    # The client's URL is what messages, the ledger's server column and MLflow params carry.
+    from judgebias.annotation.labelstudio import LabelStudioClient, LabelStudioError, ServerSettings
+
+    client = LabelStudioClient(ServerSettings("http://ann:s3cr3t@127.0.0.1:9", "key"), timeout=2)
+    assert client.url == "http://ann:***@127.0.0.1:9" and "s3cr3t" not in repr(client)
+    with pytest.raises(LabelStudioError) as err:  # nothing listens on port 9: the message names the server
+        client.check()
+    assert "ann:***@127.0.0.1:9" in str(err.value) and "s3cr3t" not in str(err.value)

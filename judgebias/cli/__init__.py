@@ -10,6 +10,8 @@ import sys
 
 import typer
 
+from judgebias.cli.progress import end_line
+
 app = typer.Typer(
     name="judgebias",
     help="Measure, explain and reduce the biases of LLM-as-a-judge evaluators.",
@@ -103,6 +105,7 @@ def _stop_now(code: int) -> None:
     running. So the exit handlers run, then the process exits."""
     import atexit
 
+    end_line()
     typer.echo("stopped: finished model calls and stages are kept; run the same command to resume",
                err=True)
     sys.stderr.flush()
@@ -139,6 +142,7 @@ def main() -> None:
     try:
         app()
     except Exception as exc:
+        end_line()  # the error's line (or traceback) starts on its own line, not after a counter
         if _is_user_error(exc):
             typer.echo(f"error: {exc}", err=True)
             raise SystemExit(2) from None
@@ -152,6 +156,7 @@ def main() -> None:
             _stop_now(130)
         raise
     except BaseException as exc:
+        end_line()
         code = _stop_code(exc)
         if code is None:
             raise

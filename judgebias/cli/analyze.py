@@ -78,7 +78,7 @@ def analyze_cmd(
     from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.folding import refold
-    from judgebias.io import read_for_analysis, table_rows
+    from judgebias.io import read_for_analysis, table_rows, with_response_texts
     from judgebias.metrics.frame import response_features
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
@@ -158,8 +158,7 @@ def analyze_cmd(
             counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
             wanted = traces if traces is not None else len(table) <= TRACES_AUTO_ROWS
             if wanted and lean:  # --skip-invalid left few enough rows for traces: read their texts
-                table = read_for_analysis(file, skip_invalid=skip_invalid)[0]
-                table = refold(table, fold) if fold is not None else table
+                table = with_response_texts(table, file)
             logged, warning = lead_with_headline(result, table, self_map=self_map, traces=wanted)
             if report:  # the card again, now linking the run and its judgments in MLflow's UI
                 pages = write_pages(run_links(logged))

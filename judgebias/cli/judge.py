@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-
-def _progress(label: str):
-    start = time.perf_counter()
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done == total or now - last[0] > 2:
-            last[0] = now
-            rate = done / max(now - start, 1e-9)
-            print(f"\r{label}: {done}/{total} ({rate:.1f}/s)", end="\n" if done == total else "",
-                  file=sys.stderr, flush=True)
-    return report
+from judgebias.cli.progress import counter as _progress
+from judgebias.cli.progress import ended_line
 
 
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
@@ -197,7 +184,7 @@ def register(app: typer.Typer) -> None:
         if mode == "pointwise":
             from judgebias.cli.pointwise import judge_pointwise_table
 
-            with interrupts.stop_between_batches():
+            with interrupts.stop_between_batches(), ended_line():
                 judged, exclusions = judge_pointwise_table(
                     df, runner, template, judge_name=name or inner.name, chat=spec.chat,
                     max_new_tokens=max_new_tokens, chunk_size=batch_size,
@@ -216,7 +203,7 @@ def register(app: typer.Typer) -> None:
             if exclusions.total:
                 typer.echo(f"excluded or parsed judgments: {exclusions}")
             return
-        with interrupts.stop_between_batches():
+        with interrupts.stop_between_batches(), ended_line():
             judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
                                              chat=spec.chat, perplexity=perplexity, ppl_context=ppl_context,
                                              max_new_tokens=max_new_tokens,
