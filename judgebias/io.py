@@ -212,10 +212,19 @@ def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.D
     column name is left to the line-by-line read to report, as before."""
     import pyarrow.parquet as pq
 
+    from judgebias.jsonl_columns import is_text_list
+    from judgebias.table import CANONICAL
+
     with _jsonl_as_parquet(path) as tmp:
-        if tmp is None or reserved_problems(pq.read_schema(tmp).names):
+        schema = pq.read_schema(tmp) if tmp is not None else None
+        if schema is None or reserved_problems(schema.names):
             return None
-        return _read_parquet_columnar(tmp, response_features)
+        raw = _read_parquet_columnar(tmp, response_features)
+    for name in schema.names:  # an extra list of texts: lists, as json gives them (pandas: arrays)
+        if name not in CANONICAL and is_text_list(schema.field(name).type):
+            raw[name] = pd.Series([v.tolist() if isinstance(v, np.ndarray) else v for v in raw[name]],
+                                  index=raw.index, dtype=object)
+    return raw
 
 
 def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:

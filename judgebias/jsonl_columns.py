@@ -10,7 +10,7 @@ in which Arrow would read a value otherwise, or could not read the file at all, 
 These are: any Arrow parse or type error (a malformed line, a value of another type than its column's
 in an earlier row or than the schema given, a key given twice, an invalid escape, a field first met
 after the first block, a line longer than a block), a nested value in a column whose type was not
-given (Arrow would fill a struct's missing keys or hand back arrays, not lists), and a whole number
+given (Arrow would fill a struct's missing keys; a list of texts is the one kept), and a whole number
 beyond 64 bits (Arrow would round it to a float: Python keeps the integer).
 """
 
@@ -32,10 +32,19 @@ class NotColumnar(ValueError):
 
 
 def _inferred_type_ok(arrow_type) -> bool:
+    """Types whose values Arrow reads as ``json`` does: null, bool, integer, float, text, and a list of
+    texts (handed back as lists by the caller: ``is_text_list``)."""
     import pyarrow as pa
 
     return (pa.types.is_null(arrow_type) or pa.types.is_boolean(arrow_type) or pa.types.is_int64(arrow_type)
-            or pa.types.is_float64(arrow_type) or pa.types.is_string(arrow_type))
+            or pa.types.is_float64(arrow_type) or pa.types.is_string(arrow_type) or is_text_list(arrow_type))
+
+
+def is_text_list(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(arrow_type) and (pa.types.is_string(arrow_type.value_type)
+                                             or pa.types.is_null(arrow_type.value_type))
 
 
 def _big_integers(column) -> bool:
@@ -107,11 +116,12 @@ def jsonl_to_parquet(source: Path, dest: Path, schema, *, required: tuple[str, .
     """Write the JSONL file ``source`` to the Parquet file ``dest``; returns its number of rows.
 
     ``schema`` (an Arrow schema) gives the types of the columns known in advance; any other field is
-    typed from the first block (null, bool, integer, float or text only). A column of ``schema`` that no
-    line has is all missing (what ``json.loads`` gives a missing key): a ``required`` one that is all
-    missing may instead be absent from every line, which the caller must tell apart, so that raises
-    ``NotColumnar``. ``text_or_number``: inferred columns that may be text or numbers only (not
-    booleans). Raises ``NotColumnar`` as the module says; ``dest`` is the caller's to delete.
+    typed from the first block (null, bool, integer, float, text or a list of texts only). A column of
+    ``schema`` that no line has is all missing (what ``json.loads`` gives a missing key): a
+    ``required`` one that is all missing may instead be absent from every line, which the caller must
+    tell apart, so that raises ``NotColumnar``. ``text_or_number``: inferred columns that may be text
+    or numbers only (not booleans). Raises ``NotColumnar`` as the module says; ``dest`` is the
+    caller's to delete.
     """
     import pyarrow as pa
     import pyarrow.json as pj

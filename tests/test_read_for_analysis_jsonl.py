@@ -88,6 +88,7 @@ def test_edge_cases_read_by_arrow(tmp_path):
         r["flag"] = None if i == 2 else i % 2 == 0  # booleans, one missing
         r["count"] = None if i == 3 else i          # integers, one missing
         r["nothing"] = None                          # never given
+        r["annotators"] = [] if i == 4 else None if i == 5 else [f"ann{i}", "x"]  # a list of texts
     for k in ("p_a", "p_a_ab", "p_a_ba"):        # a verdict-only row, its verdict spelled otherwise
         recs[9].pop(k, None)
     recs[9]["verdict"] = " A "
