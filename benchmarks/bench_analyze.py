@@ -2,10 +2,12 @@
 
     python benchmarks/bench_analyze.py [--rows 1000000] [--judges 5] [--seed 0]
     python benchmarks/bench_analyze.py --file-rows 1000000,5000000 [--compare REV] [--workdir DIR]
+                                       [--format parquet|jsonl]
 
 The first form builds the table in memory and times ``validate`` + ``analyze`` on it. The second
 is what a user runs: the synthetic table is written once as a Parquet file (in ``--workdir``, reused
-when it is already there), then a fresh Python process per measurement reads it with
+when it is already there; with ``--format jsonl`` also as JSONL, one ``json.dumps`` line per row as
+``judgebias judge --out x.jsonl`` writes it), then a fresh Python process per measurement reads it with
 ``judgebias.io.read_table`` (reading + validation), runs ``analyze`` and serialises the JSON, as
 ``judgebias analyze FILE`` does before its plots (the plots are drawn from the JSON: their cost does
 not grow with the table). Each row gives the wall and CPU seconds of that process's work and its
@@ -173,6 +175,21 @@ def write_synthetic_parquet(path: Path, n_rows: int, n_judges: int = 5, seed: in
     return path
 
 
+def write_synthetic_jsonl(parquet: Path, path: Path) -> Path:
+    """The Parquet table ``parquet`` as JSONL (``judgebias.io.write_table``'s lines: missing values as
+    null), row group by row group. Atomic: a temp file, then a rename."""
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(path.name + ".tmp")
+    source = pq.ParquetFile(parquet)
+    with tmp.open("w", encoding="utf-8") as fh:
+        for k in range(source.num_row_groups):
+            rows = source.read_row_group(k).to_pylist()
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    tmp.replace(path)
+    return path
+
+
 def _run_file(path: str, json_out: str | None = None) -> dict:
     """The child's work: read + validate the file, analyze, serialise (what ``judgebias analyze``
     does before its plots). Runs in a fresh process so the peak memory is this work's alone."""
@@ -221,7 +238,8 @@ def _measure(path: Path, code: Path, json_out: Path) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compare: str | None) -> None:
+def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compare: str | None,
+                   fmt: str = "parquet") -> None:
     here = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         versions = [(f"{compare} (before)", _export(compare, Path(tmp)))] if compare else []
@@ -233,6 +251,10 @@ def file_benchmark(rows: list[int], judges: int, seed: int, workdir: Path, compa
             if not path.exists():
                 workdir.mkdir(parents=True, exist_ok=True)
                 write_synthetic_parquet(path, n, judges, seed)
+            if fmt == "jsonl":
+                parquet, path = path, path.with_suffix(".jsonl")
+                if not path.exists():
+                    write_synthetic_jsonl(parquet, path)
             digests, first = set(), None
             for i, (name, code) in enumerate(versions):
                 out = Path(tmp) / f"analysis_{i}.json"
@@ -312,11 +334,13 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--file-rows", metavar="N1,N2,...",
-                        help="Time `analyze` on Parquet files of these sizes, each in a fresh process.")
+                        help="Time `analyze` on table files of these sizes, each in a fresh process.")
     parser.add_argument("--compare", metavar="REV",
                         help="With --file-rows: also run git revision REV's code on the same file.")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "judgebias-bench",
-                        help="Where the Parquet files are written (and reused).")
+                        help="Where the table files are written (and reused).")
+    parser.add_argument("--format", choices=("parquet", "jsonl"), default="parquet",
+                        help="With --file-rows: the file read (JSONL: written from the Parquet file).")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-json", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -325,7 +349,7 @@ def main() -> None:
         return
     if args.file_rows:
         file_benchmark([int(x) for x in args.file_rows.split(",")], args.judges, args.seed, args.workdir,
-                       args.compare)
+                       args.compare, args.format)
         return
 
     # Imports are not the analysis: load them before timing.

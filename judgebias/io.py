@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -92,12 +95,22 @@ CATEGORICAL = (*SHARED_TEXTS, "generator_a", "generator_b", "judge", "verdict", 
 RESPONSES = ("response_a", "response_b")
 
 
+# A JSONL table at least this large is read for analysis through Arrow's JSON reader (a Parquet file in
+# between, judgebias.jsonl_columns); a smaller one line by line as ``read_table`` reads it. Measured
+# (docs/benchmarks.md): the two take the same time at about 10 MB (10,000 rows), well under a second.
+JSONL_COLUMNAR_BYTES = 16 << 20
+
+
 def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
-                      response_features: Callable | None = None) -> tuple[pd.DataFrame, Exclusions]:
+                      response_features: Callable | None = None,
+                      jsonl_columnar_bytes: int | None = None) -> tuple[pd.DataFrame, Exclusions]:
     """``read_table`` as ``analyze`` needs it: the same validated table and values, read column-wise
     from a Parquet file: texts and names as categoricals (one string per distinct value, not one per
-    row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. Other formats:
-    ``read_table``.
+    row) and ``human`` as an Arrow list column, so ten million rows fit in a few GB. A JSONL file of
+    ``jsonl_columnar_bytes`` (default ``JSONL_COLUMNAR_BYTES``) or more is first streamed into a
+    temporary Parquet file by Arrow (deleted after) and read so, where Arrow reads every value as
+    ``json`` does (else, and for any problem of parsing, line by line as ``read_table`` reads it:
+    the same errors). Other formats: ``read_table``.
 
     With ``response_features`` (``(column, Arrow text array) -> {column name: one number per text}``,
     e.g. ``judgebias.metrics.frame.response_features``), a Parquet file's ``response_a`` and
@@ -105,7 +118,15 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     counts instead of the two columns, and validation finds the same problems in the same rows (a
     stand-in of the texts that keeps which are equal, blank or missing)."""
     path = Path(path)
-    if not path.exists() or _format(path) != "parquet":
+    if not path.exists():
+        return read_table(path, skip_invalid=skip_invalid)
+    fmt = _format(path)
+    threshold = JSONL_COLUMNAR_BYTES if jsonl_columnar_bytes is None else jsonl_columnar_bytes
+    if fmt == "jsonl" and path.stat().st_size >= threshold:
+        read = _read_jsonl_columnar(path, response_features)
+        if read is not None:
+            return _validated(read, path, skip_invalid, response_features)
+    if fmt != "parquet":
         return read_table(path, skip_invalid=skip_invalid)
     try:
         import pyarrow.parquet as pq
@@ -117,6 +138,11 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
         raise TableError(str(path), [f"cannot read as parquet: {exc}"]) from exc
     if reserved:
         raise TableError(str(path), reserved)
+    return _validated(raw, path, skip_invalid, response_features)
+
+
+def _validated(raw: pd.DataFrame, path: Path, skip_invalid: bool, response_features: Callable | None
+               ) -> tuple[pd.DataFrame, Exclusions]:
     hand_back_memory()
     table, exclusions = validate(raw, source=str(path), skip_invalid=skip_invalid,
                                  derived=tuple(raw.attrs.get("derived", ())))
@@ -127,17 +153,102 @@ def read_for_analysis(path: str | Path, *, skip_invalid: bool = False,
     return table, exclusions
 
 
+def _jsonl_schema():
+    """The Arrow types of the canonical columns as ``json`` gives them once validated: texts, numbers
+    (an integer is read as a float: validation makes it one), the human labels a list of texts.
+    ``pair_id`` is left out: an id may be a number, kept as one (validation writes it as text)."""
+    import pyarrow as pa
+
+    from judgebias.table import CANONICAL, PPL_COLUMNS, PROB_COLUMNS
+
+    def arrow_type(name: str):
+        if name in (*PROB_COLUMNS, *PPL_COLUMNS):
+            return pa.float64()
+        return pa.list_(pa.string()) if name == "human" else pa.string()
+
+    return pa.schema([(c, arrow_type(c)) for c in CANONICAL if c != "pair_id"])
+
+
+@contextmanager
+def _jsonl_as_parquet(path: Path) -> Iterator[Path | None]:
+    """A JSONL file as a temporary Parquet file (``judgebias.jsonl_columns``), deleted on leaving; None
+    where Arrow cannot read it as ``json`` does (or this pyarrow has no streaming JSON reader)."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from judgebias.jsonl_columns import NotColumnar, jsonl_to_parquet
+    from judgebias.table import REQUIRED
+
+    if not hasattr(pj, "open_json"):  # an older pyarrow without the streaming reader: line by line
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix="judgebias-", suffix=".parquet")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        try:
+            jsonl_to_parquet(path, tmp, _jsonl_schema(), required=REQUIRED[1:], text_or_number=("pair_id",))
+            converted = tmp
+        except MemoryError:
+            raise
+        except Exception as exc:  # Arrow's reading not json's, any parse error, a full temp disk: read
+            # line by line (its errors name the line), as every JSONL table was read before
+            if not isinstance(exc, (NotColumnar, pa.ArrowException, OSError)):
+                warnings.warn(f"{path}: read line by line ({type(exc).__name__}: {exc})", stacklevel=4)
+            converted = None
+        yield converted
+    finally:
+        tmp.unlink(missing_ok=True)
+        pa.default_memory_pool().release_unused()
+
+
+def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.DataFrame | None:
+    """The raw table of a JSONL file through a temporary Parquet file (``_read_parquet_columnar``);
+    None where Arrow cannot read it as ``json`` does. Its extra columns come in the order ``json``
+    meets them (Arrow's, as every column is met in the first block); a canonical column that no line
+    has is there, all missing: validation gives it the values it gives an absent one. A reserved
+    column name is left to the line-by-line read to report, as before."""
+    import pyarrow.parquet as pq
+
+    from judgebias.jsonl_columns import is_text_list
+    from judgebias.table import CANONICAL
+
+    with _jsonl_as_parquet(path) as tmp:
+        schema = pq.read_schema(tmp) if tmp is not None else None
+        if schema is None or reserved_problems(schema.names):
+            return None
+        raw = _read_parquet_columnar(tmp, response_features)
+    for name in schema.names:  # an extra list of texts: lists, as json gives them (pandas: arrays)
+        if name not in CANONICAL and is_text_list(schema.field(name).type):
+            raw[name] = pd.Series([v.tolist() if isinstance(v, np.ndarray) else v for v in raw[name]],
+                                  index=raw.index, dtype=object)
+    return raw
+
+
 def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """A table ``read_for_analysis`` read without its response texts (from Parquet file ``path``),
-    with them back in place of the counts that stood for them. Only the first row of each of the
+    """A table ``read_for_analysis`` read without its response texts (from Parquet file ``path``, or
+    JSONL file ``path`` through the same temporary Parquet file as it was read), with them back in
+    place of the counts that stood for them. Only the first row of each of the
     table's pairs is kept as the file is read row group by row group, so the few rows that traces
     show cost their own texts, not the file's. Validation made every kept row's texts equal to its
     pair's first row in the file (a row that differs is flagged)."""
-    import pyarrow.parquet as pq
-
     derived = [c for c in table.columns if isinstance(c, str) and c.startswith("_jb_")]
     if all(c in table.columns for c in RESPONSES):
         return table.drop(columns=derived)
+    path = Path(path)
+    if _format(path) == "jsonl":
+        with _jsonl_as_parquet(path) as tmp:
+            if tmp is None:  # the file changed since it was read through Arrow
+                raise TableError(str(path), ["cannot read its response texts again: the file changed"])
+            return _with_texts_of(table, tmp, derived, source=path)
+    return _with_texts_of(table, path, derived, source=path)
+
+
+def _with_texts_of(table: pd.DataFrame, path: Path, derived: list, source: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
     ids = table["pair_id"].astype(str)
     wanted, texts = set(ids), {}
     parquet_file = pq.ParquetFile(path)
@@ -154,7 +265,7 @@ def with_response_texts(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
                 texts[got.iat[i]] = (part["response_a"][k], part["response_b"][k])
     missing = wanted - texts.keys()
     if missing:  # the file changed since it was read
-        raise TableError(str(path), [f"pair_id {sorted(missing)[0]!r}: not in the file any more"])
+        raise TableError(str(source), [f"pair_id {sorted(missing)[0]!r}: not in the file any more"])
     out = table.drop(columns=derived)
     at = list(out.columns).index("prompt") + 1 if "prompt" in out.columns else len(out.columns)
     for offset, column in enumerate(RESPONSES):
@@ -174,6 +285,21 @@ def parquet_rows(path: str | Path) -> int:
         return pq.ParquetFile(path).metadata.num_rows
     except Exception:  # the read that follows reports the problem with the file's name
         return -1
+
+
+def table_rows(path: str | Path) -> int:
+    """Rows of a table file without reading its values: a Parquet file's from its footer, a JSONL
+    file's lines (blank ones too: at most a few more than its rows); -1 for a CSV file or one that
+    cannot be read (reading it then says why)."""
+    path = Path(path)
+    if path.exists() and FORMATS.get(path.suffix.lower()) == "jsonl":
+        from judgebias.jsonl_columns import jsonl_lines
+
+        try:
+            return jsonl_lines(path)
+        except OSError:
+            return -1
+    return parquet_rows(path)
 
 
 def _is_text(arrow_type) -> bool:

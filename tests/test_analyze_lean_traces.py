@@ -1,4 +1,4 @@
-"""``analyze`` of a Parquet table too large for automatic traces (read without its response texts)
+"""``analyze`` of a Parquet or JSONL table too large for automatic traces (read without its response texts)
 that ``--skip-invalid`` shrinks to a size that gets them: the traces are logged with the texts."""
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ def sqlite_uri(tmp_path, monkeypatch):
     yield uri
 
 
-def test_skip_invalid_below_the_traces_threshold_logs_traces_with_texts(tmp_path, sqlite_uri, monkeypatch):
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_skip_invalid_below_the_traces_threshold_logs_traces_with_texts(tmp_path, sqlite_uri, monkeypatch,
+                                                                        suffix):
     from mlflow import MlflowClient
 
     from judgebias import io
@@ -31,21 +33,25 @@ def test_skip_invalid_below_the_traces_threshold_logs_traces_with_texts(tmp_path
     real = io.read_for_analysis
 
     def spy(*args, **kwargs):
-        reads.append(kwargs.get("response_features") is not None)
-        return real(*args, **kwargs)
+        table, exclusions = real(*args, **kwargs)
+        # Lean, and column-wise (a categorical of the prompts): a JSONL table too, through Arrow.
+        reads.append((kwargs.get("response_features") is not None,
+                      isinstance(table["prompt"].dtype, pd.CategoricalDtype)))
+        return table, exclusions
 
     monkeypatch.setattr(io, "read_for_analysis", spy)
+    monkeypatch.setattr(io, "JSONL_COLUMNAR_BYTES", 0)  # a JSONL table read through Arrow, as a large one
 
     good = small_table()  # 14 valid rows
     bad = pd.DataFrame([{"pair_id": f"bad{i}", "prompt": f"q{i}", "response_a": f"left {i}",
                          "response_b": f"right {i}", "judge": "j1", "p_a": 1.5} for i in range(45)])
     table = pd.concat([good, bad], ignore_index=True)
     assert len(table) > TRACES_AUTO_ROWS >= len(good)  # read lean, then few enough for traces
-    src = write_table(table, tmp_path / "big.parquet")
+    src = write_table(table, tmp_path / f"big.{suffix}")
     res = CliRunner().invoke(app, ["analyze", str(src), "--out", str(tmp_path / "m.json"), "--skip-invalid",
                                    "--reps", "200", "--no-report", "--self", "j2=y"])
     assert res.exit_code == 0, res.output + repr(res.exception)
-    assert reads == [True]  # read lean once; the texts of the rows kept are read back for the traces
+    assert reads == [(True, True)]  # read lean once; the texts of the rows kept are read back for the traces
     assert "MLflow traces: 14 logged" in res.output
     client = MlflowClient(tracking_uri=sqlite_uri)
     experiment = client.get_experiment_by_name("lean")

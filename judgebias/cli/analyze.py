@@ -78,7 +78,7 @@ def analyze_cmd(
     from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.folding import refold
-    from judgebias.io import parquet_rows, read_for_analysis, with_response_texts
+    from judgebias.io import read_for_analysis, table_rows, with_response_texts
     from judgebias.metrics.frame import response_features
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
@@ -111,7 +111,7 @@ def analyze_cmd(
     with input_errors(file):
         # A table too large for traces is read without its response texts (their counts instead):
         # ten million rows then fit in a few GB. Traces (asked, or automatic on a small table) need them.
-        lean = traces is False or (traces is None and parquet_rows(file) > TRACES_AUTO_ROWS)
+        lean = traces is False or (traces is None and table_rows(file) > TRACES_AUTO_ROWS)
         table, exclusions = read_for_analysis(file, skip_invalid=skip_invalid,
                                               response_features=response_features if lean else None)
         if fold is not None:
