@@ -199,8 +199,13 @@ def _run_file(path: str, json_out: str | None = None) -> dict:
     from judgebias.reporting.analysis import analyze
 
     # What `judgebias analyze` reads with in that version of the code: from 2026-11-26 a table of
-    # more than a few dozen rows without its response texts (their counts instead; no traces).
-    read = getattr(judgebias.io, "read_for_analysis", judgebias.io.read_table)
+    # more than a few dozen rows without its response texts (their counts instead; no traces), from
+    # judgebias.table_for_analysis (judgebias.io before that).
+    try:
+        module = importlib.import_module("judgebias.table_for_analysis")
+    except ImportError:
+        module = judgebias.io
+    read = getattr(module, "read_for_analysis", judgebias.io.read_table)
     kwargs = {}
     if "response_features" in inspect.signature(read).parameters:
         from judgebias.metrics.frame import response_features

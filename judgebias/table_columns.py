@@ -41,8 +41,8 @@ def is_text_dtype(values: pd.Series) -> bool:
 
 
 def is_text_categorical(values: pd.Series) -> bool:
-    """A categorical whose categories are all text (``judgebias.io.read_for_analysis`` reads texts
-    and names so): its checks run once per category."""
+    """A categorical whose categories are all text (``judgebias.table_for_analysis.read_for_analysis``
+    reads texts and names so): its checks run once per category."""
     if not isinstance(values.dtype, pd.CategoricalDtype):
         return False
     categories = values.cat.categories

@@ -26,7 +26,7 @@ def test_skip_invalid_below_the_traces_threshold_logs_traces_with_texts(tmp_path
                                                                         suffix):
     from mlflow import MlflowClient
 
-    from judgebias import io
+    from judgebias import table_for_analysis as io
     from judgebias.cli import app
 
     reads = []

@@ -12,10 +12,11 @@ import pytest
 from test_analyze import synthetic
 
 import judgebias.jsonl_columns
-from judgebias.io import read_for_analysis, read_table, write_table
+from judgebias.io import read_table, write_table
 from judgebias.metrics.frame import response_features
 from judgebias.reporting.analysis import analyze
 from judgebias.table import TableError
+from judgebias.table_for_analysis import read_for_analysis
 
 
 @pytest.fixture(autouse=True)
@@ -259,12 +260,12 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
     # the same figures as the same table in Parquet.
     from typer.testing import CliRunner
 
-    import judgebias.io
+    import judgebias.table_for_analysis
     from judgebias.cli import app
 
-    monkeypatch.setattr(judgebias.io, "JSONL_COLUMNAR_BYTES", 0)
+    monkeypatch.setattr(judgebias.table_for_analysis, "JSONL_COLUMNAR_BYTES", 0)
     calls = []
-    real = judgebias.io.read_for_analysis
+    real = judgebias.table_for_analysis.read_for_analysis
 
     def spy(path, **kwargs):
         table, exclusions = real(path, **kwargs)
@@ -272,7 +273,7 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
                       "response_a" in table.columns))
         return table, exclusions
 
-    monkeypatch.setattr(judgebias.io, "read_for_analysis", spy)
+    monkeypatch.setattr(judgebias.table_for_analysis, "read_for_analysis", spy)
     table = synthetic(30)  # 90 rows: more than traces are drawn for
     outs = []
     for suffix in ("jsonl", "parquet"):
@@ -287,10 +288,10 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
 
 def test_response_texts_read_back_for_traces(tmp_path, monkeypatch):
     # A lean read that --skip-invalid shrank to a few rows gets its texts back from the JSONL file.
-    import judgebias.io
-    from judgebias.io import with_response_texts
+    import judgebias.table_for_analysis
+    from judgebias.table_for_analysis import with_response_texts
 
-    monkeypatch.setattr(judgebias.io, "JSONL_COLUMNAR_BYTES", 0)
+    monkeypatch.setattr(judgebias.table_for_analysis, "JSONL_COLUMNAR_BYTES", 0)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     recs = _records()

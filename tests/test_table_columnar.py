@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judgebias.io import dictionary_categorical
 from judgebias.metrics import frame as F
 from judgebias.parquet_columns import distinct_categorical, text_categorical
 from judgebias.table_columns import arrow_label_lists, first_labels_by_value, missing_mask
+from judgebias.table_for_analysis import dictionary_categorical
 
 
 def _write(tmp_path, texts, row_group_size):

@@ -78,11 +78,11 @@ def analyze_cmd(
     from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.folding import refold
-    from judgebias.io import read_for_analysis, table_rows, with_response_texts
     from judgebias.metrics.frame import response_features
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
     from judgebias.runstore import atomic_write_text
+    from judgebias.table_for_analysis import read_for_analysis, table_rows, with_response_texts
 
     require_tracking(mlflow)
     self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")

@@ -180,8 +180,9 @@ def _arrow_label_codes(human: pd.Series) -> tuple[np.ndarray, np.ndarray] | None
 def response_features(column: str, texts) -> dict[str, np.ndarray]:
     """What the figures read of the texts of ``column`` (response_a / response_b), per text of an
     Arrow text array: the word and markdown counts ``prepare`` would derive and the characters
-    (``CHARS_A`` / ``CHARS_B``), under their column names. ``judgebias.io.read_for_analysis`` takes
-    it to read a table without holding its response texts."""
+    (``CHARS_A`` / ``CHARS_B``), under their column names.
+    ``judgebias.table_for_analysis.read_for_analysis`` takes it to read a table without holding its
+    response texts."""
     import pyarrow.compute as pc
 
     side = {"response_a": "a", "response_b": "b"}[column]
