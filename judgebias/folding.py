@@ -50,15 +50,16 @@ def _from_p_codes(p: np.ndarray) -> np.ndarray:
     return code
 
 
-def verdict_codes(values) -> np.ndarray:
-    """"a" / "b" / "tie" / missing -> 0 / 1 / 2 / 3 (int8), hashed once per distinct value; anything
-    else is a ValueError (a table is validated first)."""
+def verdict_codes(values, column: str = "verdict", missing: int = NO_VERDICT) -> np.ndarray:
+    """"a" / "b" / "tie" / missing -> 0 / 1 / 2 / ``missing`` (int8), hashed once per distinct value
+    (the few labels then mapped in Python); anything else is a ValueError naming ``column``."""
     codes, uniques = pd.factorize(pd.Series(values, dtype=object) if isinstance(values, np.ndarray)
                                   else values, use_na_sentinel=True)
-    lut = np.full(len(uniques) + 1, NO_VERDICT, dtype=np.int8)  # the NA sentinel (-1) reads the last
+    lut = np.full(len(uniques) + 1, missing, dtype=np.int8)  # the NA sentinel (-1) reads the last
     for i, u in enumerate(uniques):
         if u not in _CODE_OF_VERDICT:
-            raise ValueError(f"verdict {u!r} is not 'a', 'b' or 'tie'")
+            raise ValueError(f"column {column!r}: label {u!r} is not 'a', 'b' or 'tie' "
+                             "(validate the table with judgebias.table.validate first)")
         lut[i] = _CODE_OF_VERDICT[u]
     return lut[codes]
 
@@ -73,10 +74,6 @@ def _column(df: pd.DataFrame, name: str, kind: type) -> np.ndarray:
     return values
 
 
-def _float(df: pd.DataFrame, name: str) -> np.ndarray:
-    return _column(df, name, float)
-
-
 def fold(df: pd.DataFrame, rules: str | np.ndarray = DEFAULT_FOLD) -> tuple[np.ndarray, np.ndarray]:
     """(verdict, applied rule) per row of a table from its per-order columns; see ``fold_arrays``."""
     verdict, applied = fold_frame_codes(df, rules)
@@ -88,9 +85,9 @@ def fold_frame_codes(df: pd.DataFrame, rules: str | np.ndarray = DEFAULT_FOLD
     """``fold`` as codes: (verdict 0 / 1 / 2 / 3 = a / b / tie / none, applied rule 0 / 1 / -1 =
     agree-else-tie / mean-probability / none), int8, without an object per row."""
     none = np.full(len(df), NO_VERDICT, dtype=np.int8)
-    v_ab = verdict_codes(df["verdict_ab"]) if "verdict_ab" in df.columns else none
-    v_ba = verdict_codes(df["verdict_ba"]) if "verdict_ba" in df.columns else none
-    return fold_codes(v_ab, v_ba, _float(df, "p_a_ab"), _float(df, "p_a_ba"), rules)
+    v_ab = verdict_codes(df["verdict_ab"], "verdict_ab") if "verdict_ab" in df.columns else none
+    v_ba = verdict_codes(df["verdict_ba"], "verdict_ba") if "verdict_ba" in df.columns else none
+    return fold_codes(v_ab, v_ba, _column(df, "p_a_ab", float), _column(df, "p_a_ba", float), rules)
 
 
 def fold_arrays(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.ndarray,
@@ -102,8 +99,9 @@ def fold_arrays(v_ab: np.ndarray, v_ba: np.ndarray, p_ab: np.ndarray, p_ba: np.n
     absent). ``rules`` is one rule for every row or one per row. The applied rule is never
     ``auto``: it is the rule that decided the row.
     """
-    verdict, applied = fold_codes(verdict_codes(np.asarray(v_ab, dtype=object)),
-                                  verdict_codes(np.asarray(v_ba, dtype=object)), p_ab, p_ba, rules)
+    v_ab = verdict_codes(np.asarray(v_ab, dtype=object), "verdict_ab")
+    v_ba = verdict_codes(np.asarray(v_ba, dtype=object), "verdict_ba")
+    verdict, applied = fold_codes(v_ab, v_ba, p_ab, p_ba, rules)
     return VERDICT_OF_CODE[verdict], APPLIED_OF_CODE[applied]
 
 

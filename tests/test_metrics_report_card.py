@@ -103,16 +103,15 @@ def test_human_ceiling_leaves_one_label_out_and_scores_the_judge_on_the_same_ref
 
 
 def test_distinct_rows_by_mixed_radix_and_by_sorting():
-    from judgebias.metrics.ceiling import distinct_rows
-
-    # Radix (2, 3): keys 1*3+0=3, 0*3+2=2, 3, 0 -> distinct keys 0, 2, 3 in that order.
-    code, distinct = distinct_rows(np.array([[1, 0], [0, 2], [1, 0], [0, 0]]))
+    # Columns (1, 0, 1, 0) and (0, 2, 0, 0): radix (2, 3), keys 1*3+0=3, 0*3+2=2, 3, 0 -> distinct
+    # keys 0, 2, 3 in that order.
+    code, distinct = F.distinct_rows([np.array([1, 0, 1, 0]), np.array([0, 2, 0, 0])])
     assert distinct.tolist() == [[0, 0], [0, 2], [1, 0]] and code.tolist() == [2, 1, 2, 0]
     # Past a few million possible keys: np.unique's order (the same: sorted rows).
-    code, distinct = distinct_rows(np.array([[0, 5_000_000], [0, 1], [0, 5_000_000]]))
+    code, distinct = F.distinct_rows([np.array([0, 0, 0]), np.array([5_000_000, 1, 5_000_000])])
     assert distinct.tolist() == [[0, 1], [0, 5_000_000]] and code.tolist() == [1, 0, 1]
     with pytest.raises(ValueError, match="non-negative"):
-        distinct_rows(np.array([[0, -1]]))
+        F.distinct_rows([np.array([0]), np.array([-1])])
 
 
 def _styled_table(n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, dict]:

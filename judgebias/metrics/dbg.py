@@ -244,19 +244,10 @@ def _shared_codes(df: pd.DataFrame, columns: list[str]) -> tuple[list[str], list
 
 
 def _group_rates(x, y, rater, win, names, label: str | None = None) -> pd.DataFrame:
-    k = len(names)
     r = rater if rater is not None else np.zeros_like(x)
-    key = (x.astype(np.int64) * k + y) * k + r
-    if k**3 <= 4 * key.size + 1024:  # few names: count per key directly (no sort of millions of rows)
-        n_all = np.bincount(key, minlength=k**3)
-        uniq = np.flatnonzero(n_all)
-        n, s = n_all[uniq], np.bincount(key, weights=win, minlength=k**3)[uniq]
-    else:
-        uniq, inv = np.unique(key, return_inverse=True)
-        n = np.bincount(inv)
-        s = np.bincount(inv, weights=win)
-    ux, rest = np.divmod(uniq, k * k)
-    uy, ur = np.divmod(rest, k)
+    code, groups = F.distinct_rows([x, y, r])
+    n, s = np.bincount(code), np.bincount(code, weights=win)
+    ux, uy, ur = groups.T
     arr = np.array(names, dtype=object)
     return pd.DataFrame({"generator_x": arr[ux], "generator_y": arr[uy],
                          "rater": arr[ur] if rater is not None else label, "mean": s / n, "size": n})

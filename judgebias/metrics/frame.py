@@ -10,12 +10,14 @@ majority.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from itertools import chain
 
 import numpy as np
 import pandas as pd
 
+from judgebias.folding import verdict_codes
 from judgebias.metrics.text_features import markdown_counts, word_counts
 
 A, B, TIE, MISSING, NO_MAJORITY = 0, 1, 2, -1, -2
@@ -68,17 +70,9 @@ _CODE_OF = {"a": A, "b": B, "tie": TIE}
 
 
 def label_codes(values: pd.Series, column: str) -> np.ndarray:
-    """'a'/'b'/'tie'/None -> 0/1/2/-1, by factorizing (hash-based, the few distinct labels are then
-    mapped in Python). Anything else is an error: tables are validated first."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    lut = np.empty(len(uniques) + 1, dtype=np.int8)
-    lut[-1] = MISSING  # factorize's NA sentinel -1 indexes the last slot
-    for i, u in enumerate(uniques):
-        if u not in _CODE_OF:
-            raise ValueError(f"column {column!r}: label {u!r} is not 'a', 'b' or 'tie' "
-                             "(validate the table with judgebias.table.validate first)")
-        lut[i] = _CODE_OF[u]
-    return lut[codes]
+    """'a'/'b'/'tie'/None -> 0/1/2/-1 (``folding.verdict_codes`` with this module's missing code).
+    Anything else is an error: tables are validated first."""
+    return verdict_codes(values, column, missing=MISSING)
 
 
 def choice_codes(p: np.ndarray, verdict_codes: np.ndarray) -> np.ndarray:
@@ -321,6 +315,38 @@ def isin(values: pd.Series, names) -> np.ndarray:
         return np.where(codes >= 0, hit[np.maximum(codes, 0)], False) if hit.size else \
             np.zeros(len(values), dtype=bool)
     return values.isin(names).to_numpy(dtype=bool)
+
+
+def distinct_rows(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's index among the distinct rows, the distinct rows as a matrix) of equal-length
+    columns of small non-negative integers, the distinct rows in lexicographic order: counted by
+    their mixed-radix value in one pass (no sort, no table-sized copy of the columns) where that
+    value stays under a few million, else by ``np.unique``."""
+    cols = [np.asarray(c) for c in columns]
+    if not cols or any(c.ndim != 1 or c.shape != cols[0].shape for c in cols) or \
+            any(c.size and (not np.issubdtype(c.dtype, np.integer) or c.min() < 0) for c in cols):
+        raise ValueError("distinct_rows: expected equal-length columns of non-negative integers")
+    if cols[0].size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, len(cols)), dtype=np.int64)
+    radix = [int(c.max()) + 1 for c in cols]
+    if math.prod(radix) > _DENSE_KEYS:
+        distinct, code = np.unique(np.column_stack(cols).astype(np.int64), axis=0, return_inverse=True)
+        return code.reshape(-1), distinct
+    key = np.zeros(cols[0].size, dtype=np.int64)
+    for c, r in zip(cols, radix, strict=True):
+        key *= r
+        key += c
+    present = np.flatnonzero(np.bincount(key))
+    index = np.zeros(int(key.max()) + 1, dtype=np.int64)
+    index[present] = np.arange(present.size)
+    distinct = np.empty((present.size, len(cols)), dtype=np.int64)
+    rest = present
+    for j in reversed(range(len(cols))):
+        rest, distinct[:, j] = np.divmod(rest, radix[j])
+    return index[key], distinct
+
+
+_DENSE_KEYS = 4_000_000
 
 
 def judges(df: pd.DataFrame) -> list[str]:

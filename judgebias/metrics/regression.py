@@ -173,27 +173,28 @@ _BLOCK_ROWS = 1 << 15
 class _Pass(NamedTuple):
     grad: np.ndarray         # X'(y - p)
     info: np.ndarray         # X'WX, W = p(1 - p)
-    llf: float               # sum of log F(q x'b), q = 2y - 1 (NaN unless asked)
-    largest_miss: float      # max |p - y|
+    llf: float               # sum of log F(q x'b), q = 2y - 1 (NaN for a Newton step)
+    largest_miss: float      # max |p - y| (NaN for a Newton step)
 
 
-def _logit_pass(X: np.ndarray, y: np.ndarray, beta: np.ndarray, *, clip: bool, llf: bool = False) -> _Pass:
-    """One pass over the rows, block by block: what a Newton step (``clip``: the linear predictor
-    held in [-30, 30], so no probability is exactly 0 or 1) or the Wald inference reads."""
+def _logit_pass(X: np.ndarray, y: np.ndarray, beta: np.ndarray, *, inference: bool) -> _Pass:
+    """One pass over the rows, block by block: what a Newton step reads (the linear predictor held
+    in [-30, 30], so no probability is exactly 0 or 1) or, with ``inference``, what the Wald
+    inference reads (the predictor as it is, the log-likelihood and the largest miss)."""
     k = X.shape[1]
     grad, info, total, miss = np.zeros(k), np.zeros((k, k)), 0.0, 0.0
     for lo in range(0, len(X), _BLOCK_ROWS):
         xb, yb = X[lo: lo + _BLOCK_ROWS], y[lo: lo + _BLOCK_ROWS]
         eta = xb @ beta
-        if clip:
+        if not inference:
             np.clip(eta, -30, 30, out=eta)
         p = 1.0 / (1.0 + np.exp(-eta))
         grad += xb.T @ (yb - p)
         info += (xb * (p * (1 - p))[:, None]).T @ xb
-        miss = max(miss, float(np.max(np.abs(p - yb), initial=0.0)))
-        if llf:
+        if inference:
+            miss = max(miss, float(np.max(np.abs(p - yb), initial=0.0)))
             total += float(np.sum(np.log(1 / (1 + np.exp(-(2 * yb - 1) * eta)))))
-    return _Pass(grad, info, total if llf else math.nan, miss)
+    return _Pass(grad, info, total, miss) if inference else _Pass(grad, info, math.nan, math.nan)
 
 
 def _newton(X: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, bool]:
@@ -208,7 +209,7 @@ def _newton(X: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, 
         start, converged = _newton(X[::every], y[::every], steps)
         beta = start if converged else beta
     for _ in range(steps):
-        at = _logit_pass(X, y, beta, clip=True)
+        at = _logit_pass(X, y, beta, inference=False)
         try:
             step = np.linalg.solve(at.info, at.grad)
         except np.linalg.LinAlgError:
@@ -229,7 +230,7 @@ def _wald_fit(X: np.ndarray, y: np.ndarray, beta: np.ndarray) -> _Fit | None:
     information cannot be inverted into finite positive variances: statsmodels then decides."""
     from scipy import stats
 
-    at = _logit_pass(X, y, beta, clip=False, llf=True)
+    at = _logit_pass(X, y, beta, inference=True)
     if at.largest_miss <= 1e-8:  # statsmodels' perfect-prediction check: allclose(p - y, 0)
         return None
     try:
