@@ -14,6 +14,7 @@ the file system written to has almost no space left (``io_error`` and ``nearly_f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -143,3 +144,16 @@ class HideDiskFull(logging.Filter):
         except Exception:  # a malformed record is the logging module's to report, not ours
             return True
         return not mentions(message)
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: str | os.PathLike) -> Iterator[None]:
+    """A full disk met while writing ``path`` raised as ``DiskFullError`` naming ``path``: pyarrow's
+    error names no file, Python's the temporary one, a folder's the file inside it that is deleted.
+    An I/O error on a file system left with almost no space counts as one too."""
+    try:
+        yield
+    except Exception as exc:
+        if find(exc) is None and not (io_error(exc) and nearly_full(path)):
+            raise
+        raise DiskFullError.writing(path, exc) from exc

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from judgebias.runstore import naming_full_disk
+from judgebias.diskfull import naming_full_disk
 from judgebias.table import Exclusions, TableError, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}

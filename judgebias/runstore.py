@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.diskfull import DiskFullError, find, io_error, nearly_full
+from judgebias.diskfull import naming_full_disk
 from judgebias.layout import RunLayout
 
 MANIFEST = RunLayout.manifest
@@ -83,19 +83,6 @@ def _as_created(path: str | Path, directory: bool = False) -> None:
     """Give a temporary file (mkstemp: 0600) or folder (mkdtemp: 0700) the mode a plain open or mkdir
     would have given it, so reports and tables can be shared like the rest of the run's outputs."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
-
-
-@contextlib.contextmanager
-def naming_full_disk(path: str | os.PathLike) -> Iterator[None]:
-    """A full disk met while writing ``path`` raised as ``DiskFullError`` naming ``path``: pyarrow's
-    error names no file, Python's the temporary one, a folder's the file inside it that is deleted.
-    An I/O error on a file system left with almost no space counts as one too."""
-    try:
-        yield
-    except Exception as exc:
-        if find(exc) is None and not (io_error(exc) and nearly_full(path)):
-            raise
-        raise DiskFullError.writing(path, exc) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
