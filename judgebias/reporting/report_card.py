@@ -172,7 +172,8 @@ def _dataset_line(ds: Mapping[str, Any]) -> str:
     return text
 
 
-_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
+# Inconclusive has its own neutral mark and colour, never the ok's green: not shown is not absent.
+_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️", "inconclusive": "❔"}
 
 
 # render_markdown and render_html build the same page (``page``: build_page's keywords: title,
@@ -225,6 +226,7 @@ text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;whit
 th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
 border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
 li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
+li.inconclusive{border-color:#8a8a8a!important;border-left-style:dashed!important;background:#f4f4f4}
 .prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
 .caveat{border-left:5px solid #d08000;background:#fff8ec;padding:.5em .8em}
 figcaption{color:#444;font-size:.9em}
@@ -253,7 +255,8 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
             "<h3>What this judge can be trusted for</h3>",
             "<ul class='trust'>",
         ]
-        parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
+        parts += [f"<li class='{k}'><b>{e(k)}</b> {e(t)}</li>" if k == "inconclusive" else
+                  f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
         parts.append("</ul>")
         parts += [f"<p class='family'>{e(line)}</p>" for line in (sec.family, sec.tests) if line]
         parts += [
