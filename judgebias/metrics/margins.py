@@ -174,9 +174,18 @@ def from_record(rec: Mapping[str, Any]) -> Margin:
 
 
 def _sides(est: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """value, low, high; an interval of zero width (every unit the same: 8 probe pairs none of which
+    changed) shows no spread rather than no effect, so it is widened to the rule-of-three bound
+    +-3/n (with no unit moved in n, the 95% bound on the share that would move is 3/n, and a share
+    of units moving by at most 1 each bounds the mean effect)."""
     v, lo, hi = est.get("value"), est.get("ci_low"), est.get("ci_high")
     if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (v, lo, hi)):
         return None
+    if lo == hi:
+        n = est.get("n")
+        if not isinstance(n, int) or n < 1:
+            return None
+        return float(v), float(v) - 3.0 / n, float(v) + 3.0 / n
     return float(v), float(lo), float(hi)
 
 
@@ -185,7 +194,7 @@ def _one_sided(distance: float, half: float) -> float:
     when the estimate lies ``distance`` inside it and its interval reaches ``half`` toward it."""
     from scipy.stats import norm
 
-    if half <= 0:
+    if half <= 0:  # an interval ending at the estimate on this side (clipped to a bound)
         return 0.0 if distance > 0 else 1.0
     return float(norm.sf(distance / (half / Z)))
 

@@ -125,14 +125,16 @@ def _tests_line(fam: Family) -> str:
 
 
 def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
-               multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
+               multiplicity: str | None = None, extras: RunExtras | None = None,
+               margins: Mapping[str, float] | None = None) -> Page:
     """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
-    families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
-    adds (``judgebias.reporting.run_page.run_extras``)."""
+    families of tests (Holm when none is recorded); ``margins``: margin values overriding those the
+    analysis recorded (``--margin``; each judge's ``multiplicity.margins``); ``extras``: what an
+    experiment's run folder adds (``judgebias.reporting.run_page.run_extras``)."""
     mutual, probes = mutual_gold(result), result.get("probes") or {}
     sections = []
     for judge, m in (result.get("judges") or {}).items():
-        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
+        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity, margins=margins)
         sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
                                      _lc_rows(result, judge), m.get("skipped") or {},
                                      family_sentence(fam), _tests_line(fam),
@@ -317,6 +319,7 @@ def write_report(
     plot_dir: str | Path | None = None,
     multiplicity: str | None = None,
     extras: RunExtras | None = None,
+    margins: Mapping[str, float] | None = None,
     leaderboard: Mapping[str, Any] | None = None,
     leaderboard_plots: str | Path | None = None,
 ) -> tuple[Path, Path]:
@@ -327,7 +330,8 @@ def write_report(
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras,
+                      margins=margins)
     tails = _leaderboard_tails(leaderboard, leaderboard_plots, md_path.parent)
     atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}, tails[0]))
     atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs},

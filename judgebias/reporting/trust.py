@@ -129,7 +129,8 @@ def family_note(fam: Family) -> str:
     """The short form for a console line: "cautions adjusted for 21 tests (Holm): ..."."""
     if not fam.size:
         return "no statement rests on a test"
-    return f"cautions adjusted for {fam.size} tests ({NAMES[fam.method]}): {PROMISE[fam.method]}"
+    return (f"cautions adjusted for {fam.size} tests ({NAMES[fam.method]}): {PROMISE[fam.method]}; an ok "
+            "needs the 95% interval inside its margin (equivalence, adjusted alike), else inconclusive")
 
 
 def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
@@ -240,8 +241,8 @@ def _preference(metrics: Mapping[str, Any], kind: str, title: str, whose: str, f
             return [("inconclusive",
                      f"{title}: no test of a preference for {whose} (too few units) {figure}.")]
         if fam.equivalent(key):
-            return [("ok", f"{title}: no preference for {whose} beyond its margin against humans "
-                           f"({margin_text(fam, key)}) {figure}.")]
+            return [("ok", f"{title}: no preference for {whose} beyond its {margin_text(fam, key)} against "
+                           f"humans {figure}.")]
         return [("inconclusive", f"{title}: no preference for {whose} detectable against humans, but one "
                                  f"as large as {unsettled(fam, key)} {figure}.")]
     if dp:
@@ -340,9 +341,9 @@ def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None =
         out.append(("info", f"Perturbations (CALM) with a detectable shift under their margin of {band} "
                     "(the test is adjusted): " + "; ".join(small) + "."))
     if inside:
-        lead = (f"None of the {len(figures)} perturbations tried" if len(inside) == len(figures)
+        lead = (f"All {len(figures)} perturbations tried" if len(inside) == len(figures)
                 else f"{len(inside)} of the {len(figures)} perturbations tried")
-        out.append(("ok", f"{lead} (CALM) moved it by {band} or more (each 95% interval inside +-{band}): "
+        out.append(("ok", f"{lead} (CALM) left its P(A) within +-{band} (each 95% interval inside): "
                     + "; ".join(inside) + "."))
     if unsure:
         out.append(("inconclusive", f"Perturbations (CALM) with no detectable shift that the data cannot yet "

@@ -263,9 +263,9 @@ def declare(metrics: Mapping[str, Any] | None, probes: Mapping[str, Any] | None 
             judge: str | None = None, *, mutual_gold: bool = False,
             margins: Mapping[str, float] | None = None) -> list[Test]:
     """The tests behind one judge's statements: its analyze figures, then its probe figures, each
-    with its margin (``margins``: values overriding the declared ones; None: those the analysis
-    recorded for the judge, else the declared ones)."""
-    bands = effective_margins(recorded_overrides(metrics) if margins is None else margins)
+    with its margin: the declared one, else the value the analysis recorded for the judge, else
+    the one ``margins`` gives (values overriding both)."""
+    bands = effective_margins({**recorded_overrides(metrics), **(margins or {})})
     tests = list(_analysis_tests(metrics or {}, mutual_gold, bands))
     if probes and judge is not None:
         tests += _probe_tests(probes, judge, bands)
