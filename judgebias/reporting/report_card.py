@@ -139,12 +139,13 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
                                      _lc_rows(result, judge), m.get("skipped") or {},
                                      family_sentence(fam), _tests_line(fam),
                                      sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
-    sections += _pointwise_sections(probes, multiplicity)
+    sections += _pointwise_sections(probes, multiplicity, margins)
     return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
                 sections_mod.side_by_side(result), extras)
 
 
-def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> list[JudgeSection]:
+def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None,
+                        margins: Mapping[str, float] | None = None) -> list[JudgeSection]:
     """One section per pointwise judge of an experiment (``probes["pointwise"]``: its figures;
     ``probes["pointwise_probes"]``: its probes), its statements decided by its own family of tests."""
     from judgebias.reporting.trust_pointwise import pointwise_rows, pointwise_statements
@@ -154,7 +155,7 @@ def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> 
     out = []
     for judge in dict.fromkeys([*figures, *(pprobes.get("judges") or {})]):
         figs = figures.get(judge) or {}
-        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity)
+        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity, margins)
         out.append(JudgeSection(f"{judge} (pointwise)", said, pointwise_rows(figs, pprobes, judge), [],
                                 figs.get("skipped") or {}, family_sentence(fam), _tests_line(fam)))
     return out

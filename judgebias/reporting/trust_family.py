@@ -166,8 +166,10 @@ def recorded_overrides(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     return {k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
 
 
-def _with_margin(test: Test, margin: M.Margin | None, est: Mapping[str, Any] | None,
-                 scale_range: float | None = None) -> Test:
+def with_margin(test: Test, margin: M.Margin | None, est: Mapping[str, Any] | None,
+                scale_range: float | None = None) -> Test:
+    """``test`` carrying its margin (in the figure's unit: ``scale_range`` for a scale-share one) and
+    the estimate its equivalence is read from."""
     if margin is None or est is None:
         return test
     return replace(test, margin=margin, width=margin.width(scale_range),
@@ -203,7 +205,7 @@ def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool, margins: Mapp
     order = metrics.get("position_bias")
     if order and p_value_of(order) is not None:
         test = Test("order", "position_bias", p_value_of(order), sign_of(order.get("value"), 0.5))
-        yield _with_margin(test, margins.get("position_bias"), order)
+        yield with_margin(test, margins.get("position_bias"), order)
     elif p_value_of((metrics.get("position_consistency") or {}).get("preference_fairness")) is not None:
         # Before position_bias, and for a table whose bias figure was not computable: the balance
         # of primacy against recency flips (t-test of 0) tests the same null; +1 = recency.
@@ -213,21 +215,21 @@ def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool, margins: Mapp
     gap = (metrics.get("human_ceiling") or {}).get("gap")
     if gap and p_value_of(gap) is not None:
         test = Test("human_ceiling", "human_ceiling.gap", p_value_of(gap), sign_of(gap.get("value")))
-        yield _with_margin(test, margins.get("human_ceiling"), gap)
+        yield with_margin(test, margins.get("human_ceiling"), gap)
     for key in ("self_preference_eo", "family_preference_eo"):
         est = metrics.get(key)
         if est and p_value_of(est) is not None:
-            yield _with_margin(Test(key, key, p_value_of(est), sign_of(est.get("value"))), margins.get(key),
+            yield with_margin(Test(key, key, p_value_of(est), sign_of(est.get("value"))), margins.get(key),
                                est)
     if not mutual_gold:  # two judges each other's whole gold: DBG is explained, never claimed
         for key in ("dbg", "family_dbg"):
             est = metrics.get(key)
             if est and p_value_of(est) is not None:
-                yield _with_margin(Test(key, key, p_value_of(est), sign_of(est.get("value"))),
+                yield with_margin(Test(key, key, p_value_of(est), sign_of(est.get("value"))),
                                    margins.get(key), est)
     vb = metrics.get("verbosity_bias")
     if vb and p_value_of(vb) is not None:
-        yield _with_margin(Test("verbosity_bias", "verbosity_bias", p_value_of(vb), sign_of(vb.get("value"))),
+        yield with_margin(Test("verbosity_bias", "verbosity_bias", p_value_of(vb), sign_of(vb.get("value"))),
                            margins.get("verbosity_bias"), vb)
     reg = metrics.get("regression") or {}
     terms = reg.get("terms") or {}
@@ -240,7 +242,7 @@ def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool, margins: Mapp
                 continue
             est = {"value": t.get("coef"), "ci_low": t.get("ci_low"), "ci_high": t.get("ci_high"),
                    "n": reg.get("n")}
-            yield _with_margin(Test(f"style:{term}", f"regression.terms.{term}", p_value_of(t),
+            yield with_margin(Test(f"style:{term}", f"regression.terms.{term}", p_value_of(t),
                                     sign_of(t.get("coef"))), margins.get("regression"), est)
 
 
@@ -249,13 +251,13 @@ def _probe_tests(probes: Mapping[str, Any], judge: str, margins: Mapping[str, M.
     for tag, entry in pert.items():
         shift = entry.get("shift") or {}
         if shift.get("value") is not None and p_value_of(shift) is not None:
-            yield _with_margin(Test(f"perturbation:{tag}", f"probes.perturbations.{tag}.shift",
+            yield with_margin(Test(f"perturbation:{tag}", f"probes.perturbations.{tag}.shift",
                                     p_value_of(shift), sign_of(shift["value"])),
                                margins.get("perturbation_shift"), shift)
     rec = (((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}).get(
         "self_recognition")
     if rec and rec.get("value") is not None and (p := _recognition_p(rec)) is not None:
-        yield _with_margin(Test("self_recognition", "probes.self_recognition", p, sign_of(rec["value"], 0.5)),
+        yield with_margin(Test("self_recognition", "probes.self_recognition", p, sign_of(rec["value"], 0.5)),
                            margins.get("self_recognition"), rec)
 
 
