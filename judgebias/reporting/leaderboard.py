@@ -17,7 +17,13 @@ from judgebias.metrics import leaderboard as lb
 from judgebias.metrics.bradley_terry import ranking_records, small_sample_warning
 from judgebias.metrics.origin import SelfMap
 from judgebias.metrics.rank_agreement import agreement, missing_models, rank_change
-from judgebias.reporting.recommendation import audit_figures, format_recommendation, recommendation
+from judgebias.metrics.recommend import PANEL as rec_panel
+from judgebias.reporting.recommendation import (
+    audit_figures,
+    format_recommendation,
+    panel_audit,
+    recommendation,
+)
 from judgebias.stats import jsonable
 
 DESCRIPTIONS = {
@@ -117,6 +123,9 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
     }
     if audit is None:
         audit = audit_figures(df, list(board.fits[lb.RAW]))
+    if lb.PANEL in board.fits[lb.PANEL]:  # the panel meets its members' rules on its pooled vote
+        related = {j: mine | fam for j, (mine, fam) in board.relations.items()}
+        audit = {**audit, rec_panel: panel_audit(df, list(board.fits[lb.RAW]), related)}
     result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
                                               target_half_width=target_half_width)
     return jsonable(result)
