@@ -169,3 +169,16 @@ def test_the_panel_table_pools_the_unrelated_judges_votes():
     assert panel.loc["p1", "p_a"] == pytest.approx(0.6) and panel.loc["p2", "p_a"] == pytest.approx(0.3)
     assert panel.loc["p1", "p_a_ab"] == pytest.approx(0.7) and panel.loc["p1", "p_a_ba"] == pytest.approx(0.5)
     assert panel.loc["p2", "p_a_ab"] == pytest.approx(0.2) and set(panel["judge"]) == {rec.PANEL}
+
+
+def test_r4_reads_the_margins_given():
+    # +0.03 [-0.01, +0.07]: not inside +-0.05 (0.07 > 0.05): inconclusive; inside +-0.1: passed.
+    p = judge("j", vb=est(0.03, -0.01, 0.07))
+    assert outcomes(p)["R4"] == "inconclusive"
+    wide = rec.with_margins({"verbosity_bias": 0.1})
+    out = rec.choose([p], wide)
+    assert out["raters"]["j"]["checks"][3]["outcome"] == "passed"
+    assert out["margins"] == {"verbosity_bias": 0.1, "style_length_term": 0.2}
+    assert "verbosity bias +-0.1," in out["rules"]["R4"]
+    with pytest.raises(ValueError, match="no margin for dbg"):
+        rec.with_margins({"dbg": 0.1})

@@ -60,6 +60,16 @@ PANEL = "panel"
 LENGTH_TERM_MARGIN = Margin(0.2, "+-0.2 log-odds moves P(win) of an even match by at most 5 points (0.2 x "
                             "0.25), the band of the pairwise preference figures", unit="comparisons")
 VERBOSITY_MARGIN = FIGURES["verbosity_bias"].margin
+# The margins R4 reads, by the key --margin takes on `judgebias leaderboard`.
+MARGINS = {"verbosity_bias": VERBOSITY_MARGIN, "style_length_term": LENGTH_TERM_MARGIN}
+def r4_text(margins: Mapping[str, Margin]) -> str:
+    return ("a judge preferring longer responses more than humans do (verbosity bias's 95% interval above "
+            "0; without human labels: its style-controlled length term's interval excluding 0) is flagged: "
+            "read its style ranking; it passes only with the interval inside the margin (verbosity bias "
+            f"+-{margins['verbosity_bias'].value:g}, length term +-{margins['style_length_term'].value:g}), "
+            "else inconclusive")
+
+
 RULES = {
     "R1": "a judge related (self or family) to a candidate is not used alone: its ranking carries its "
           "preference for its own",
@@ -67,10 +77,7 @@ RULES = {
           "lower end <= 0) is not used",
     "R3": f"a judge keeping its choice in both orders on fewer than {CONSISTENT:.0%} of pairs is flagged: "
           "use its verdicts folded over both orders",
-    "R4": "a judge preferring longer responses more than humans do (verbosity bias's 95% interval above "
-          "0; without human labels: its style-controlled length term's interval excluding 0) is flagged: "
-          "read its style ranking; it passes only with the interval inside the margin (verbosity bias "
-          f"+-{VERBOSITY_MARGIN.value:g}, length term +-{LENGTH_TERM_MARGIN.value:g}), else inconclusive",
+    "R4": r4_text(MARGINS),
     "ORDER": "raters left are ordered by Kendall's tau with the human ranking (higher first, unknown "
              "last), then fewer flags, then fewer inconclusive checks, then the panel before a single "
              "judge, then fewer measured seconds per 1,000 judgments, then name",
@@ -110,10 +117,23 @@ def profile(rater: str, *, related: Mapping[str, Sequence[str]] | None = None,
     }
 
 
-def checks(p: Mapping[str, Any]) -> list[dict[str, Any]]:
+def with_margins(overrides: Mapping[str, float] | None = None) -> dict[str, Margin]:
+    """R4's margins with the values ``--margin`` gave instead (ValueError for another key)."""
+    from dataclasses import replace
+
+    unknown = sorted(set(overrides or {}) - set(MARGINS))
+    if unknown:
+        raise ValueError(f"the recommendation reads no margin for {', '.join(unknown)}; one of "
+                         + ", ".join(MARGINS))
+    return {k: replace(m, value=float((overrides or {})[k])) if k in (overrides or {}) else m
+            for k, m in MARGINS.items()}
+
+
+def checks(p: Mapping[str, Any], margins: Mapping[str, Margin] | None = None) -> list[dict[str, Any]]:
     """Each rule's outcome for one profile: rule, outcome ("excluded", "flagged", "passed",
     "inconclusive", "not applicable"), and the figure it read. The panel's R1 holds by construction;
-    R2-R4 read its pooled vote's figures like a judge's."""
+    R2-R4 read its pooled vote's figures like a judge's. ``margins``: R4's (``with_margins``)."""
+    margins = margins or MARGINS
     out = []
     if p["kind"] == PANEL:
         out.append({"rule": "R1", "outcome": "passed",
@@ -135,11 +155,12 @@ def checks(p: Mapping[str, Any]) -> list[dict[str, Any]]:
     vb, lt = p.get("verbosity_bias"), p["style_length_term"]
     if vb is not None and vb.get("ci_low") is not None:
         out.append({"rule": "R4", "figure": estimate_text("verbosity bias (judge - humans)", vb),
-                    "outcome": "flagged" if vb["ci_low"] > 0 else _passed(vb, VERBOSITY_MARGIN)})
+                    "outcome": "flagged" if vb["ci_low"] > 0 else _passed(vb, margins["verbosity_bias"])})
     else:
         out.append({"rule": "R4", "figure": estimate_text("style length term", lt),
                     "outcome": "not applicable" if lt is None or lt.get("ci_low") is None else
-                    "flagged" if lt["ci_low"] > 0 or lt["ci_high"] < 0 else _passed(lt, LENGTH_TERM_MARGIN)})
+                    "flagged" if lt["ci_low"] > 0 or lt["ci_high"] < 0 else
+                    _passed(lt, margins["style_length_term"])})
     return out
 
 
@@ -164,12 +185,14 @@ def order_key(p: Mapping[str, Any], flags: int, unsettled: int = 0) -> tuple:
             seconds if seconds is not None else math.inf, p["rater"])
 
 
-def choose(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def choose(profiles: Sequence[Mapping[str, Any]], margins: Mapping[str, Margin] | None = None
+           ) -> dict[str, Any]:
     """Apply R1-R4 and ORDER: the recommended rater (None when every one is excluded), the order of
     the eligible ones and each rater's checks."""
     per, eligible = {}, []
+    margins = margins or MARGINS
     for p in profiles:
-        c = checks(p)
+        c = checks(p, margins)
         per[p["rater"]] = {"profile": dict(p), "checks": c,
                            "eligible": not any(x["outcome"] == "excluded" for x in c),
                            "flags": [x["rule"] for x in c if x["outcome"] == "flagged"],
@@ -185,7 +208,7 @@ def choose(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         read = "panel" if per[best]["profile"]["kind"] == PANEL else \
             "style" if "R4" in per[best]["flags"] else "raw"
     return {"recommended": best, "read_variant": read, "order": ranked, "raters": per,
-            "rules": dict(RULES)}
+            "rules": {**RULES, "R4": r4_text(margins)}, "margins": {k: m.value for k, m in margins.items()}}
 
 
 def top_two(strengths: np.ndarray, models: Sequence[str]) -> tuple[str, str]:

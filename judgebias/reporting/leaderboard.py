@@ -48,12 +48,13 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
                 label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
                 timing: Mapping[str, Mapping[str, Any]] | None = None,
-                target_half_width: float | None = None) -> dict[str, Any]:
+                target_half_width: float | None = None,
+                margins: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
     human ranking, what each correction moved, and which rater to use (``judgebias.reporting.recommendation``:
     ``audit`` is judge -> its ``analyze`` figures, computed from ``df`` when not given; ``timing``
     rater -> measured seconds / cost per 1,000 judgments; ``target_half_width`` the planner's target
-    on the top-two gap, default the gap itself)."""
+    on the top-two gap, default the gap itself; ``margins`` R4's margin values, ``--margin``)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
                                seed=seed, label_sample=label_sample)
     rankings: dict[str, dict[str, list]] = {}
@@ -127,7 +128,7 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
         related = {j: mine | fam for j, (mine, fam) in board.relations.items()}
         audit = {**audit, rec_panel: panel_audit(df, list(board.fits[lb.RAW]), related)}
     result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
-                                              target_half_width=target_half_width)
+                                              target_half_width=target_half_width, margins=margins)
     return jsonable(result)
 
 

@@ -116,8 +116,10 @@ def _tau(result: Mapping[str, Any], variant: str, rater: str) -> Mapping[str, An
 def recommendation(board: lb.Leaderboard, result: Mapping[str, Any], *,
                    audit: Mapping[str, Mapping[str, Any]] | None = None,
                    timing: Mapping[str, Mapping[str, Any]] | None = None,
-                   target_half_width: float | None = None) -> dict[str, Any]:
-    """The ``recommendation`` block of the leaderboard JSON. ``audit``: judge -> its figures (an
+                   target_half_width: float | None = None,
+                   margins: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The ``recommendation`` block of the leaderboard JSON (``margins``: R4's margin values
+    overriding the declared ones, ``recommend.with_margins``). ``audit``: judge -> its figures (an
     ``analyze`` result's ``judges``); ``timing``: rater -> measured seconds (and cost) per 1,000
     judgments with their source."""
     candidates = set(result.get("models") or [])
@@ -133,7 +135,7 @@ def recommendation(board: lb.Leaderboard, result: Mapping[str, Any], *,
         profiles.append(rec.profile(rec.PANEL, tau=_tau(result, lb.PANEL, lb.PANEL),
                                     audit=(audit or {}).get(rec.PANEL),
                                     timing=(timing or {}).get(rec.PANEL)))
-    out = rec.choose(profiles)
+    out = rec.choose(profiles, rec.with_margins(margins))
     out["candidates"] = sorted(candidates)
     out["planner"] = _planner(board, out, target_half_width)
     return out
