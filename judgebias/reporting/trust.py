@@ -85,8 +85,8 @@ def settle_text(fam: Family, key: str) -> str:
         return ""
     if plan["more"] == 0:
         return f"the interval is narrow enough; the adjustment for {fam.size} tests holds it back"
-    return (f"about {plan['more']:,} more {t.margin.unit} (n={plan['n_needed']:,} in all) would settle it, "
-            "before the adjustment for the family's size")
+    return (f"about {plan['more']:,} more {t.margin.unit} would settle it: {plan['n_needed']:,} in all, "
+            f"more once adjusted for {fam.size} tests")
 
 
 def unsettled(fam: Family, key: str, signed: bool = True, pct: bool = False) -> str:
