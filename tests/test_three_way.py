@@ -225,3 +225,15 @@ def test_analyze_records_margins_and_the_cli_overrides_them(tmp_path):
     from judgebias.tracking.log_analysis import analysis_params
 
     assert analysis_params(result)["margin.position_bias"] == 0.2
+    # report reads the statements against another margin; a key no figure declares is refused.
+    page = tmp_path / "page.html"
+    res = runner.invoke(app, ["report", str(out), "--out", str(page), "--margin", "self_preference_eo=0.5"])
+    assert res.exit_code == 0, res.output
+    # A caution stays a caution whatever the margin.
+    assert "Self-preference: favours its own outputs" in page.with_suffix(".md").read_text()
+    # What the page reads: the recorded margins (position_bias 0.2) with the report's on top.
+    metrics = next(iter(result["judges"].values()))
+    fam = family(metrics, margins={"self_preference_eo": 0.5})
+    assert fam.test("self_preference_eo").width == 0.5 and fam.test("order").width == 0.2
+    bad = runner.invoke(app, ["report", str(out), "--out", str(page), "--margin", "nope=0.1"])
+    assert bad.exit_code == 2 and "no figure 'nope' declares a margin" in bad.output
