@@ -11,6 +11,7 @@ import pandas as pd
 
 from judgebias.metrics import pointwise as P
 from judgebias.metrics import pointwise_origin as O
+from judgebias.metrics.frame import CLUSTER, CLUSTER_BY
 from judgebias.metrics.origin import self_set
 from judgebias.metrics.pointwise_perplexity import score_perplexity
 from judgebias.stats import Estimate, InsufficientData, jsonable
@@ -96,10 +97,13 @@ def analyze_pointwise(
     reps: int = 2000,
     seed: int = 0,
     pairwise_judges: Mapping[str, str] | None = None,
+    cluster_by: str | None = None,
 ) -> dict[str, Any]:
     """Figures of every judge of a validated pointwise table (``judgebias.pointwise_table``).
     ``pairwise_judges``: per pointwise judge, the judge of ``pairwise`` it is compared with (an
-    experiment's pairwise judge on the same model); others use ``pairwise_judge``."""
+    experiment's pairwise judge on the same model); others use ``pairwise_judge``. ``cluster_by``:
+    the column whose equal values share a cluster (default the item; ``"none"``: rows independent)."""
+    df = P.with_clusters(df, cluster_by)
     judges = sorted(j for j in df["judge"].unique() if j)
     if not judges:
         raise ValueError("the pointwise table has no judge rows (column 'judge' is empty everywhere)")
@@ -108,6 +112,8 @@ def analyze_pointwise(
         "settings": {
             "rows": len(df),
             "items": int(df["item_id"].nunique()),
+            "cluster_by": df.attrs[CLUSTER_BY],
+            "clusters": int(df[CLUSTER].nunique()),
             "judges": judges,
             "gold": list(gold) if gold else "all other judges",
             "bootstrap_reps": reps,
