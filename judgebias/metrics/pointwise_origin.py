@@ -53,9 +53,14 @@ def _known(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _welch_split(rows: pd.DataFrame, values: np.ndarray, keep: np.ndarray, group: np.ndarray, excl: dict,
-                 method: str, **extra) -> Estimate:
+                 method: str, who: str = "judge", **extra) -> Estimate:
     """Welch's difference of the kept ``values`` inside ``group`` minus outside it (own or family vs
     the others), n = the kept rows; on clustered rows the difference's clustered variance."""
+    if not (keep & group).any():
+        raise InsufficientData(f"no responses written by the {who} among the {int(keep.sum())} usable rows "
+                               "(column generator; --self / --family say which generators count)")
+    if not (keep & ~group).any():
+        raise InsufficientData(f"no responses by other generators than the {who} to compare with")
     clusters = row_clusters(rows, keep)
     d = clustered_welch(values[keep], group[keep], clusters)
     est = Estimate(d["value"], d["ci_low"], d["ci_high"], int(keep.sum()), excl, statistic=d["statistic"],
@@ -109,7 +114,7 @@ def score_family_preference_eo(
     ok = np.isfinite(h) & _known(rows) & ~own
     gap = rows["score"].to_numpy(dtype=float) - h
     return _welch_split(rows, gap, ok, fam, {**excl, "own_response": int(own.sum())},
-                        "(judge - human) family - others, Welch t")
+                        "(judge - human) family - others, Welch t", who="judge's family")
 
 
 def score_dbg(
