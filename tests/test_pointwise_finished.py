@@ -72,3 +72,23 @@ def test_figures_per_criterion_beside_the_pooled_ones():
     flat = flatten_pointwise(result)
     assert flat["j.criterion.style.score_bias_human.mean_judge_minus_human"] == pytest.approx(5 / 6)
     assert flat["j.score_bias_human.mean_judge_minus_human"] == pytest.approx(1 / 3)
+
+
+def test_analyze_on_a_pointwise_table_writes_its_report_card(tmp_path):
+    from judgebias.cli import app
+    from judgebias.io import write_table
+
+    scores, out = tmp_path / "scores.jsonl", tmp_path / "m.json"
+    write_table(_two_criteria(), scores)
+    res = CliRunner().invoke(app, ["analyze", str(scores), "--out", str(out), "--no-mlflow", "--reps", "100"])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "m_report.html").read_text()
+    md = (tmp_path / "m_report.md").read_text()
+    assert "no report card yet" not in res.output and "m_report.html" in res.output
+    # one section per judge, its statements and figures, the table's clusters named
+    assert "j (pointwise)" in page and "g (pointwise)" in page
+    assert "Against human scores" in md and "12 clusters" not in md and "6 clusters by item_id" in md
+    # `judgebias report` rebuilds the same page from the JSON
+    again = CliRunner().invoke(app, ["report", str(out), "--out", str(tmp_path / "again.html")])
+    assert again.exit_code == 0, again.output
+    assert "j (pointwise)" in (tmp_path / "again.html").read_text()
