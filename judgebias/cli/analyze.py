@@ -99,19 +99,17 @@ def analyze_cmd(
         multiplicity = check_method(multiplicity)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
-    margins = margin_overrides(margin, pairwise_only=True)
     from judgebias.pointwise_table import file_is_pointwise
 
-    if file_is_pointwise(file):  # the one dispatch point: a pointwise table has its own figures
+    pointwise = file_is_pointwise(file)
+    margins = margin_overrides(margin, pairwise_only=not pointwise, pointwise_only=pointwise)
+    if pointwise:  # the one dispatch point: a pointwise table has its own figures
         from judgebias.cli.pointwise import analyze_pointwise_file
-
-        if margin:  # its statements are made by `judgebias report`, which takes --margin
-            raise typer.BadParameter("a pointwise table's figures make no statements here; give --margin "
-                                     "to judgebias report", param_hint="--margin")
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
-                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces)
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces,
+                               report=report, multiplicity=multiplicity, margins=margins)
         return
     if pairwise is not None:
         # A pairwise FILE has no scores to compare verdicts with: saying so beats computing without it.
