@@ -120,19 +120,20 @@ def test_ok_needs_the_adjusted_equivalence_test():
 
 def test_the_bundled_pandalm_card_reads_inconclusive():
     """Issue 41: the bundled PandaLM card said "[ok] ... no preference for its family's outputs
-    detectable (EO +0.028 [-0.068, +0.141])": +0.141 is not excluded, 2.8x the 0.05 margin."""
+    detectable (EO +0.028 [-0.068, +0.141])": +0.141 is not excluded, 2.8x the 0.05 margin. With the
+    prompts as clusters (issue 41 item 1) the interval is [-0.084, +0.164]: +0.164 is not excluded."""
     from judgebias.bundled import BUNDLED, analyze_bundled
     from judgebias.reporting.trust import mutual_gold
 
     result = analyze_bundled(next(e for e in BUNDLED if e.name == "pandalm"), reps=200)
     m = result["judges"]["pandalm-7b"]
     eo = m["family_preference_eo"]
-    assert (round(eo["value"], 3), round(eo["ci_low"], 3), round(eo["ci_high"], 3)) == (0.028, -0.068, 0.141)
+    assert round(eo["value"], 3) == 0.028 and eo["ci_high"] >= 0.141  # the independent-rows end, or wider
     assert eo["verdict"] == "inconclusive"
     said, _ = statements(m, mutual_gold=mutual_gold(result))
     family_said = [(k, t) for k, t in said if t.startswith("Family preference")]
     assert family_said and family_said[0][0] == "inconclusive"
-    assert "one as large as +0.141 is not excluded (margin +-0.050" in family_said[0][1]
+    assert f"one as large as {eo['ci_high']:+.3f} is not excluded (margin +-0.050" in family_said[0][1]
     assert "more pairs with one family response and a human label" in family_said[0][1]
     # No ok on the card has an interval leaving its margin.
     for judge, metrics in result["judges"].items():
