@@ -68,7 +68,8 @@ def analyze_cmd(
         None, "--margin", metavar="FIGURE=VALUE",
         help="Override a figure's margin of practical irrelevance (repeatable), e.g. "
              "self_preference_eo=0.03: an ok needs the figure's 95% interval inside it, else the "
-             "statement is inconclusive. Recorded in the JSON (settings.margins) and MLflow params. "
+             "statement is inconclusive. A pointwise table takes its figures' keys (score_bias_human=0.05: "
+             "a share of the scale). Recorded in the JSON (settings.margins) and MLflow params. "
              "Declared margins: docs/metrics.md \"Statements and multiplicity\"."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
     pairwise: Path = typer.Option(None, "--pairwise", metavar="TABLE",
