@@ -238,3 +238,24 @@ def test_analyze_records_margins_and_the_cli_overrides_them(tmp_path):
     assert fam.test("self_preference_eo").width == 0.5 and fam.test("order").width == 0.2
     bad = runner.invoke(app, ["report", str(out), "--out", str(page), "--margin", "nope=0.1"])
     assert bad.exit_code == 2 and "no figure 'nope' declares a margin" in bad.output
+
+
+def test_pointwise_analyze_takes_its_own_margins(tmp_path):
+    from test_pointwise_finished import _two_criteria
+
+    from judgebias.cli import app
+    from judgebias.io import write_table
+
+    scores, out = tmp_path / "scores.jsonl", tmp_path / "m.json"
+    write_table(_two_criteria(), scores)
+    runner = CliRunner()
+    res = runner.invoke(app, ["analyze", str(scores), "--out", str(out), "--no-mlflow", "--reps", "100",
+                              "--margin", "score_bias_human=0.5"])
+    assert res.exit_code == 0, res.output
+    margins = json.loads(out.read_text())["settings"]["margins"]
+    assert margins["score_bias_human"]["value"] == 0.5 and margins["score_bias_human"]["source"] == "--margin"
+    assert margins["score_dbg"]["value"] == 0.05 and margins["score_dbg"]["scale_share"] is True
+    # A pairwise figure's key on a pointwise table is refused, naming the item.
+    bad = runner.invoke(app, ["analyze", str(scores), "--out", str(out), "--no-mlflow",
+                              "--margin", "self_preference_eo=0.1"])
+    assert bad.exit_code == 2 and "no figure 'self_preference_eo' declares a margin" in bad.output
