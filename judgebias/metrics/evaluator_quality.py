@@ -1,0 +1,242 @@
+"""The Evaluator Quality Baseline (EQB) of self-preference (Roytburg et al. 2026, "Are LLM Evaluators
+Really Narcissists? Sanity Checking Self-Preference Evaluations", arXiv 2601.22548).
+
+A judge that answers a question wrongly itself tends to judge that question wrongly too, whoever
+wrote the answers: it may vote for its own wrong answer because it cannot tell it is wrong, not
+because it is its own. The baseline compares, on comparable questions, the judge's vote for its own
+dispreferred ("wrong") answer with its vote for another model's dispreferred answer:
+
+    EQB = P(judge votes for its own answer | own answer wrong)
+          - P(judge votes for another model's answer | that answer wrong)
+
+matched as in the paper's judge-swap test: a stratum is one question and one opponent R whose answer
+beat the judge's own (the judge J judged J vs R); its baseline is the judge's vote on the same
+question for each other model K whose answer also lost to R (J judged K vs R). Per stratum, the mean
+vote for the own answer minus the mean vote for the K answers; EQB is the mean over strata (the
+paper pairs each example's P(J) with the mean P(K) over its proxies and runs a paired t-test).
+"Wrong" is the reference's dispreferred response: the human majority, or, when the table has them,
+the correctness columns ``correct_a`` / ``correct_b`` (a verifiable task: the one correct response is
+the preferred one). A vote is the judge's P(A) when it has one (position-averaged, as the paper's),
+else 1 / 0 / 0.5 from its verdict.
+
+The interval is cluster-robust with the question as the cluster (the strata of one question share
+the judge's own answer): CR1 variance of a mean of per-stratum differences, t on clusters - 1
+degrees of freedom (with one stratum per question: the paired t interval). ``cluster_mean`` takes
+any per-unit cluster ids, so another clustering unit needs only other ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from judgebias.metrics import frame as F
+from judgebias.metrics import origin
+from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons
+
+CORRECT = ("correct_a", "correct_b")
+# Below this many clusters a t interval on clusters - 1 df is said to rest on few units (the
+# cluster-robust literature's rule of thumb; the coverage of this figure is not yet simulated).
+FEW_CLUSTERS = 20
+PAPER = "Roytburg et al. 2026 (arXiv 2601.22548)"
+
+
+def cluster_mean(values: np.ndarray, clusters: np.ndarray,
+                 bounds: tuple[float, float] | None = (-1.0, 1.0)) -> dict[str, float]:
+    """Mean of per-unit values with a cluster-robust (CR1) 95% t interval and t-test of 0.
+
+    With G clusters and cluster sums e_g of the residuals (value - mean):
+    Var = G / (G - 1) * sum_g e_g^2 / n^2, t on G - 1 df. One unit per cluster gives the one-sample
+    t interval exactly. ``design_effect`` = this SE / the SE of independent units (s / sqrt(n)).
+    Fewer than two clusters: the mean without an interval."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    codes = pd.factorize(np.asarray(clusters))[0]
+    n, g = values.size, int(codes.max()) + 1 if values.size else 0
+    if n == 0:
+        raise InsufficientData("no values")
+    if codes.size != n or (codes < 0).any():
+        raise ValueError("cluster_mean: every value needs a cluster id")
+    mean = float(values.mean())
+    out = {"value": mean, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
+           "p_value": math.nan, "clusters": g, "design_effect": math.nan}
+    if g < 2:
+        return out
+    resid = np.bincount(codes, weights=values - mean, minlength=g)
+    se = math.sqrt(g / (g - 1) * float((resid ** 2).sum())) / n
+    iid = float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+    out["design_effect"] = se / iid if iid > 0 else math.nan
+    if se == 0:
+        return {**out, "ci_low": mean, "ci_high": mean, "p_value": 1.0 if mean == 0 else 0.0}
+    q = float(stats.t.ppf(1 - ALPHA / 2, g - 1))
+    lo, hi = mean - q * se, mean + q * se
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    t = mean / se
+    p = float(2 * stats.t.sf(abs(t), g - 1))
+    return {**out, "ci_low": lo, "ci_high": hi, "statistic": t, "p_value": p}
+
+
+def _correctness(rows: pd.DataFrame, column: str, what: str) -> np.ndarray:
+    """A correctness column as 1.0 / 0.0 / NaN (missing), each distinct value parsed once; anything but
+    true/false/1/0 is an error naming the column and the first row holding it."""
+    def number(v) -> float:
+        if isinstance(v, str):
+            return math.inf
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return math.inf
+
+    codes, uniques = pd.factorize(rows[column], use_na_sentinel=True)
+    parsed = np.array([number(u) for u in uniques] + [math.nan], dtype=float)
+    x = parsed[codes]  # code -1 (missing) reads the last entry, NaN
+    bad = ~np.isnan(x) & (x != 0) & (x != 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}: column {column!r} holds {rows[column].iloc[i]!r} (row {i + 1} of the "
+                         "judge's rows); expected true/false or 1/0 per response, empty where unknown")
+    return x
+
+
+def _reference(rows: pd.DataFrame, what: str) -> tuple[np.ndarray, list[tuple[str, np.ndarray]], str]:
+    """Which response the reference prefers (F.A / F.B; TIE or MISSING when none), the exclusion
+    reasons where it has no side, and its name: the correctness columns when the table has them,
+    else the human majority."""
+    if any(c in rows.columns for c in CORRECT):
+        F.require(rows, CORRECT, what)
+        ca, cb = (_correctness(rows, c, what) for c in CORRECT)
+        missing = np.isnan(ca) | np.isnan(cb)
+        better = np.where(missing, F.MISSING, np.where(ca > cb, F.A, np.where(cb > ca, F.B, F.TIE)))
+        return better, [("no_correctness", missing), ("both_or_neither_correct", better == F.TIE)], \
+            "correctness (correct_a, correct_b)"
+    human = rows[F.HUMAN].to_numpy()
+    return human, F.human_reasons(human), "the human majority"
+
+
+def _stratum_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, mean of y per key)."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return uniq, np.bincount(inv, weights=y) / np.bincount(inv)
+
+
+def _matched(question: np.ndarray, opponent: np.ndarray, y: np.ndarray, own: np.ndarray,
+             other: np.ndarray, n_opp: int) -> dict[str, np.ndarray]:
+    """Strata (question, opponent) holding own rows and other-model rows: per stratum the mean vote
+    on the own rows, on the other rows, their question, and which own rows found a match."""
+    key = question.astype(np.int64) * n_opp + opponent
+    own_keys, own_mean = _stratum_means(key[own], y[own])
+    oth_keys, oth_mean = _stratum_means(key[other], y[other])
+    both, i_own, i_oth = np.intersect1d(own_keys, oth_keys, return_indices=True)
+    return {"own": own_mean[i_own], "other": oth_mean[i_oth], "question": both // n_opp,
+            "matched_rows": own & np.isin(key, both)}
+
+
+def _part(values: np.ndarray, clusters: np.ndarray, bounds: tuple[float, float]) -> dict[str, float]:
+    d = cluster_mean(values, clusters, bounds)
+    return {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(values.size)}
+
+
+def evaluator_quality_baseline(df, judge: str, self_map: origin.SelfMap | None = None,
+                               *, whose: str = "the judge") -> Estimate:
+    """EQB: the judge's mean vote for its own wrong answer minus its mean vote for other models'
+    wrong answers that lost to the same opponent on the same question, with a cluster-robust t
+    interval over questions and a t-test of 0 (> 0: a preference for its own answers beyond what its
+    own competence explains). ``details.when_own_better``: the same difference where the own answer
+    (and the other model's) beat the opponent, the paper's "legitimate" side. ``whose`` names the
+    own responses in messages ("the judge or its family")."""
+    what = "evaluator_quality_baseline"
+    F.require(df, ["judge", "generator_a", "generator_b", "prompt"], what)
+    rows = F.judge_rows(df, judge, what)
+    own_a, own_b = origin.own_sides(rows, judge, self_map)
+    if not (own_a | own_b).any():
+        mine = sorted(origin.self_set(rows, judge, self_map))
+        raise InsufficientData(f"no responses written by {whose} in its pairs (generators counted as its "
+                               f"own: {mine}; --self / --family JUDGE=GENERATOR names more)")
+    better, ref_reasons, reference = _reference(rows, what)
+    vote = rows[F.VOTE].to_numpy(dtype=float)
+    gens = pd.factorize(pd.concat([rows["generator_a"].astype(object), rows["generator_b"].astype(object)],
+                                  ignore_index=True), use_na_sentinel=True)[0]
+    ga, gb = gens[:len(rows)], gens[len(rows):]
+    question = pd.factorize(rows["prompt"], use_na_sentinel=True)[0]
+    n_opp = max(int(gens.max()) + 1, 1)
+    sided = (better == F.A) | (better == F.B)
+    usable = sided & ~np.isnan(vote) & (ga >= 0) & (gb >= 0) & (question >= 0)
+    winner = np.where(better == F.A, ga, gb)
+    loser = np.where(better == F.A, gb, ga)
+    vote_winner = np.where(better == F.A, vote, 1.0 - vote)
+    one_own = own_a ^ own_b
+    own_side = np.where(own_a, F.A, F.B)
+    own_lost = one_own & usable & (better != own_side)
+    own_won = one_own & usable & (better == own_side)
+    neither = ~own_a & ~own_b & usable
+    wrong = _matched(question, winner, 1.0 - vote_winner, own_lost, neither, n_opp)
+    right = _matched(question, loser, vote_winner, own_won, neither, n_opp)
+
+    _, excl = count_reasons([
+        ("no_own_response", ~own_a & ~own_b),
+        ("both_own", own_a & own_b),
+        *ref_reasons,
+        ("no_question", question < 0),
+        ("missing_generator", (ga < 0) | (gb < 0)),
+        ("judge_missing", np.isnan(vote)),
+        ("own_preferred", own_won),
+        ("no_comparable_pair", own_lost & ~wrong["matched_rows"]),
+    ], len(rows))
+    excl.pop("no_own_response", None)  # the baseline's pool, not units left out
+    if not own_lost.any():
+        raise InsufficientData(f"no pair where {reference} prefers the other response over one written by "
+                               f"{whose}; excluded: {excl}")
+    s = wrong["own"].size
+    if s == 0:
+        raise InsufficientData(
+            f"no comparable pair: on no question did another model's response lose to the same opponent as "
+            f"a response of {whose} (the paper's matching; {int(own_lost.sum())} own responses dispreferred, "
+            f"{int(neither.sum())} pairs without one); excluded: {excl}")
+    diff = wrong["own"] - wrong["other"]
+    d = cluster_mean(diff, wrong["question"])
+    details = {
+        "own_wrong_vote": _part(wrong["own"], wrong["question"], (0.0, 1.0)),
+        "other_wrong_vote": _part(wrong["other"], wrong["question"], (0.0, 1.0)),
+        "own_wrong_vote_unmatched": float(np.mean(1.0 - vote_winner[own_lost])),
+        "own_wrong_rows": int(own_lost.sum()), "own_wrong_rows_matched": int(wrong["matched_rows"].sum()),
+        "baseline_rows": int(neither.sum()), "questions": d["clusters"], "clusters": d["clusters"],
+        "design_effect": d["design_effect"], "reference": reference,
+    }
+    if right["own"].size:
+        r = cluster_mean(right["own"] - right["other"], right["question"])
+        details["when_own_better"] = {"value": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                                      "n": int(right["own"].size), "p_value": r["p_value"]}
+    warnings = ()
+    if d["clusters"] < FEW_CLUSTERS:
+        warnings = (f"rests on {d['clusters']} questions (clusters); below about {FEW_CLUSTERS} its t "
+                    "interval on clusters - 1 df is a rough guide",)
+    return Estimate(
+        value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=s, exclusions=excl,
+        statistic=d["statistic"], p_value=d["p_value"],
+        method=(f"{PAPER} evaluator quality baseline: mean over (question, opponent) strata of the vote for "
+                f"the own dispreferred response minus the mean vote for other models' responses dispreferred "
+                f"to the same opponent on the same question ({reference}); cluster-robust (CR1) t interval "
+                "and t-test, clusters = questions"),
+        details=details, warnings=warnings)
+
+
+def self_preference_eqb(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
+    """EQB with the judge's own responses (its name, ``--self``, the table's ``judge_generator``)."""
+    return evaluator_quality_baseline(df, judge, self_map)
+
+
+def family_preference_eqb(df, judge: str, self_map: origin.SelfMap | None = None,
+                          family_map: origin.SelfMap | None = None) -> Estimate:
+    """EQB with the judge's family's responses counted as its own (``--family``)."""
+    if not family_map or not family_map.get(judge):
+        raise ValueError(f"family_preference_eqb: no family given for judge {judge!r} "
+                         "(family_map / --family)")
+    kin = origin.with_family(self_map, family_map)
+    est = evaluator_quality_baseline(df, judge, kin, whose="the judge or its family")
+    members = sorted(origin.self_set(df, judge, kin))
+    return dataclasses.replace(est, method=f"toward the family {members}: {est.method}")
