@@ -211,8 +211,8 @@ def _competence(metrics: Mapping[str, Any], kind: str, eo_sign: int, fam: Family
         return (f"; explained by its competence: {same} no detectably more often than for other models' "
                 f"wrong answers beaten by the same opponent {figure}, so it misjudges the questions it gets "
                 "wrong itself, whoever wrote the answer"), False
-    return (f"; against its own competence (its wrong answers against other models' on the same questions) "
-            f"no difference detectable {figure}"), False
+    return (f"; on the same questions no difference detectable between its votes for {own} wrong answers "
+            f"and for other models' wrong answers beaten by the same opponent {figure}"), False
 
 
 def _dbg(dbg: Mapping[str, Any] | None, key: str, whose: str, mutual_gold: bool, fam: Family) -> Said:
