@@ -97,6 +97,16 @@ def test_the_interval_is_cluster_robust_over_questions():
     assert one["value"] == pytest.approx(0.3) and math.isnan(one["ci_low"]) and math.isnan(one["p_value"])
 
 
+def test_a_sparse_key_space_gives_the_same_strata(monkeypatch):
+    import judgebias.metrics.evaluator_quality as eq
+
+    dense = self_preference_eqb(rows(HAND), "j")
+    monkeypatch.setattr(eq, "_DENSE_PER_ROW", 0)
+    monkeypatch.setattr(eq, "_DENSE_EXTRA", 0)  # every key space counts as sparse: renumbered first
+    sparse = self_preference_eqb(rows(HAND), "j")
+    assert sparse == dense
+
+
 def test_two_strata_of_one_question_are_one_cluster():
     spec = [("q1", "j", "r", "b", 0.9, None), ("q1", "k1", "r", "b", 0.1, None),   # (q1, r): 0.8
             ("q1", "j", "k2", "b", 0.7, None), ("q1", "k1", "k2", "b", 0.3, None),  # (q1, k2): 0.4

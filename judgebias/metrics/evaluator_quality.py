@@ -118,22 +118,51 @@ def _reference(rows: pd.DataFrame, what: str) -> tuple[np.ndarray, list[tuple[st
     return human, F.human_reasons(human), "the human majority"
 
 
-def _stratum_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys, mean of y per key)."""
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(inv, weights=y) / np.bincount(inv)
+def _generator_codes(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, np.ndarray, int]:
+    """One code per generator name across both columns (-1 missing) and how many there are; the
+    categoricals of a table read for analysis are recoded by their categories, not row by row."""
+    if isinstance(a.dtype, pd.CategoricalDtype) and isinstance(b.dtype, pd.CategoricalDtype):
+        names = a.cat.categories.union(b.cat.categories)
+        ca = a.cat.set_categories(names).cat.codes.to_numpy().astype(np.int64)
+        cb = b.cat.set_categories(names).cat.codes.to_numpy().astype(np.int64)
+        return ca, cb, max(len(names), 1)
+    codes, names = pd.factorize(pd.concat([a.astype(object), b.astype(object)], ignore_index=True),
+                                use_na_sentinel=True)
+    return codes[:len(a)], codes[len(a):], max(len(names), 1)
+
+
+# Count (question, opponent) keys in a dense array when it is at most this large (per row, plus a
+# constant); beyond, renumber them first (a sort).
+_DENSE_PER_ROW, _DENSE_EXTRA = 4, 1 << 16
+
+
+def _stratum_sums(keys: np.ndarray, y: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, sum of y) per key 0..size-1."""
+    return np.bincount(keys, minlength=size), np.bincount(keys, weights=y, minlength=size)
 
 
 def _matched(question: np.ndarray, opponent: np.ndarray, y: np.ndarray, own: np.ndarray,
              other: np.ndarray, n_opp: int) -> dict[str, np.ndarray]:
     """Strata (question, opponent) holding own rows and other-model rows: per stratum the mean vote
-    on the own rows, on the other rows, their question, and which own rows found a match."""
-    key = question.astype(np.int64) * n_opp + opponent
-    own_keys, own_mean = _stratum_means(key[own], y[own])
-    oth_keys, oth_mean = _stratum_means(key[other], y[other])
-    both, i_own, i_oth = np.intersect1d(own_keys, oth_keys, return_indices=True)
-    return {"own": own_mean[i_own], "other": oth_mean[i_oth], "question": both // n_opp,
-            "matched_rows": own & np.isin(key, both)}
+    on the own rows, on the other rows, their question, and which own rows found a match. Keys are
+    counted densely (a bincount, no sort) unless the (question, opponent) space is far larger than
+    the rows, where they are first renumbered."""
+    rows = own | other
+    key = np.zeros(len(y), dtype=np.int64)
+    key[rows] = question[rows].astype(np.int64) * n_opp + opponent[rows]
+    size = int(key[rows].max()) + 1 if rows.any() else 0
+    dense = size <= _DENSE_PER_ROW * len(y) + _DENSE_EXTRA
+    if not dense:  # renumber the keys in use (a sort, only for a sparse key space)
+        used, key[rows] = np.unique(key[rows], return_inverse=True)
+        size = used.size
+    n_own, s_own = _stratum_sums(key[own], y[own], size)
+    n_oth, s_oth = _stratum_sums(key[other], y[other], size)
+    both = np.flatnonzero((n_own > 0) & (n_oth > 0))
+    matched = np.zeros(len(y), dtype=bool)
+    matched[own] = (n_oth > 0)[key[own]]
+    stratum = both if dense else used[both]
+    return {"own": s_own[both] / n_own[both], "other": s_oth[both] / n_oth[both],
+            "question": stratum // n_opp, "matched_rows": matched}
 
 
 def _part(values: np.ndarray, clusters: np.ndarray, bounds: tuple[float, float]) -> dict[str, float]:
@@ -159,11 +188,8 @@ def evaluator_quality_baseline(df, judge: str, self_map: origin.SelfMap | None =
                                f"own: {mine}; --self / --family JUDGE=GENERATOR names more)")
     better, ref_reasons, reference = _reference(rows, what)
     vote = rows[F.VOTE].to_numpy(dtype=float)
-    gens = pd.factorize(pd.concat([rows["generator_a"].astype(object), rows["generator_b"].astype(object)],
-                                  ignore_index=True), use_na_sentinel=True)[0]
-    ga, gb = gens[:len(rows)], gens[len(rows):]
+    ga, gb, n_opp = _generator_codes(rows["generator_a"], rows["generator_b"])
     question = pd.factorize(rows["prompt"], use_na_sentinel=True)[0]
-    n_opp = max(int(gens.max()) + 1, 1)
     sided = (better == F.A) | (better == F.B)
     usable = sided & ~np.isnan(vote) & (ga >= 0) & (gb >= 0) & (question >= 0)
     winner = np.where(better == F.A, ga, gb)
