@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from judgebias.metrics.evaluator_quality import (
-    cluster_mean,
-    family_preference_eqb,
-    self_preference_eqb,
-)
+from judgebias.metrics import frame as F
+from judgebias.metrics.evaluator_quality import family_preference_eqb, self_preference_eqb
 from judgebias.reporting.analysis import analyze
 from judgebias.reporting.trust import trust_summary
 from judgebias.reporting.trust_family import declare, family
-from judgebias.stats import InsufficientData, mean_t
+from judgebias.stats import InsufficientData
 from judgebias.table import validate
 
 
@@ -70,31 +66,12 @@ def test_the_baseline_on_a_hand_computed_table():
     assert d["other_wrong_vote"]["value"] == pytest.approx((0.25 + 0.5 + 0.6) / 3)  # 0.45
     assert d["own_wrong_vote_unmatched"] == pytest.approx((0.8 + 1.0 + 0.3 + 0.7) / 4)  # every own wrong row
     assert (d["own_wrong_rows"], d["own_wrong_rows_matched"], d["questions"]) == (4, 3, 3)
-    assert d["design_effect"] == pytest.approx(1.0)  # singletons: the clustered SE is the plain one
+    # One stratum per prompt (the default cluster): the clustered interval is the plain one.
+    assert (est.clusters, est.cluster_by, est.design_effect) == (3, "prompt", 1.0)
     # The legitimate side: (q4, k2): own won with vote 0.9, k1 beat k2 with vote 0.6 -> 0.3, one stratum.
     assert d["when_own_better"]["value"] == pytest.approx(0.3) and d["when_own_better"]["n"] == 1
     assert d["reference"] == "the human majority"
-    assert est.warnings and "rests on 3 questions" in est.warnings[0]
-
-
-def test_the_interval_is_cluster_robust_over_questions():
-    # Values 0.6, 0.2 (one question), 0.1, -0.3: mean 0.15; residuals 0.45, 0.05, -0.05, -0.45;
-    # cluster sums 0.5, -0.05, -0.45, squares 0.455; CR1 Var = 3/2 x 0.455 / 4^2 = 0.04265625,
-    # SE 0.20653; independent units: s^2 = 0.41 / 3, SE 0.18484; design effect 1.1173; t on 2 df.
-    d = cluster_mean(np.array([0.6, 0.2, 0.1, -0.3]), np.array(["a", "a", "b", "c"]))
-    se = math.sqrt(1.5 * 0.455 / 16)
-    assert d["value"] == pytest.approx(0.15)
-    assert d["ci_low"] == pytest.approx(0.15 - stats.t.ppf(0.975, 2) * se)
-    assert d["statistic"] == pytest.approx(0.15 / se)
-    assert d["clusters"] == 3
-    assert d["design_effect"] == pytest.approx(se / math.sqrt(0.41 / 3 / 4))
-    # One unit per cluster: exactly the one-sample t interval and test.
-    x = np.random.default_rng(3).normal(0.1, 0.3, 17)
-    got, want = cluster_mean(x, np.arange(17), bounds=None), mean_t(x)
-    for k in ("value", "ci_low", "ci_high", "statistic", "p_value"):
-        assert got[k] == pytest.approx(want[k]), k
-    one = cluster_mean(np.array([0.2, 0.4]), np.array([1, 1]))
-    assert one["value"] == pytest.approx(0.3) and math.isnan(one["ci_low"]) and math.isnan(one["p_value"])
+    assert est.warnings and "rests on only 3 clusters (prompt)" in est.warnings[0]
 
 
 def test_a_sparse_key_space_gives_the_same_strata(monkeypatch):
@@ -114,11 +91,26 @@ def test_two_strata_of_one_question_are_one_cluster():
             ("q3", "j", "r", "b", 0.6, None), ("q3", "k1", "r", "b", 0.4, None)]    # (q3, r): 0.2
     est = self_preference_eqb(rows(spec), "j")
     # Mean (0.8 + 0.4 + 0.0 + 0.2) / 4 = 0.35; q1's residuals 0.45 + 0.05 = 0.5, q2 -0.35, q3 -0.15:
-    # Var = 3/2 x (0.25 + 0.1225 + 0.0225) / 16 = 0.03703125.
+    # CR1 Var = 3/2 x (0.25 + 0.1225 + 0.0225) / 4^2 = 0.03703125, t on 3 - 1 = 2 df; as independent
+    # strata 4/3 x (0.2025 + 0.0025 + 0.1225 + 0.0225) / 4^2 = 0.0291667: design effect 1.2696.
     assert est.value == pytest.approx(0.35) and est.n == 4 and est.details["questions"] == 3
     se = math.sqrt(1.5 * 0.395 / 16)
     assert est.statistic == pytest.approx(0.35 / se)
     assert est.p_value == pytest.approx(2 * stats.t.sf(0.35 / se, 2))
+    assert est.ci_low == pytest.approx(0.35 - stats.t.ppf(0.975, 2) * se)
+    assert (est.clusters, est.cluster_by) == (3, "prompt")
+    assert est.design_effect == pytest.approx(0.03703125 / (4 / 3 * 0.35 / 16))
+    # --cluster-by none: every stratum stands alone, the one-sample t over 4 strata (s^2 = 0.35 / 3).
+    alone = self_preference_eqb(F.prepare(rows(spec), cluster_by="none"), "j")
+    se = math.sqrt(0.35 / 3 / 4)
+    assert alone.value == pytest.approx(0.35) and (alone.clusters, alone.cluster_by) == (4, "none")
+    assert alone.p_value == pytest.approx(2 * stats.t.sf(0.35 / se, 3))
+    # Clustered by another column: strata of q1 and q2 in one cluster, q3 in another (2 clusters).
+    other = rows(spec, extra={"batch": ["x"] * 6 + ["y"] * 2})
+    two = self_preference_eqb(F.prepare(other, cluster_by="batch"), "j")
+    assert (two.clusters, two.cluster_by) == (2, "batch")
+    # Cluster sums of residuals: x 0.45 + 0.05 - 0.35 = 0.15, y -0.15: Var = 2/1 x 0.045 / 16.
+    assert two.statistic == pytest.approx(0.35 / math.sqrt(2 * 0.045 / 16))
 
 
 def test_correctness_columns_define_wrong_when_the_table_has_them():

@@ -19,10 +19,11 @@ the correctness columns ``correct_a`` / ``correct_b`` (a verifiable task: the on
 the preferred one). A vote is the judge's P(A) when it has one (position-averaged, as the paper's),
 else 1 / 0 / 0.5 from its verdict.
 
-The interval is cluster-robust with the question as the cluster (the strata of one question share
-the judge's own answer): CR1 variance of a mean of per-stratum differences, t on clusters - 1
-degrees of freedom (with one stratum per question: the paired t interval). ``cluster_mean`` takes
-any per-unit cluster ids, so another clustering unit needs only other ids.
+The interval is cluster-robust: each stratum's cluster is that of its own rows (``prepare``'s
+cluster, by default the prompt, so the strata of one question, which share the judge's own answer,
+are one cluster; ``--cluster-by`` another column), CR1 variance of the mean of per-stratum
+differences and t on clusters - 1 degrees of freedom (``stats.clustered_mean_t``; one stratum per
+cluster: exactly the paired t interval and test).
 """
 
 from __future__ import annotations
@@ -35,50 +36,17 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons
+from judgebias.stats import (
+    Clusters,
+    Estimate,
+    InsufficientData,
+    cluster_note,
+    clustered_mean_t,
+    count_reasons,
+)
 
 CORRECT = ("correct_a", "correct_b")
-# Below this many clusters a t interval on clusters - 1 df is said to rest on few units (the
-# cluster-robust literature's rule of thumb; the coverage of this figure is not yet simulated).
-FEW_CLUSTERS = 20
 PAPER = "Roytburg et al. 2026 (arXiv 2601.22548)"
-
-
-def cluster_mean(values: np.ndarray, clusters: np.ndarray,
-                 bounds: tuple[float, float] | None = (-1.0, 1.0)) -> dict[str, float]:
-    """Mean of per-unit values with a cluster-robust (CR1) 95% t interval and t-test of 0.
-
-    With G clusters and cluster sums e_g of the residuals (value - mean):
-    Var = G / (G - 1) * sum_g e_g^2 / n^2, t on G - 1 df. One unit per cluster gives the one-sample
-    t interval exactly. ``design_effect`` = this SE / the SE of independent units (s / sqrt(n)).
-    Fewer than two clusters: the mean without an interval."""
-    from scipy import stats
-
-    values = np.asarray(values, dtype=float)
-    codes = pd.factorize(np.asarray(clusters))[0]
-    n, g = values.size, int(codes.max()) + 1 if values.size else 0
-    if n == 0:
-        raise InsufficientData("no values")
-    if codes.size != n or (codes < 0).any():
-        raise ValueError("cluster_mean: every value needs a cluster id")
-    mean = float(values.mean())
-    out = {"value": mean, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan,
-           "p_value": math.nan, "clusters": g, "design_effect": math.nan}
-    if g < 2:
-        return out
-    resid = np.bincount(codes, weights=values - mean, minlength=g)
-    se = math.sqrt(g / (g - 1) * float((resid ** 2).sum())) / n
-    iid = float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
-    out["design_effect"] = se / iid if iid > 0 else math.nan
-    if se == 0:
-        return {**out, "ci_low": mean, "ci_high": mean, "p_value": 1.0 if mean == 0 else 0.0}
-    q = float(stats.t.ppf(1 - ALPHA / 2, g - 1))
-    lo, hi = mean - q * se, mean + q * se
-    if bounds is not None:
-        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
-    t = mean / se
-    p = float(2 * stats.t.sf(abs(t), g - 1))
-    return {**out, "ci_low": lo, "ci_high": hi, "statistic": t, "p_value": p}
 
 
 def _correctness(rows: pd.DataFrame, column: str, what: str) -> np.ndarray:
@@ -142,11 +110,12 @@ def _stratum_sums(keys: np.ndarray, y: np.ndarray, size: int) -> tuple[np.ndarra
 
 
 def _matched(question: np.ndarray, opponent: np.ndarray, y: np.ndarray, own: np.ndarray,
-             other: np.ndarray, n_opp: int) -> dict[str, np.ndarray]:
+             other: np.ndarray, n_opp: int, cluster: np.ndarray) -> dict[str, np.ndarray]:
     """Strata (question, opponent) holding own rows and other-model rows: per stratum the mean vote
-    on the own rows, on the other rows, their question, and which own rows found a match. Keys are
-    counted densely (a bincount, no sort) unless the (question, opponent) space is far larger than
-    the rows, where they are first renumbered."""
+    on the own rows, on the other rows, its question, its cluster (its own rows', the first one's
+    where they differ) and which own rows found a match. Keys are counted densely (a bincount, no
+    sort) unless the (question, opponent) space is far larger than the rows, where they are first
+    renumbered."""
     rows = own | other
     key = np.zeros(len(y), dtype=np.int64)
     key[rows] = question[rows].astype(np.int64) * n_opp + opponent[rows]
@@ -161,13 +130,24 @@ def _matched(question: np.ndarray, opponent: np.ndarray, y: np.ndarray, own: np.
     matched = np.zeros(len(y), dtype=bool)
     matched[own] = (n_oth > 0)[key[own]]
     stratum = both if dense else used[both]
+    first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, key[own], cluster[own])
     return {"own": s_own[both] / n_own[both], "other": s_oth[both] / n_oth[both],
-            "question": stratum // n_opp, "matched_rows": matched}
+            "question": stratum // n_opp, "cluster": first[both], "matched_rows": matched}
 
 
-def _part(values: np.ndarray, clusters: np.ndarray, bounds: tuple[float, float]) -> dict[str, float]:
-    d = cluster_mean(values, clusters, bounds)
-    return {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(values.size)}
+def _mean(values: np.ndarray, clusters: Clusters, bounds: tuple[float, float]) -> dict[str, float]:
+    """``clustered_mean_t``; with a single cluster (the units not independent), the mean alone."""
+    if clusters.count < 2 and not clusters.singletons:
+        return {"value": float(np.mean(values)), "ci_low": None, "ci_high": None, "statistic": None,
+                "p_value": None, "clusters": clusters.count, "design_effect": None}
+    return clustered_mean_t(values, clusters, bounds=bounds)
+
+
+def _part(values: np.ndarray, clusters: Clusters, bounds: tuple[float, float], test: bool = False) -> dict:
+    d = _mean(values, clusters, bounds)
+    out = {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(values.size)}
+    return {**out, "p_value": d["p_value"]} if test else out
 
 
 def evaluator_quality_baseline(df, judge: str, self_map: origin.SelfMap | None = None,
@@ -200,8 +180,10 @@ def evaluator_quality_baseline(df, judge: str, self_map: origin.SelfMap | None =
     own_lost = one_own & usable & (better != own_side)
     own_won = one_own & usable & (better == own_side)
     neither = ~own_a & ~own_b & usable
-    wrong = _matched(question, winner, 1.0 - vote_winner, own_lost, neither, n_opp)
-    right = _matched(question, loser, vote_winner, own_won, neither, n_opp)
+    cl = F.clusters(rows)
+    codes = np.asarray(cl.codes, dtype=np.int64)
+    wrong = _matched(question, winner, 1.0 - vote_winner, own_lost, neither, n_opp, codes)
+    right = _matched(question, loser, vote_winner, own_won, neither, n_opp, codes)
 
     _, excl = count_reasons([
         ("no_own_response", ~own_a & ~own_b),
@@ -223,32 +205,28 @@ def evaluator_quality_baseline(df, judge: str, self_map: origin.SelfMap | None =
             f"no comparable pair: on no question did another model's response lose to the same opponent as "
             f"a response of {whose} (the paper's matching; {int(own_lost.sum())} own responses dispreferred, "
             f"{int(neither.sum())} pairs without one); excluded: {excl}")
-    diff = wrong["own"] - wrong["other"]
-    d = cluster_mean(diff, wrong["question"])
+    strata = Clusters.of(wrong["cluster"], cl.by)
+    d = _mean(wrong["own"] - wrong["other"], strata, (-1.0, 1.0))
     details = {
-        "own_wrong_vote": _part(wrong["own"], wrong["question"], (0.0, 1.0)),
-        "other_wrong_vote": _part(wrong["other"], wrong["question"], (0.0, 1.0)),
+        "own_wrong_vote": _part(wrong["own"], strata, (0.0, 1.0)),
+        "other_wrong_vote": _part(wrong["other"], strata, (0.0, 1.0)),
         "own_wrong_vote_unmatched": float(np.mean(1.0 - vote_winner[own_lost])),
         "own_wrong_rows": int(own_lost.sum()), "own_wrong_rows_matched": int(wrong["matched_rows"].sum()),
-        "baseline_rows": int(neither.sum()), "questions": d["clusters"], "clusters": d["clusters"],
-        "design_effect": d["design_effect"], "reference": reference,
+        "baseline_rows": int(neither.sum()), "questions": int(np.unique(wrong["question"]).size),
+        "reference": reference,
     }
     if right["own"].size:
-        r = cluster_mean(right["own"] - right["other"], right["question"])
-        details["when_own_better"] = {"value": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                                      "n": int(right["own"].size), "p_value": r["p_value"]}
-    warnings = ()
-    if d["clusters"] < FEW_CLUSTERS:
-        warnings = (f"rests on {d['clusters']} questions (clusters); below about {FEW_CLUSTERS} its t "
-                    "interval on clusters - 1 df is a rough guide",)
+        beaten = Clusters.of(right["cluster"], cl.by)
+        details["when_own_better"] = _part(right["own"] - right["other"], beaten, (-1.0, 1.0), test=True)
     return Estimate(
         value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=s, exclusions=excl,
         statistic=d["statistic"], p_value=d["p_value"],
         method=(f"{PAPER} evaluator quality baseline: mean over (question, opponent) strata of the vote for "
                 f"the own dispreferred response minus the mean vote for other models' responses dispreferred "
-                f"to the same opponent on the same question ({reference}); cluster-robust (CR1) t interval "
-                "and t-test, clusters = questions"),
-        details=details, warnings=warnings)
+                f"to the same opponent on the same question ({reference}); CR1 t interval and t-test over "
+                f"{d['clusters']} clusters ({cl.by})"),
+        details=details, warnings=cluster_note(d["clusters"], cl.by), clusters=d["clusters"],
+        design_effect=d["design_effect"], cluster_by=cl.by)
 
 
 def self_preference_eqb(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
