@@ -72,7 +72,8 @@ def test_not_excluded_and_the_units_that_would_settle_it():
 def test_every_statement_test_reads_a_declared_margin():
     # Each member of a judge's family has a margin: none can print ok without one.
     declared = R.margins()
-    for key in ("self_preference_eo", "family_preference_eo", "dbg", "family_dbg", "verbosity_bias",
+    for key in ("self_preference_eo", "family_preference_eo", "self_preference_eqb", "family_preference_eqb",
+                "dbg", "family_dbg", "verbosity_bias",
                 "human_ceiling", "position_bias", "regression", "perturbation_shift", "self_recognition"):
         assert key in declared and declared[key].why.strip()
     assert declared["position_bias"].value == 0.03 and declared["position_bias"].null == 0.5

@@ -23,6 +23,7 @@ from judgebias.metrics import origin
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import GoldVotes, dbg_score, gold_votes
+from judgebias.metrics.evaluator_quality import CORRECT, family_preference_eqb, self_preference_eqb
 from judgebias.metrics.margins import LOWER, PROBE_MARGINS, Margin
 from judgebias.metrics.perplexity import (
     perplexity_excess,
@@ -71,7 +72,10 @@ FAMILY = Need("family", "no family given for this judge (--family JUDGE=GENERATO
 # DBG's reference: the human labels under human_as_gold, else the gold panel; analysis resolves it
 # to HUMAN or GOLD, whose reason is the one reported.
 REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a gold panel")
-TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS)
+# What says a response is wrong: the human majority, or a verifiable task's correctness columns.
+WRONG = Need("wrong", "no human labels and no correctness columns (correct_a, correct_b): nothing says which "
+             "response is wrong", lambda df: HUMAN.check(df) or _has(*CORRECT)(df))
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG)
 NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
 
 
@@ -182,8 +186,12 @@ SHI = "Shi et al. 2024, Judging the judges"
 ALPACA = "AlpacaEval (Dubois et al. 2024)"
 ARENA = "Arena-Hard style control"
 COHEN = "Cohen 1960"
+ROYTBURG = "Roytburg et al. 2026, evaluator quality baseline"
 
 EO_PARTS, DBG_PARTS = ("tpr", "tnr"), ("judge_win_rate", "gold_win_rate")
+EQB_PARTS = ("own_wrong_vote", "other_wrong_vote")
+EQB_MEANING = ("vote for {whose} wrong answers minus vote for other models' wrong answers beaten by the same "
+               "opponent on the same question; 0 = the judge's competence explains the preference")
 UNSIGNED, ABOVE, BELOW, EITHER = Direction.UNSIGNED, Direction.ABOVE, Direction.BELOW, Direction.EITHER
 
 
@@ -202,6 +210,10 @@ PREFERENCE_WHY = ("5 points of TPR - TNR: its own responses decided right 1 in 2
 SELF_MARGIN, FAMILY_MARGIN = Margin(0.05, PREFERENCE_WHY, unit=_OWN), Margin(0.05, PREFERENCE_WHY, unit=_FAM)
 DP_WHY = "5 points more picks of its own responses than of others' (raw: includes quality)"
 DBG_WHY = "5 points more wins for its own responses than the gold panel gives them, as for EO"
+EQB_WHY = ("5 points more votes for its own wrong answers than for other models' wrong answers beaten by "
+           "the same opponent, EO's band")
+EQB_SELF_MARGIN = Margin(0.05, EQB_WHY, unit="question-opponent pairs")
+EQB_FAMILY_MARGIN = Margin(0.05, EQB_WHY, unit="question-opponent pairs with a family answer")
 MARGINS_STYLE = Margin(0.2, "+-0.2 log-odds (odds ratio 0.82-1.22) per unit of a term moves P(pick) near an "
                        "even choice by at most 5 points (0.2 x 0.25), the preference figures' band",
                        unit="pairs the judge did not call a tie")
@@ -216,6 +228,12 @@ _CATALOGUE = (
            meaning="TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
            source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=SELF, mlflow_parts=EO_PARTS,
            margin=SELF_MARGIN),
+    Figure("self_preference_eqb", needs=(GENERATORS, WRONG),
+           compute=lambda c: self_preference_eqb(c.rows, c.judge, c.self_map),
+           label="self-pref. beyond competence (EQB)", how="own wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its own"), source=ROYTBURG, direction=EITHER, statement=SELF,
+           mlflow_parts=EQB_PARTS,
+           margin=EQB_SELF_MARGIN),
     Figure("self_preference_dp", needs=(GENERATORS,),
            compute=lambda c: self_preference_dp(c.rows, c.judge, c.self_map),
            label="self-preference (DP, Eq 4)", how="P(own) - P(other)",
@@ -239,6 +257,12 @@ _CATALOGUE = (
            source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=FAMILY_SAY, mlflow_parts=EO_PARTS,
            family_only=True,
            margin=FAMILY_MARGIN),
+    Figure("family_preference_eqb", needs=(FAMILY, GENERATORS, WRONG),
+           compute=lambda c: family_preference_eqb(c.rows, c.judge, c.self_map, c.family_map),
+           label="family pref. beyond competence (EQB)", how="family wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its family's"), source=ROYTBURG, direction=EITHER,
+           statement=FAMILY_SAY, mlflow_parts=EQB_PARTS, family_only=True,
+           margin=EQB_FAMILY_MARGIN),
     Figure("family_preference_dp", needs=(FAMILY, GENERATORS),
            compute=lambda c: family_preference_dp(c.rows, c.judge, c.self_map, c.family_map),
            label="family preference (DP)", how="P(family) - P(other)",
