@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -414,10 +415,12 @@ class Clusters:
         _, codes = np.unique(kept, return_inverse=True)
         return Clusters(codes.reshape(-1).astype(np.int64), self.by)
 
-    @property
+    @cached_property
     def count(self) -> int:
+        # cached: every figure asks several times (singletons, nested, its method), and counting
+        # is a pass over the units (``Clusters`` is frozen, its codes never change)
         codes = np.asarray(self.codes)
-        return int(np.unique(codes).size) if codes.size else 0
+        return int(np.bincount(codes).astype(bool).sum()) if codes.size else 0
 
     @property
     def singletons(self) -> bool:

@@ -406,3 +406,24 @@ def test_cli_cluster_by(tmp_path):
     import json
 
     assert json.loads((tmp_path / "m.json").read_text())["settings"]["cluster_by"] == "none"
+
+
+def test_leaderboard_resamples_the_cluster_column():
+    from judgebias.metrics.leaderboard import fit_leaderboard
+
+    rows = []
+    for k in range(12):  # 12 prompts (topics of 3), a-b and b-c on each
+        for a, b, y in (("a", "b", 1.0 if k % 3 else 0.0), ("b", "c", 1.0 if k % 4 else 0.0)):
+            rows.append({"pair_id": f"{a}{b}{k}", "prompt": f"q{k}", "topic": f"t{k // 3}",
+                         "response_a": "x", "response_b": "y", "generator_a": a, "generator_b": b,
+                         "judge": "j", "verdict": "a" if y else "b", "human": []})
+    df = pd.DataFrame(rows)
+    by_prompt = fit_leaderboard(df, reps=40, seed=1)
+    by_topic = fit_leaderboard(df, reps=40, seed=1, cluster_by="topic")
+    alone = fit_leaderboard(df, reps=40, seed=1, cluster_by="none")
+    assert (by_prompt.cluster_by, by_prompt.clusters) == ("prompt", 12)
+    assert (by_topic.cluster_by, by_topic.clusters) == ("topic", 4)
+    assert (alone.cluster_by, alone.clusters) == ("none", 24)
+    assert by_prompt.fits["raw"]["j"].n == by_topic.fits["raw"]["j"].n == 24
+    with pytest.raises(ValueError, match="no column 'story'"):
+        fit_leaderboard(df, reps=40, cluster_by="story")
