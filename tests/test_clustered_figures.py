@@ -373,6 +373,10 @@ def test_analyze_records_cluster_by_and_prints_clusters(capsys):
     df = nested(verdict=["a" if h else "b" for h in PATTERN])
     result = analyze(df)
     assert result["settings"]["cluster_by"] == "prompt" and result["dataset"]["clusters"] == 4
+    assert result["humans"]["verbosity"]["clusters"] == 4  # humans always pick the longer A
+    from judgebias.tracking.log_analysis import analysis_params
+
+    assert analysis_params(result)["cluster_by"] == "prompt"
     fig = result["judges"]["j"]["agreement_human"]
     assert (fig["clusters"], fig["cluster_by"]) == (4, "prompt")
     assert fig["design_effect"] == pytest.approx(DEFF)
