@@ -412,8 +412,12 @@ class Clusters:
     def subset(self, keep: np.ndarray) -> Clusters:
         """The clusters of the kept units, recoded densely."""
         kept = np.asarray(self.codes)[np.asarray(keep)]
-        _, codes = np.unique(kept, return_inverse=True)
-        return Clusters(codes.reshape(-1).astype(np.int64), self.by)
+        if kept.size == 0:
+            return Clusters(np.zeros(0, dtype=np.int64), self.by)
+        # the codes in order, renumbered 0.. (np.unique's inverse, without its sort: a pass)
+        present = np.zeros(int(kept.max()) + 1, dtype=np.int64)
+        present[kept] = 1
+        return Clusters((np.cumsum(present) - 1)[kept], self.by)
 
     @cached_property
     def count(self) -> int:
