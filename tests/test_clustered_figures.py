@@ -431,3 +431,18 @@ def test_leaderboard_resamples_the_cluster_column():
     assert by_prompt.fits["raw"]["j"].n == by_topic.fits["raw"]["j"].n == 24
     with pytest.raises(ValueError, match="no column 'story'"):
         fit_leaderboard(df, reps=40, cluster_by="story")
+
+
+def test_cluster_text_compact_forms():
+    from judgebias.reporting.cluster_text import cluster_text, n_text
+
+    assert n_text({"n": 744, "clusters": 80, "cluster_by": "prompt", "design_effect": 1.6}) == \
+        "744 in 80 prompts, deff 1.60"
+    assert n_text({"n": 40, "clusters": 12, "cluster_by": "story_id", "design_effect": 2.0}) == \
+        "40 in 12 clusters of story_id, deff 2.00, few clusters"
+    assert cluster_text({"n": 5, "clusters": 1, "cluster_by": "prompt", "design_effect": 1.0}) == \
+        "in 1 prompt, treated as independent"
+    # every unit its own cluster, or clustering turned off: n alone
+    assert n_text({"n": 8, "clusters": 8, "cluster_by": "prompt", "design_effect": 1.0}) == "8"
+    assert n_text({"n": 8, "clusters": 8, "cluster_by": "none", "design_effect": 1.0}) == "8"
+    assert n_text({"n": 8}) == "8"
