@@ -19,10 +19,12 @@ from judgebias.stats import InsufficientData
 AUDIT = ("kappa_human", "agreement_human", "human_ceiling", "position_consistency", "verbosity_bias")
 
 
-def audit_figures(df: pd.DataFrame, judges: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The figures the rules read (``AUDIT``), per judge, computed as ``analyze`` computes them; a
-    figure whose input is missing is left out (the rule then reads "not applicable")."""
-    prep = F.prepare(df)
+def audit_figures(df: pd.DataFrame, judges: Sequence[str], *,
+                  cluster_by: str | None = None) -> dict[str, dict[str, Any]]:
+    """The figures the rules read (``AUDIT``), per judge, computed as ``analyze`` computes them
+    (on the clusters of ``cluster_by``); a figure whose input is missing is left out (the rule then
+    reads "not applicable")."""
+    prep = F.prepare(df, cluster_by=cluster_by)
     present = {n.name: n.check(prep) for n in R.TABLE_NEEDS}
     out: dict[str, dict[str, Any]] = {}
     positions = prep.groupby("judge", sort=True, observed=True).indices
@@ -44,16 +46,18 @@ def audit_figures(df: pd.DataFrame, judges: Sequence[str]) -> dict[str, dict[str
     return out
 
 
-def panel_table(df: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]]
-                ) -> pd.DataFrame:
+def panel_table(df: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]], *,
+                cluster_by: str | None = None) -> pd.DataFrame:
     """The panel as one more judge (``recommend.PANEL``): per pair, the mean vote for A of the judges
     related to neither contestant (the leaderboard's pooled vote) as its ``p_a``, and the mean of
     their per-order votes as ``p_a_ab`` / ``p_a_ba`` where each of them has both; the pair's texts,
-    generators and human labels from its first judge row. Pairs every judge is related to are left
-    out, as in the panel's ranking."""
+    generators and human labels from its first judge row (and its ``cluster_by`` column, so the
+    panel's figures rest on the same clusters). Pairs every judge is related to are left out, as in
+    the panel's ranking."""
     prep = F.prepare(df)
     keep = [c for c in ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b",
-                        "human") if c in df.columns]
+                        "human", cluster_by) if c and c in df.columns and c != "none"]
+    keep = list(dict.fromkeys(keep))
     parts = []
     for judge in judges:
         rows = prep[(prep["judge"] == judge).to_numpy(dtype=bool, na_value=False)]
@@ -91,17 +95,17 @@ def _order_vote(rows: pd.DataFrame, order: str) -> np.ndarray:
     return p
 
 
-def panel_audit(df: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]]
-                ) -> dict[str, Any]:
+def panel_audit(df: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]], *,
+                cluster_by: str | None = None) -> dict[str, Any]:
     """The audit figures (``AUDIT``) of the panel's pooled vote, computed as a judge's are; {} when
     there is no panel (fewer than two judges) or no pair it could vote on."""
     if len(judges) < 2:
         return {}
     try:
-        table = panel_table(df, judges, related)
+        table = panel_table(df, judges, related, cluster_by=cluster_by)
     except InsufficientData:
         return {}
-    return audit_figures(table, [rec.PANEL]).get(rec.PANEL, {})
+    return audit_figures(table, [rec.PANEL], cluster_by=cluster_by).get(rec.PANEL, {})
 
 
 def _length_term(result: Mapping[str, Any], judge: str) -> Mapping[str, Any] | None:

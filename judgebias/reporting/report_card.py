@@ -22,6 +22,7 @@ from typing import Any
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
 from judgebias.reporting import report_card_sections as sections_mod
+from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
 from judgebias.reporting.run_page import RunExtras
 from judgebias.reporting.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
@@ -41,7 +42,7 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
                 "figure": fig.label.strip(" ."),
                 "value": fmt(est.get("value"), fig.signed),
                 "ci": fmt_ci(est, fig.signed),
-                "n": str(est.get("n", "")),
+                "n": n_text(est),
                 "meaning": fig.meaning,
                 "source": fig.source,
             }
@@ -60,7 +61,7 @@ def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
     def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
         if est and est.get("value") is not None:
             rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
-                         "n": str(est.get("n", "")), "meaning": meaning, "source": source})
+                         "n": n_text(est), "meaning": meaning, "source": source})
 
     pert = probes.get("perturbations") or {}
     for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
@@ -148,7 +149,8 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
                                      family_sentence(fam), _tests_line(fam),
                                      sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
     sections += _pointwise_sections(probes, multiplicity, margins)
-    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
+    by = (result.get("settings") or {}).get("cluster_by")
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {}, by)], sections,
                 sections_mod.side_by_side(result), extras)
 
 
@@ -179,11 +181,15 @@ def _pointwise_dataset_line(settings: Mapping[str, Any]) -> str:
     return text
 
 
-def _dataset_line(ds: Mapping[str, Any]) -> str:
+def _dataset_line(ds: Mapping[str, Any], cluster_by: str | None = None) -> str:
     text = (
         f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
         f"{ds.get('human_labelled_pairs', 0)} pairs with human labels"
     )
+    if cluster_by and cluster_by != "none" and ds.get("clusters"):
+        text += (f"; pairs nest in {unit_name(cluster_by, ds['clusters'])}: each figure's interval and "
+                 "test allow for it (its n says in how many, and its design effect: the variance against "
+                 "independent pairs)")
     if ds.get("fold_rules"):
         text += "; verdicts folded from both orders by " + ", ".join(
             f"{k} ({v} rows)" for k, v in ds["fold_rules"].items()
@@ -286,7 +292,9 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
         ]
         parts += [
             f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
-            f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
+            # n with its clusters ("915 in 163 prompts, deff 2.16") may wrap; a bare n does not
+            f"<td class='{'num' if r['n'].isdigit() else 'n'}'>{e(r['n'])}</td><td>{e(r['meaning'])}</td>"
+            f"<td>{e(r['source'])}</td></tr>"
             for r in sec.rows
         ] + ["</table>"]
         parts += sections_mod.regression_html(sec.regression_intro, sec.regression)
