@@ -37,7 +37,9 @@ _LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_a
 _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 
-def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
+def lean_table(prepared: pd.DataFrame) -> pd.DataFrame:
+    """The columns the figures read of a prepared table, names as categoricals (also the run
+    comparison's resamples: judgebias.reporting.run_compare)."""
     # Column by column: with copy-on-write the numeric columns are shared with ``prepared``, not
     # copied (a list selection copies the columns it picks out of a consolidated block: the counts).
     lean = pd.DataFrame({c: prepared[c] for c in _LEAN if c in prepared.columns}, copy=False)
@@ -80,7 +82,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
     gold = list(gold) if gold else None
     prepared = F.prepare(df)
-    lean = _lean(prepared)
+    lean = lean_table(prepared)
     judges = F.judges(lean)
     if gold:
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
