@@ -264,3 +264,35 @@ def test_compare_metrics_json_with_tables(tmp_path, llmbar):
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["comparisons"][0]["pairing"]["paired"]
     assert not math.isnan(json.loads(out.read_text())["comparisons"][0]["figures"][0]["p_adjusted"])
+
+
+def test_compare_two_mlflow_runs_tags_the_later(tmp_path, monkeypatch, llmbar):
+    from mlflow.tracking import MlflowClient
+
+    from judgebias.cli import app
+    from judgebias.tracking.log_analysis import log_analysis
+    from judgebias.tracking.mlflow_run import mlflow_run
+    from judgebias.tracking.settings import TrackingSettings
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # the sqlite store's artifacts go to ./mlruns
+    _, result = llmbar
+    ids = []
+    for name in ("before", "after"):
+        with mlflow_run(name, settings=TrackingSettings()) as run:
+            log_analysis(result, table_path=LLMBAR.path())
+        ids.append(run.info.run_id)
+    out = tmp_path / "c.json"
+    res = CliRunner().invoke(app, ["compare", *ids, "--judge", "ChatGPT/Vanilla", "--judge-b", "ChatGPT/Swap",
+                                   "--out", str(out), "--reps", "200", "--figure", "position_consistency",
+                                   "--figure", "agreement_human"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["comparisons"][0]["pairing"]["paired"]  # the logged table came back
+    tags = MlflowClient(tracking_uri=uri).get_run(ids[1]).data.tags
+    assert tags["judgebias.compare.baseline_run"] == ids[0]
+    assert ids[0] in tags["judgebias.compare.baseline_url"]
+    assert tags["judgebias.compare.changed"] == "ChatGPT/Swap.position_consistency"
+    assert tags["judgebias.compare.changed_count"] == "1"
+    artifacts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(ids[1], f"compare/{ids[0]}")}
+    assert {f"compare/{ids[0]}/compare.json", f"compare/{ids[0]}/c.html"} <= artifacts

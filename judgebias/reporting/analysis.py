@@ -22,6 +22,7 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics import registry as R
 from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
+from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.multiplicity import HOLM, check_method
@@ -33,7 +34,7 @@ SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
 # and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
 _LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
-         "verdict_ba", "ppl_a", "ppl_b", *F.DERIVED)
+         "verdict_ba", "ppl_a", "ppl_b", REPEATS_COLUMN, *F.DERIVED)
 _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 
@@ -153,7 +154,7 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
     met[R.FAMILY.name] = (bool(family_map.get(judge)), R.FAMILY.reason)
     met[R.REFERENCE.name] = met[R.HUMAN.name if human_as_gold else R.GOLD.name]
     inputs = R.Inputs(lean, rows, judge, self_map, family_map, gold, human_as_gold, reps, seed)
-    for fig in R.plan(bool(family_map)):
+    for fig in R.plan(bool(family_map), repeats_given=flags[R.REPEATS.name][0]):
         missing = [met[need.name][1] for need in fig.needs if not met[need.name][0]]
         if missing:
             skipped[fig.key] = missing[0]
