@@ -296,3 +296,36 @@ def test_compare_two_mlflow_runs_tags_the_later(tmp_path, monkeypatch, llmbar):
     assert tags["judgebias.compare.changed_count"] == "1"
     artifacts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(ids[1], f"compare/{ids[0]}")}
     assert {f"compare/{ids[0]}/compare.json", f"compare/{ids[0]}/c.html"} <= artifacts
+    # the same experiment's judges across its two runs: one row per run and judge, logged as a table
+    page = tmp_path / "judges.html"
+    res = CliRunner().invoke(app, ["judges", "--out", str(page)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(page.with_suffix(".json").read_text())
+    assert len(rows) == 2 * 4 and {r["run_id"] for r in rows} == set(ids)
+    vanilla = next(r for r in rows if r["judge"] == "ChatGPT/Vanilla")
+    assert vanilla["agreement_human.value"] == pytest.approx(0.67)
+    assert sum(map(sum, vanilla["confusion_vs_humans"])) == 100
+    assert vanilla["dataset"].startswith("sha256 ")
+    logged = MlflowClient(tracking_uri=uri).search_runs(
+        [MlflowClient(tracking_uri=uri).get_run(ids[0]).info.experiment_id],
+        filter_string="tags.`judgebias.command` = 'judges'")
+    assert len(logged) == 1
+    names = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(logged[0].info.run_id)}
+    assert {"judges.json", "judges.html"} <= names
+
+
+def test_judge_rows_and_page():
+    from judgebias.reporting.judges_table import RunResult, judge_rows, render_html
+
+    est = {"value": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 50,
+           "table": {"rows_judge_cols_human": [[20, 5, 0], [5, 15, 0], [2, 3, 0]]}}
+    old = RunResult("r1", "old", "2026-11-01T00:00:00+00:00", "sha256 abc (50 pairs)",
+                    {"judges": {"<j>": {"agreement_human": est, "skipped": {"dbg": "no generator names"}}}})
+    new = RunResult("r2", "new", "2026-11-20T00:00:00+00:00", "sha256 abc (50 pairs)",
+                    {"judges": {"<j>": {"agreement_human": {**est, "value": 0.75}}}})
+    rows = judge_rows([old, new])
+    assert [r["run_id"] for r in rows] == ["r2", "r1"]  # newest first
+    assert rows[1]["agreement_human.value"] == 0.7 and rows[1]["dbg.value"] is None  # not computed: empty
+    page = render_html(rows, title="t")
+    assert "&lt;j&gt;" in page and "<j>" not in page and "0.750 [0.600, 0.800]" in page
+    assert "20 5 0 / 5 15 0 / 2 3 0" in page

@@ -291,6 +291,56 @@ def _per_judge(earlier: Loaded, run: Loaded, names: list[str], reps: int, seed: 
     return compare(sides, reps=reps, seed=seed)
 
 
+def judges_cmd(
+    experiment: str = typer.Option(
+        None, "--experiment", help="MLflow experiment (default: MLFLOW_EXPERIMENT_NAME or judgebias's)."
+    ),
+    out: Path = typer.Option(
+        Path("judges.html"), "--out", "-o", help="The page; the rows go beside it (.json)."
+    ),
+    log: bool = typer.Option(
+        True,
+        "--log/--no-log",
+        help="Also log the table and page to MLflow, in a run 'judges across runs' of the experiment.",
+    ),
+) -> None:
+    """Every judge seen in an MLflow experiment, one row per run and judge: agreement and kappa against
+    humans with the confusion matrix, the main bias figures, the dataset digest (AlpacaEval's
+    evaluator table across runs)."""
+    from judgebias.display import terminal_safe
+    from judgebias.reporting.judges_table import judge_rows, render_html
+    from judgebias.runstore import atomic_write_text
+    from judgebias.tracking.judges_across_runs import collect, log_judges_table
+
+    try:
+        runs = collect(experiment)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--experiment") from None
+    rows = judge_rows(runs)
+    atomic_write_text(out.with_suffix(".json"), json.dumps(rows, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(
+        out,
+        render_html(
+            rows,
+            title="Judges across runs",
+            provenance=[f"{len(runs)} run(s) with figures in MLflow experiment {experiment or '(default)'}"],
+        ),
+    )
+    for r in rows:
+        agree = r.get("agreement_human.value")
+        typer.echo(
+            terminal_safe(
+                f"{r['judge']:<28} {r['run_name'][:24]:<24} {r['dataset']:<32} agreement "
+                f"{'n/a' if agree is None else f'{agree:.3f}'}"
+            )
+        )
+    typer.echo(f"wrote {out} and {out.with_suffix('.json')}: {len(rows)} row(s) from {len(runs)} run(s)")
+    if log:
+        run_id = log_judges_table(rows, out, experiment=experiment)
+        typer.echo(f"logged to MLflow run {run_id}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
     app.command("gate")(gate_cmd)
+    app.command("judges")(judges_cmd)
