@@ -202,25 +202,9 @@ def test_judge_command_repeats_a_log_probability_read(tiny_folder, tmp_path):  #
     from judgebias.io import read_table
 
     out = tmp_path / "judged.jsonl"
-    res = CliRunner().invoke(
-        app,
-        [
-            "judge",
-            str(DATA),
-            "--judge",
-            str(tiny_folder),
-            "--out",
-            str(out),
-            "--name",
-            "tiny",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--device",
-            "cpu",
-            "--repeats",
-            "3",
-        ],
-    )
+    args = ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out)]
+    res = CliRunner().invoke(app, [*args, "--name", "tiny", "--cache-dir", str(tmp_path / "cache"),
+                                   "--device", "cpu", "--repeats", "3"])
     assert res.exit_code == 0, res.output
     assert (
         "log-probability read: deterministic, no sampling; 3 repeats read past the cache are identical"
@@ -228,19 +212,5 @@ def test_judge_command_repeats_a_log_probability_read(tiny_folder, tmp_path):  #
     )
     table, _ = read_table(out)
     assert all(len(v) == 3 and len(set(v)) == 1 for v in table[REPEATS_COLUMN])
-    bad = CliRunner().invoke(
-        app,
-        [
-            "judge",
-            str(DATA),
-            "--judge",
-            str(tiny_folder),
-            "--out",
-            str(out),
-            "--mode",
-            "pointwise",
-            "--repeats",
-            "2",
-        ],
-    )
+    bad = CliRunner().invoke(app, [*args, "--mode", "pointwise", "--repeats", "2"])
     assert bad.exit_code == 2 and "--repeats" in bad.output

@@ -223,44 +223,12 @@ def test_compare_metrics_json_with_tables(tmp_path, llmbar):
     metrics = tmp_path / "m.json"
     metrics.write_text(json.dumps(result))
     out = tmp_path / "c.json"
-    res = CliRunner().invoke(
-        app,
-        [
-            "compare",
-            str(metrics),
-            str(metrics),
-            "--judge",
-            "ChatGPT/Vanilla",
-            "--judge-b",
-            "ChatGPT/Swap",
-            "--out",
-            str(out),
-            "--reps",
-            "200",
-        ],
-    )
+    base = ["compare", str(metrics), str(metrics), "--judge", "ChatGPT/Vanilla", "--judge-b", "ChatGPT/Swap",
+            "--out", str(out), "--reps", "200"]
+    res = CliRunner().invoke(app, base)
     assert res.exit_code == 0, res.output
     assert not json.loads(out.read_text())["comparisons"][0]["pairing"]["paired"]
-    res = CliRunner().invoke(
-        app,
-        [
-            "compare",
-            str(metrics),
-            str(metrics),
-            "--judge",
-            "ChatGPT/Vanilla",
-            "--judge-b",
-            "ChatGPT/Swap",
-            "--out",
-            str(out),
-            "--reps",
-            "200",
-            "--table-a",
-            str(LLMBAR.path()),
-            "--table-b",
-            str(LLMBAR.path()),
-        ],
-    )
+    res = CliRunner().invoke(app, [*base, "--table-a", str(LLMBAR.path()), "--table-b", str(LLMBAR.path())])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["comparisons"][0]["pairing"]["paired"]
     assert not math.isnan(json.loads(out.read_text())["comparisons"][0]["figures"][0]["p_adjusted"])

@@ -80,17 +80,11 @@ def _cell(row: Mapping[str, Any], key: str) -> str:
 
 
 def render_html(rows: Sequence[Mapping[str, Any]], *, title: str, provenance: Sequence[str] = ()) -> str:
-    from judgebias.reporting.report_card import _CSS
+    from judgebias.reporting.run_compare_page import page_head
 
     e = html.escape
     head = "".join(f"<th>{e(R.FIGURES[k].label.strip(' .'))}</th>" for k in MAIN_FIGURES)
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
-        "<ul class='prov'>",
-    ]
-    parts += [f"<li>{e(p)}</li>" for p in provenance]
+    parts = page_head(title, provenance)
     parts += [
         "<li>One row per judge and run, newest first; each figure with its 95% interval. The confusion "
         "matrix: rows the judge's a / b / tie, columns the humans'.</li>",

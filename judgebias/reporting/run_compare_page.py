@@ -52,15 +52,17 @@ def text_lines(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def page_head(title: str, provenance: Sequence[str]) -> list[str]:
+    """A page's start in the report card's style, its provenance list left open for more lines."""
+    e = html.escape
+    return [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>", "<ul class='prov'>",
+            *[f"<li>{e(p)}</li>" for p in provenance]]
+
+
 def render_html(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = ()) -> str:
     e = html.escape
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
-        "<ul class='prov'>",
-    ]
-    parts += [f"<li>{e(p)}</li>" for p in provenance]
+    parts = page_head(title, provenance)
     parts += [f"<li>{e(result['multiplicity']['promise'])}</li>", "</ul>"]
     for c in result["comparisons"]:
         head = f"{c['before']['judge']} ({c['before']['run']}) → {c['after']['judge']} ({c['after']['run']})"
