@@ -59,6 +59,10 @@ def test_pandalm_bundle_separates_family_from_self():
     # PandaLM-7B never generated: no exact-self figure, the LLaMA-7B family ones instead
     assert "self_preference_eo" in pandalm["skipped"] and "family_preference_eo" in pandalm
     assert pandalm["family_preference_eo"]["n"] == 324
+    # The evaluator quality baseline: none for the exact self (nothing it wrote), the family's on the
+    # 77 (question, opponent) strata where LLaMA-7B and another model both lost to the same response.
+    assert pandalm["skipped"]["self_preference_eqb"].startswith("no responses written by the judge")
+    assert pandalm["family_preference_eqb"]["n"] == 77 and pandalm["family_preference_eqb"]["questions"] == 48
     assert result["source"]["imported"] is True and result["source"]["licence"] == "Apache-2.0"
 
 

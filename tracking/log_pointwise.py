@@ -62,6 +62,11 @@ def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(rec.get(field), Mapping):
                 out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
     out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
+    # Per criterion: ``<judge>.criterion.<criterion>.<figure>`` (the pooled figures keep their names).
+    for criterion, part in (result.get("by_criterion") or {}).items():
+        for name, value in flatten_pointwise({"judges": part.get("judges") or {}}).items():
+            judge, _, rest = name.partition(".")
+            out[f"{judge}.criterion.{criterion}.{rest}"] = value
     return {sanitize(k): v for k, v in out.items()}
 
 

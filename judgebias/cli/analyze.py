@@ -100,7 +100,8 @@ def analyze_cmd(
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
-                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces)
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces,
+                               report=report, multiplicity=multiplicity)
         return
     if pairwise is not None:
         # A pairwise FILE has no scores to compare verdicts with: saying so beats computing without it.

@@ -23,6 +23,7 @@ from judgebias.metrics import origin
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import GoldVotes, dbg_score, gold_votes
+from judgebias.metrics.evaluator_quality import CORRECT, family_preference_eqb, self_preference_eqb
 from judgebias.metrics.perplexity import (
     perplexity_excess,
     perplexity_familiarity,
@@ -71,8 +72,11 @@ FAMILY = Need("family", "no family given for this judge (--family JUDGE=GENERATO
 # DBG's reference: the human labels under human_as_gold, else the gold panel; analysis resolves it
 # to HUMAN or GOLD, whose reason is the one reported.
 REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a gold panel")
+# What says a response is wrong: the human majority, or a verifiable task's correctness columns.
+WRONG = Need("wrong", "no human labels and no correctness columns (correct_a, correct_b): nothing says which "
+             "response is wrong", lambda df: HUMAN.check(df) or _has(*CORRECT)(df))
 REPEATS = Need("repeats", "no repeated judgments (judge with --repeats K)", _has(REPEATS_COLUMN))
-TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, REPEATS)
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG, REPEATS)
 NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
 
 
@@ -180,8 +184,12 @@ SHI = "Shi et al. 2024, Judging the judges"
 ALPACA = "AlpacaEval (Dubois et al. 2024)"
 ARENA = "Arena-Hard style control"
 COHEN = "Cohen 1960"
+ROYTBURG = "Roytburg et al. 2026, evaluator quality baseline"
 
 EO_PARTS, DBG_PARTS = ("tpr", "tnr"), ("judge_win_rate", "gold_win_rate")
+EQB_PARTS = ("own_wrong_vote", "other_wrong_vote")
+EQB_MEANING = ("vote for {whose} wrong answers minus vote for other models' wrong answers beaten by the same "
+               "opponent on the same question; 0 = the judge's competence explains the preference")
 UNSIGNED, ABOVE, BELOW, EITHER = Direction.UNSIGNED, Direction.ABOVE, Direction.BELOW, Direction.EITHER
 
 
@@ -198,6 +206,11 @@ _CATALOGUE = (
            label="self-preference (EO, Wataoka Def 4.1)", how="TPR - TNR; 0 = fair",
            meaning="TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
            source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=SELF, mlflow_parts=EO_PARTS),
+    Figure("self_preference_eqb", needs=(GENERATORS, WRONG),
+           compute=lambda c: self_preference_eqb(c.rows, c.judge, c.self_map),
+           label="self-pref. beyond competence (EQB)", how="own wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its own"), source=ROYTBURG, direction=EITHER, statement=SELF,
+           mlflow_parts=EQB_PARTS),
     Figure("self_preference_dp", needs=(GENERATORS,),
            compute=lambda c: self_preference_dp(c.rows, c.judge, c.self_map),
            label="self-preference (DP, Eq 4)", how="P(own) - P(other)",
@@ -218,6 +231,11 @@ _CATALOGUE = (
            meaning="EO with the judge's family's responses (same base model) counted as its own",
            source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=FAMILY_SAY, mlflow_parts=EO_PARTS,
            family_only=True),
+    Figure("family_preference_eqb", needs=(FAMILY, GENERATORS, WRONG),
+           compute=lambda c: family_preference_eqb(c.rows, c.judge, c.self_map, c.family_map),
+           label="family pref. beyond competence (EQB)", how="family wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its family's"), source=ROYTBURG, direction=EITHER,
+           statement=FAMILY_SAY, mlflow_parts=EQB_PARTS, family_only=True),
     Figure("family_preference_dp", needs=(FAMILY, GENERATORS),
            compute=lambda c: family_preference_dp(c.rows, c.judge, c.self_map, c.family_map),
            label="family preference (DP)", how="P(family) - P(other)",

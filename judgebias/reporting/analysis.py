@@ -22,6 +22,7 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics import registry as R
 from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
+from judgebias.metrics.evaluator_quality import CORRECT
 from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
@@ -33,8 +34,10 @@ from judgebias.table import Exclusions
 SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
 # and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
+# The prompt (the question: the evaluator-quality baseline's matching) and a verifiable task's
+# correctness columns are kept as they are (shared with the table, not copied).
 _LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
-         "verdict_ba", "ppl_a", "ppl_b", REPEATS_COLUMN, *F.DERIVED)
+         "verdict_ba", "ppl_a", "ppl_b", "prompt", *CORRECT, REPEATS_COLUMN, *F.DERIVED)
 _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 

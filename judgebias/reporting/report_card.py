@@ -128,7 +128,11 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
                multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
     """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
     families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
-    adds (``judgebias.reporting.run_page.run_extras``)."""
+    adds (``judgebias.reporting.run_page.run_extras``). A pointwise result (``table_kind``
+    "pointwise") gets one pointwise section per judge, as an experiment's pointwise judges do."""
+    if result.get("table_kind") == "pointwise":
+        return Page(title, [*provenance, _pointwise_dataset_line(result.get("settings") or {})],
+                    _pointwise_sections({"pointwise": result}, multiplicity), extras=extras)
     mutual, probes = mutual_gold(result), result.get("probes") or {}
     sections = []
     for judge, m in (result.get("judges") or {}).items():
@@ -156,6 +160,16 @@ def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> 
         out.append(JudgeSection(f"{judge} (pointwise)", said, pointwise_rows(figs, pprobes, judge), [],
                                 figs.get("skipped") or {}, family_sentence(fam), _tests_line(fam)))
     return out
+
+
+def _pointwise_dataset_line(settings: Mapping[str, Any]) -> str:
+    text = (f"pointwise table: {settings.get('rows', 0)} rows, {settings.get('items', 0)} items, "
+            f"{len(settings.get('judges') or [])} judge(s)")
+    if settings.get("clusters") is not None:
+        text += f"; {settings['clusters']} clusters by {settings.get('cluster_by')}"
+    if settings.get("criteria"):
+        text += f"; criteria {', '.join(settings['criteria'])} (pooled here; per criterion in the JSON)"
+    return text
 
 
 def _dataset_line(ds: Mapping[str, Any]) -> str:

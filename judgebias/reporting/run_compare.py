@@ -7,7 +7,7 @@ with a 95% interval (``judgebias.metrics.registry``):
 * **paired**, where both judged the same pairs (matched by ``pair_id``, else by a digest of the
   prompt and both responses) and both tables are at hand: each figure is recomputed on the matched
   pairs of both runs and on ``reps`` cluster-bootstrap resamples of them. A resample draws the
-  prompts (the table's ``cluster`` column where it has one, else the prompt text) with replacement,
+  clusters (the column the earlier run's ``cluster_by`` names, by default the prompt) with replacement,
   and the SAME draw serves both runs, so what the two runs share (the pairs' difficulty) cancels in
   the difference. The difference's standard error is the standard deviation of the resampled
   differences; interval and test are t on (prompts - 1) degrees of freedom. Figures that are sums
@@ -51,7 +51,6 @@ INNER_REPS = 100
 # A resample on which a figure cannot be computed (no pair left of some kind) is dropped; beyond this
 # share of dropped resamples the paired interval is not trusted and the figure is compared as independent.
 MAX_FAILED_SHARE = 0.1
-CLUSTER_COLUMN = "cluster"
 # UNSIGNED figures that are not shares (an odds ratio, McFadden's R2): their differences print as numbers.
 NOT_SHARES = frozenset({"perplexity_own_other", "regression", "regression_human"})
 _Z = 1.959963984540054
@@ -110,13 +109,16 @@ def text_digests(table: pd.DataFrame) -> pd.Series:
     return joined.map(lambda s: hashlib.sha256(s.encode("utf-8")).hexdigest()[:20])
 
 
-def clusters_of(table: pd.DataFrame) -> pd.Series:
-    """Per row, the cluster the bootstrap resamples: the ``cluster`` column where filled, else the prompt."""
-    prompt = table["prompt"].astype(str)
-    if CLUSTER_COLUMN in table.columns:
-        own = table[CLUSTER_COLUMN]
-        return own.astype(str).where(own.notna(), "prompt:" + prompt)
-    return prompt
+def clusters_of(table: pd.DataFrame, by: str = F.DEFAULT_CLUSTER_BY) -> pd.Series:
+    """Per row, the cluster the bootstrap resamples: the value of column ``by`` (the run's
+    ``cluster_by``, default the prompt; ``"none"``: each pair its own), the pair where it is empty."""
+    pair = "pair:" + table["pair_id"].astype(str)
+    if by == "none":
+        return pair
+    if by not in table.columns:
+        raise ValueError(f"run comparison: the table has no column {by!r} to cluster by")
+    own = table[by]
+    return own.astype(str).where(own.notna(), pair)
 
 
 def _judge_mask(table: pd.DataFrame, judge: str) -> np.ndarray:
@@ -332,7 +334,8 @@ def paired_differences(
     keyset = set(shared)
     t_before = before.table
     row_keys = key_of(t_before)
-    first = pd.Series(clusters_of(t_before).to_numpy(), index=row_keys.to_numpy())
+    by = str(before.settings.get("cluster_by") or F.DEFAULT_CLUSTER_BY)
+    first = pd.Series(clusters_of(t_before, by).to_numpy(), index=row_keys.to_numpy())
     first = first[~first.index.duplicated()]
     names = first.reindex(shared).to_numpy()
     uniques, codes = np.unique(names.astype(str), return_inverse=True)
@@ -348,7 +351,7 @@ def paired_differences(
         "pairs": len(shared),
         "clusters": clusters,
         "matched_by": how,
-        "cluster": CLUSTER_COLUMN if CLUSTER_COLUMN in t_before.columns else "prompt",
+        "cluster": by,
         "before_pairs": int(key_of(t_before)[_judge_mask(t_before, before.judge)].nunique()),
         "after_pairs": int(key_of(after.table)[_judge_mask(after.table, after.judge)].nunique()),
         "reps": reps,

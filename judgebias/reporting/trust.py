@@ -164,25 +164,55 @@ def _order(metrics: Mapping[str, Any], fam: Family) -> Said:
 
 
 def _preference(metrics: Mapping[str, Any], kind: str, title: str, whose: str, fam: Family) -> Said:
-    """EO against humans when there is one; else DP, which mixes bias with quality."""
+    """EO against humans when there is one; else DP, which mixes bias with quality. The evaluator
+    quality baseline, where computed, says whether the preference goes beyond the judge's competence."""
     key = f"{kind}_preference_eo"
     eo, dp = metrics.get(key), metrics.get(f"{kind}_preference_dp")
+    sign = fam.rejects(key) if eo else 0
+    competence, beyond = _competence(metrics, kind, sign, fam)
     if eo:
-        sign = fam.rejects(key)
         text = {
             1: f"favours {whose} beyond their quality",
             -1: f"is harder on {whose} than humans",
             0: f"no preference for {whose} detectable against humans",
         }[sign]
-        return [("caution" if sign else "ok",
+        return [("caution" if sign or beyond else "ok",
                  f"{title}: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}"
-                 f"{p_text(fam, key)}).")]
+                 f"{p_text(fam, key)}){competence}.")]
+    if competence:
+        return [("caution" if beyond else "info", f"{title}: {competence.removeprefix('; ')}.")]
     if dp:
         return [("info",
                  f"{title}: picks {whose} in {fmt(dp.get('p_own'), pct=True)} of {dp['n']} pairs "
                  f"(DP {fmt(dp['value'], True)} {fmt_ci(dp, True)}); without human labels this mixes "
                  "bias with real quality.")]
     return []
+
+
+def _competence(metrics: Mapping[str, Any], kind: str, eo_sign: int, fam: Family) -> tuple[str, bool]:
+    """The evaluator-quality-baseline clause ("; ..." or "") and whether it claims a preference beyond
+    competence (its adjusted test rejects above 0). EO significant but EQB not: explained by competence."""
+    key = f"{kind}_preference_eqb"
+    eqb = metrics.get(key)
+    if not eqb or eqb.get("value") is None:
+        return "", False
+    own = "its own" if kind == "self" else "its family's"
+    figure = (f"(EQB {fmt(eqb['value'], True)} {fmt_ci(eqb, True)}, n={eqb['n']} question-opponent pairs"
+              f"{p_text(fam, key)})")
+    same = f"on the same questions it votes for {own} wrong answers"
+    sign = fam.rejects(key)
+    if sign > 0:
+        return (f"; beyond its own competence: {same} more often than for other models' wrong answers beaten "
+                f"by the same opponent {figure}"), True
+    if sign < 0:
+        return (f"; {same} less often than for other models' wrong answers beaten by the same opponent "
+                f"{figure}"), False
+    if eo_sign > 0:
+        return (f"; explained by its competence: {same} no detectably more often than for other models' "
+                f"wrong answers beaten by the same opponent {figure}, so it misjudges the questions it gets "
+                "wrong itself, whoever wrote the answer"), False
+    return (f"; on the same questions no difference detectable between its votes for {own} wrong answers "
+            f"and for other models' wrong answers beaten by the same opponent {figure}"), False
 
 
 def _dbg(dbg: Mapping[str, Any] | None, key: str, whose: str, mutual_gold: bool, fam: Family) -> Said:

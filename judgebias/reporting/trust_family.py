@@ -16,6 +16,8 @@ order                  position_bias (t-test of 0.5)        the first-shown resp
                                                             time; position consistency is only read
 human_ceiling          human_ceiling.gap (paired t-test)    agrees with humans as one annotator does
 self/family EO         *_preference_eo (score test)         TPR = TNR against the human majority
+self/family EQB        *_preference_eqb (cluster t-test)    votes for its own wrong answers as often as
+                                                            for others' beaten by the same opponent
 self/family DBG        dbg / family_dbg (sign test)         wins own pairs as often as the gold panel
 verbosity              verbosity_bias (score test)          errors do not depend on length
 style:<term>           regression.terms.<term> (Wald)       the style term's coefficient is 0
@@ -131,7 +133,7 @@ def _analysis_tests(metrics: Mapping[str, Any], mutual_gold: bool) -> Iterator[T
     gap = (metrics.get("human_ceiling") or {}).get("gap")
     if gap and p_value_of(gap) is not None:
         yield Test("human_ceiling", "human_ceiling.gap", p_value_of(gap), sign_of(gap.get("value")))
-    for key in ("self_preference_eo", "family_preference_eo"):
+    for key in ("self_preference_eo", "self_preference_eqb", "family_preference_eo", "family_preference_eqb"):
         est = metrics.get(key)
         if est and p_value_of(est) is not None:
             yield Test(key, key, p_value_of(est), sign_of(est.get("value")))
