@@ -32,6 +32,7 @@ from judgebias.metrics.perplexity import (
 )
 from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
+from judgebias.metrics.repeats import REPEATS_COLUMN, repeat_kappa, verdict_stability
 from judgebias.metrics.self_preference import (
     family_preference_dp,
     family_preference_eo,
@@ -74,7 +75,8 @@ REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a g
 # What says a response is wrong: the human majority, or a verifiable task's correctness columns.
 WRONG = Need("wrong", "no human labels and no correctness columns (correct_a, correct_b): nothing says which "
              "response is wrong", lambda df: HUMAN.check(df) or _has(*CORRECT)(df))
-TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG)
+REPEATS = Need("repeats", "no repeated judgments (judge with --repeats K)", _has(REPEATS_COLUMN))
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG, REPEATS)
 NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
 
 
@@ -126,7 +128,8 @@ class Figure:
     the report-card statement it feeds (one of ``STATEMENTS``), None when it is only shown in the
     table. ``mlflow_value``: the MLflow name of the value where the key alone would not say what the
     number is; ``mlflow_parts``: sub-estimates logged as ``<judge>.<key>.<part>``; ``family_only``:
-    planned only when some family was given (else every judge would list it as not computed)."""
+    planned only when some family was given (else every judge would list it as not computed);
+    ``repeats_only``: likewise, planned only for a table with repeated judgments (``judge --repeats``)."""
 
     key: str
     needs: tuple[Need, ...]
@@ -140,6 +143,7 @@ class Figure:
     mlflow_value: str | None = None
     mlflow_parts: tuple[str, ...] = ()
     family_only: bool = False
+    repeats_only: bool = False
 
     def __post_init__(self) -> None:
         def bad(what: str) -> ValueError:
@@ -291,6 +295,16 @@ _CATALOGUE = (
            label="position bias", how="P(first wins); .5 = none",
            meaning="P(the first-shown response wins); 0.5 = none",
            source=SHI, direction=UNSIGNED, statement=ORDER),
+    Figure("repeat_stability", needs=(REPEATS,), compute=lambda c: verdict_stability(c.rows, c.judge),
+           label="verdict stability over repeats", how="share same as modal",
+           meaning="per pair, the share of K repeated judgments giving its most frequent verdict; mean",
+           source="Wang et al. 2023, Self-Consistency (the majority's share)", direction=UNSIGNED,
+           statement=None, repeats_only=True),
+    Figure("repeat_kappa", needs=(REPEATS,),
+           compute=lambda c: repeat_kappa(c.rows, c.judge, reps=c.reps, seed=c.seed),
+           label="run-to-run agreement (Fleiss)", how="kappa over repeats",
+           meaning="Fleiss' kappa with the K repeats as raters: agreement between runs beyond chance",
+           source="Fleiss 1971", direction=BELOW, statement=None, repeats_only=True),
     Figure("perplexity_preference", needs=(PERPLEXITIES,),
            compute=lambda c: perplexity_preference(c.rows, c.judge),
            label="picks lower perplexity", how="P; .5 = none",
@@ -339,7 +353,9 @@ def index_figures(figures: Sequence[Figure]) -> Mapping[str, Figure]:
 FIGURES: Mapping[str, Figure] = index_figures(_CATALOGUE)
 
 
-def plan(family_given: bool) -> tuple[Figure, ...]:
+def plan(family_given: bool, repeats_given: bool = False) -> tuple[Figure, ...]:
     """The figures ``analyze`` tries for a judge, in order; family figures only when some family was
-    given (``--family``), so a question nobody asked lists no "not computed" lines."""
-    return tuple(f for f in FIGURES.values() if family_given or not f.family_only)
+    given (``--family``) and repeat figures only when the table has repeats, so a question nobody
+    asked lists no "not computed" lines."""
+    return tuple(f for f in FIGURES.values()
+                 if (family_given or not f.family_only) and (repeats_given or not f.repeats_only))
