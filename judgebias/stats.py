@@ -186,23 +186,13 @@ def paired_diff_proportions(both: int, first_only: int, second_only: int, neithe
     p2 = (both + second_only) / n: Newcombe's (1998, Stat. Med. 17:2635, method 10) score interval
     from the two margins' Wilson intervals and their correlation phi (continuity-corrected when
     positive, as there), with the exact sign test of the discordant units as its test."""
-    from statsmodels.stats.proportion import proportion_confint
-
     a, b, c, d = (int(v) for v in (both, first_only, second_only, neither))
     if min(a, b, c, d) < 0:
         raise ValueError(f"paired counts must be >= 0, got {(a, b, c, d)}")
-    n = a + b + c + d
-    if n == 0:
+    if a + b + c + d == 0:
         raise InsufficientData("no paired unit")
-    p1, p2 = (a + b) / n, (a + c) / n
-    (l1, u1), (l2, u2) = (proportion_confint(k, n, alpha=ALPHA, method="wilson") for k in (a + b, a + c))
-    denom = math.sqrt(float(a + b) * (c + d) * (a + c) * (b + d))
-    cross = a * d - b * c
-    phi = 0.0 if denom == 0 else (max(cross - n / 2, 0.0) if cross > 0 else cross) / denom
-    below = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
-    above = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
-    diff = p1 - p2
-    return {"value": diff, "ci_low": max(diff - below, -1.0), "ci_high": min(diff + above, 1.0),
+    diff, low, high = _paired_newcombe(a, b, c, d)
+    return {"value": diff, "ci_low": low, "ci_high": high,
             "statistic": float(b - c), "p_value": sign_test(b, c)}
 
 
@@ -513,7 +503,7 @@ def clustered_mean_t(values: np.ndarray, clusters: Clusters, null: float = 0.0,
     values = np.asarray(values, dtype=float)
     if values.size != len(clusters):
         raise ValueError(f"clustered_mean_t: {values.size} values for {len(clusters)} units")
-    if clusters.singletons or values.size < 2:
+    if not nested(clusters) or values.size < 2:
         out = mean_t(values, null=null, bounds=bounds)
         return {**out, "clusters": clusters.count, "design_effect": 1.0}
     mean = float(values.mean())
@@ -570,7 +560,7 @@ def cluster_bootstrap_means(values: np.ndarray, clusters: Clusters, *, reps: int
     values = np.asarray(values, dtype=float)
     if values.size != len(clusters):
         raise ValueError(f"cluster_bootstrap_means: {values.size} values for {len(clusters)} units")
-    if clusters.singletons:
+    if not nested(clusters):
         return bootstrap_mean(values, reps=reps, seed=seed)
     codes = np.asarray(clusters.codes)
     sums = np.bincount(codes, weights=values)
@@ -642,3 +632,198 @@ def clustered_share_test(hits: np.ndarray, clusters: Clusters, null: float = 0.5
         return math.nan, (1.0 if diff == 0 else 0.0)
     t = diff / v.se
     return t, float(2 * stats.t.sf(abs(t), v.df))
+
+
+def nested(clusters: Clusters) -> bool:
+    """Whether a figure's units nest: some cluster holds two units and there are two clusters or
+    more to estimate a clustered variance from. Otherwise every figure keeps its independent-units
+    method (with a single cluster it has no other; ``cluster_fields`` then says so)."""
+    return not clusters.singletons and clusters.count >= 2
+
+
+def cluster_fields(result: Mapping[str, Any], clusters: Clusters,
+                   warnings: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+    """The ``Estimate`` keywords of a clustered result (``clusters``, ``design_effect`` as the
+    clustered functions return them): the column, and the few-clusters note after ``warnings``."""
+    g = int(result["clusters"])
+    notes = cluster_note(g, clusters.by)
+    if g == 1 and len(clusters) > 1:
+        notes = (f"all {len(clusters)} units share one cluster ({clusters.by}): its interval treats them as "
+                 "independent, which they are not; --cluster-by names another unit",)
+    return {"clusters": g, "design_effect": result["design_effect"], "cluster_by": clusters.by,
+            "warnings": (*warnings, *notes)}
+
+
+def clustered_how(clusters: Clusters, count: int | None = None) -> str:
+    """The end of a nested figure's ``method``: how many clusters of which column."""
+    return f"{clusters.count if count is None else count} clusters ({clusters.by})"
+
+
+def clustered_mean_figure(values: np.ndarray, clusters: Clusters, *, null: float | None = 0.0,
+                          bounds: tuple[float, float] | None = None,
+                          method: str | None = None) -> dict[str, Any]:
+    """``mean_t_figure`` on clustered units (``clustered_mean_t``), with its clusters and design
+    effect; exactly ``mean_t_figure`` plus those two where every unit is its own cluster."""
+    d = clustered_mean_t(values, clusters, null=0.0 if null is None else null, bounds=bounds)
+    out = {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(np.size(values))}
+    if null is not None:
+        out["p_value"] = d["p_value"]
+    if method:
+        out["method"] = mean_how(clusters, method)
+    out["clusters"], out["design_effect"] = d["clusters"], d["design_effect"]
+    return out
+
+
+def clustered_share_figure(hits: np.ndarray, clusters: Clusters) -> dict[str, Any]:
+    """A share inside another figure's details: value, interval (``clustered_proportion``), n,
+    clusters and design effect (an empty share: value None, n 0)."""
+    hits = np.asarray(hits, dtype=bool)
+    if hits.size == 0:
+        return {"value": None, "ci_low": None, "ci_high": None, "n": 0}
+    d = clustered_proportion(hits, clusters)
+    return {"value": d["value"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": int(hits.size),
+            "clusters": d["clusters"], "design_effect": d["design_effect"]}
+
+
+def clustered_share(hits: np.ndarray, clusters: Clusters, null: float = 0.5) -> dict[str, Any]:
+    """A share with its interval (``clustered_proportion``) and its test of ``null``: the exact
+    binomial test (statistic: the count) where every unit is its own cluster, else the Wald t-test
+    on the CR1 standard error (``clustered_share_test``). ``nested`` says which."""
+    from scipy.stats import binomtest
+
+    hits = np.asarray(hits, dtype=bool)
+    d = clustered_proportion(hits, clusters)
+    n, k = hits.size, int(hits.sum())
+    is_nested = nested(clusters)
+    if is_nested:
+        statistic, p_value = clustered_share_test(hits, clusters, null)
+    else:
+        statistic = float(k)
+        p_value = sign_test(k, n - k) if null == 0.5 else float(binomtest(k, n, null).pvalue)
+    return {**d, "statistic": statistic, "p_value": p_value, "nested": is_nested}
+
+
+def _paired_newcombe(a: float, b: float, c: float, d: float) -> tuple[float, float, float]:
+    """Newcombe's (1998, method 10) interval of p1 - p2 from the four paired counts (may be
+    fractional: effective counts), the correlation phi continuity-corrected when positive."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    n = a + b + c + d
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = (proportion_confint(k, n, alpha=ALPHA, method="wilson") for k in (a + b, a + c))
+    denom = math.sqrt(float(a + b) * (c + d) * (a + c) * (b + d))
+    cross = a * d - b * c
+    phi = 0.0 if denom == 0 else (max(cross - n / 2, 0.0) if cross > 0 else cross) / denom
+    below = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    above = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    diff = p1 - p2
+    return diff, max(diff - below, -1.0), min(diff + above, 1.0)
+
+
+def clustered_paired_diff(first: np.ndarray, second: np.ndarray, clusters: Clusters) -> dict[str, Any]:
+    """p1 - p2 of two shares measured on the same units (``first``, ``second``: hits per unit):
+    exactly ``paired_diff_proportions`` (Newcombe's paired score interval, exact sign test) where
+    every unit is its own cluster; nested, Newcombe's interval at the effective counts (each count
+    times n_eff / n, ``effective_size`` of the difference's clustered variance) and the Wald t-test
+    on the CR1 standard error of the mean difference."""
+    from scipy import stats
+
+    j, h = np.asarray(first, dtype=bool), np.asarray(second, dtype=bool)
+    if not (j.size == h.size == len(clusters)):
+        raise ValueError("clustered_paired_diff: the two hit arrays and the clusters differ in length")
+    counts = [int((j & h).sum()), int((j & ~h).sum()), int((~j & h).sum()), int((~j & ~h).sum())]
+    if clusters.singletons or clusters.count < 2:
+        return {**paired_diff_proportions(*counts), "clusters": clusters.count, "design_effect": 1.0,
+                "nested": False}
+    diffs = j.astype(float) - h.astype(float)
+    v = clustered_variance(mean_influence(diffs), clusters)
+    scale = effective_size(1.0, v)
+    value, lo, hi = _paired_newcombe(*(k * scale for k in counts))
+    mean = float(diffs.mean())
+    t = mean / v.se if v.se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
+    p = float(2 * stats.t.sf(abs(t), v.df)) if math.isfinite(t) else 0.0
+    return {"value": value, "ci_low": lo, "ci_high": hi, "statistic": _num(t), "p_value": p,
+            "clusters": v.clusters, "design_effect": v.design_effect, "nested": True}
+
+
+def kappa_influence(first: np.ndarray, second: np.ndarray, categories: int) -> np.ndarray:
+    """Influence values of Cohen's kappa = (po - pe) / (1 - pe) of two raters' labels (codes
+    0 .. categories - 1) per unit: (1 / n) [(agree_i - po) / (1 - pe) + (po - 1) / (1 - pe)^2
+    sum_k (r_k (1[x_i = k] - x_k) + x_k (1[y_i = k] - r_k))], x_k and r_k the two raters' shares of
+    category k (the delta method of po and pe, each a smooth function of the units' means)."""
+    x, y = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    n = x.size
+    px = np.bincount(x, minlength=categories) / n
+    py = np.bincount(y, minlength=categories) / n
+    agree = (x == y).astype(float)
+    po, pe = float(agree.mean()), float(px @ py)
+    pe_dev = (py[x] - pe) + (px[y] - pe)  # sum_k r_k 1[x_i=k] - pe, plus its twin for y
+    return ((agree - po) / (1 - pe) + (po - 1) / (1 - pe) ** 2 * pe_dev) / n
+
+
+def clustered_kappa(first: np.ndarray, second: np.ndarray, clusters: Clusters,
+                    categories: int = 3) -> dict[str, Any]:
+    """Cohen's kappa of two raters' label codes per unit with its 95% interval: exactly ``kappa``
+    (score interval on its effective size) where every unit is its own cluster; nested, the same
+    interval on that effective size divided by kappa's design effect (CR1 against independent
+    variance of ``kappa_influence``) with the t on clusters - 1 adjustment of ``effective_size``,
+    and a Wald t-test of 0 on the CR1 standard error."""
+    from scipy import stats
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    x, y = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    if not (x.size == y.size == len(clusters)):
+        raise ValueError("clustered_kappa: the two label arrays and the clusters differ in length")
+    table = np.bincount(x * categories + y, minlength=categories**2).reshape(categories, categories)
+    k = kappa(table)
+    if clusters.singletons or clusters.count < 2 or not math.isfinite(k["value"]):
+        return {**k, "clusters": clusters.count, "design_effect": 1.0, "nested": False}
+    v = clustered_variance(kappa_influence(x, y, categories), clusters)
+    n = float(x.size)
+    observed, expected = k["observed"], k["expected"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = cohens_kappa(table.astype(float))
+    se_po = float(res["std_kappa"]) * (1.0 - expected)
+    spread = observed * (1.0 - observed)
+    n_eff = n if se_po <= 0 or spread <= 0 else min(n, spread / se_po**2)
+    m = effective_size(n_eff, v)
+    _, lo, hi = wilson(observed * m, m)
+    t = k["value"] / v.se if v.se > 0 else math.nan
+    p = float(2 * stats.t.sf(abs(t), v.df)) if math.isfinite(t) else (1.0 if k["value"] == 0 else 0.0)
+    return {**k, "ci_low": max(-1.0, (lo - expected) / (1.0 - expected)),
+            "ci_high": min(1.0, (hi - expected) / (1.0 - expected)), "statistic": _num(t), "p_value": p,
+            "clusters": v.clusters, "design_effect": v.design_effect, "nested": True}
+
+
+def share_how(clusters: Clusters, result: Mapping[str, Any]) -> str:
+    """How a share's interval (``clustered_proportion``) was computed, for its ``method``."""
+    if not nested(clusters):
+        return "Agresti-Coull interval"
+    return ("Agresti-Coull interval at the effective size (CR1 design effect, t on clusters - 1), "
+            f"{clustered_how(clusters, int(result['clusters']))}")
+
+
+def mean_how(clusters: Clusters, independent: str) -> str:
+    """How a mean's t interval (``clustered_mean_t``) was computed: ``independent``, the method's
+    words for independent units, as it is where every unit is its own cluster, else with the CR1
+    standard error and the clusters named."""
+    if not nested(clusters):
+        return independent
+    return f"{independent}, on the CR1 standard error with t on clusters - 1, {clustered_how(clusters)}"
+
+
+def clustered_rate(values: np.ndarray, clusters: Clusters) -> dict[str, Any]:
+    """A mean of values in [0, 1] (win credits: 1, 1/2, 0) read as a share: ``proportion_interval``
+    of its sum over n where the units are independent, at the effective size where they nest."""
+    values = np.asarray(values, dtype=float)
+    n = values.size
+    if n == 0:
+        raise InsufficientData("no units")
+    if not nested(clusters):
+        p, lo, hi = proportion_interval(float(values.sum()), n)
+        return {"value": p, "ci_low": lo, "ci_high": hi, "clusters": clusters.count, "design_effect": 1.0}
+    v = clustered_variance(mean_influence(values), clusters)
+    m = effective_size(n, v)
+    _, lo, hi = proportion_interval(float(values.mean()) * m, m)
+    return {"value": float(values.mean()), "ci_low": lo, "ci_high": hi, "clusters": v.clusters,
+            "design_effect": v.design_effect}

@@ -177,6 +177,8 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
         "bootstrap_reps": settings.get("bootstrap_reps"), "seed": settings.get("seed"),
         "judges": ",".join(ds.get("judges") or []), "schema": result.get("schema"),
     }
+    if settings.get("cluster_by"):  # the unit the intervals treat as independent (default the prompt)
+        params["cluster_by"] = settings["cluster_by"]
     if source:
         params["table"] = str(source)
     return params

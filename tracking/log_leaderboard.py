@@ -68,6 +68,7 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
     settings = result.get("settings") or {}
     params = log_params_dict({
         "leaderboard.reps": settings.get("reps"), "leaderboard.seed": settings.get("seed"),
+        "leaderboard.cluster_by": settings.get("cluster_by") or "prompt",
         "leaderboard.label_sample": result.get("label_sample") or "-",
         # Which rater the rules recommend ("-": none passes them); the reasons are in leaderboard.json.
         "leaderboard.recommended": (result.get("recommendation") or {}).get("recommended") or "-",

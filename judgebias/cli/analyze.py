@@ -59,6 +59,11 @@ def analyze_cmd(
                                 help="Write the report card <out stem>_report.html (+ .md) beside --out."),
     reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    cluster_by: str = typer.Option(
+        None, "--cluster-by", metavar="COLUMN|none",
+        help="Rows sharing a value of COLUMN are not independent (many pairs per prompt): every "
+             "interval and test allow for it, and each figure says on how many clusters it rests "
+             "and its design effect. Default: the prompt; 'none' treats every pair as independent."),
     multiplicity: str = typer.Option(
         "holm", "--multiplicity", metavar="holm|bh",
         help="How each judge's statement tests are adjusted together: holm (default; the chance of "
@@ -118,7 +123,7 @@ def analyze_cmd(
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
-                         family_map=family_map, multiplicity=multiplicity)
+                         family_map=family_map, multiplicity=multiplicity, cluster_by=cluster_by)
 
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_report(result), keep="\n"))

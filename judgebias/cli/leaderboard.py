@@ -20,7 +20,11 @@ def leaderboard_cmd(
         None, "--family", metavar="JUDGE=GENERATOR",
         help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b). Repeatable; comma lists allowed."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Only these judges (default: all)."),
-    reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts."),
+    reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts (or --cluster-by clusters)."),
+    cluster_by: str = typer.Option(
+        None, "--cluster-by", metavar="COLUMN|none",
+        help="What the bootstrap resamples: the values of COLUMN (rows sharing one are not independent); "
+             "default the prompt, 'none' every pair on its own. The audit figures read the same."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
     label_sample: int = typer.Option(
         None, "--label-sample", metavar="N",
@@ -75,7 +79,7 @@ def leaderboard_cmd(
                                      param_hint="--family")
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
                              judges=judge or None, reps=reps, seed=seed, label_sample=label_sample,
-                             timing=timings, target_half_width=target_half_width)
+                             timing=timings, target_half_width=target_half_width, cluster_by=cluster_by)
     typer.echo(terminal_safe(format_leaderboard(result), keep="\n"))
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")

@@ -95,6 +95,10 @@ class AnalysesConfig(Strict):
     attention: bool = True
     # One forward pass per pair and order with eager attention, uncached: sample to bound its cost.
     attention_sample: int | None = Field(None, ge=1, description="pairs used for attention (all when empty)")
+    # The unit whose rows are not independent (analyze --cluster-by): a column of the judgment table,
+    # or "none"; empty: the prompt.
+    cluster_by: str | None = Field(None, min_length=1,
+                                   description="cluster column of the intervals (default: the prompt)")
 
 
 class AnnotationConfig(Strict):
@@ -255,6 +259,8 @@ class ExperimentConfig(Strict):
         )
         # Pointwise judges have their own hash (``pointwise_hash``): adding one keeps the main run.
         doc["judges"] = [j for j in doc["judges"] if j.get("mode") != "pointwise"]
+        if doc["analyses"].get("cluster_by") is None:  # the default: run folders from before keep their hash
+            del doc["analyses"]["cluster_by"]
         return doc
 
     def config_hash(self) -> str:

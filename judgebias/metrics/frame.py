@@ -239,6 +239,14 @@ def clusters(rows: pd.DataFrame, keep: np.ndarray | None = None) -> Clusters:
     return out if keep is None else out.subset(keep)
 
 
+def column_clusters(rows: pd.DataFrame, by: str = DEFAULT_CLUSTER_BY) -> Clusters:
+    """The clusters of an unprepared table's rows (a probe's: one row per pair) from column ``by``
+    when it has one (a row without a value stands alone), else every row its own cluster."""
+    if by != "none" and by in rows.columns:
+        return Clusters.of(rows[by].to_numpy(dtype=object), by)
+    return Clusters.independent(len(rows))
+
+
 def prepare(df: pd.DataFrame, cluster_by: str | None = None) -> pd.DataFrame:
     """Add the ``_jb_`` feature columns (only those not already present) to a copy of ``df``.
     ``cluster_by``: the column whose equal values share a cluster (default the prompt; ``"none"``:

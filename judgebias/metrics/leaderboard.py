@@ -31,6 +31,8 @@ import pandas as pd
 from judgebias.metrics import bradley_terry as bt
 from judgebias.metrics.anchored import anchored_weights, tuned_lambda
 from judgebias.metrics.frame import (
+    CLUSTER,
+    CLUSTER_BY,
     HUMAN_N,
     HUMAN_VOTE,
     MARKDOWN,
@@ -241,6 +243,8 @@ class Leaderboard:
     relations: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     human_pairs: int = 0  # pairs with a usable human label (the planner's n)
     pairs: int = 0  # pairs in the table (the planner's population)
+    cluster_by: str = "prompt"  # the column whose values the bootstrap resamples ("none": pairs)
+    clusters: int = 0  # how many it resamples
 
 
 def _label_mask(prep: pd.DataFrame, label_sample: int | None, seed: int) -> np.ndarray:
@@ -281,19 +285,24 @@ def _anchored(prep: pd.DataFrame, c: Comparisons, usable: np.ndarray, draws: Dra
 
 def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                     judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
-                    label_sample: int | None = None) -> Leaderboard:
+                    label_sample: int | None = None, cluster_by: str | None = None) -> Leaderboard:
     """Fit every variant for every judge of ``df`` (a validated judgment table). ``label_sample``:
-    ``human_anchored`` uses a seeded uniform sample of that many labelled pairs instead of all."""
+    ``human_anchored`` uses a seeded uniform sample of that many labelled pairs instead of all.
+    ``cluster_by``: the column whose values the bootstrap resamples (``frame.prepare``'s; default
+    the prompt, ``"none"``: every pair on its own), the clusters every other figure reads."""
     require(df, ["pair_id", "prompt", "generator_a", "generator_b", "response_a", "response_b"],
             "leaderboard")
     if reps < 20:
         raise ValueError(f"reps must be at least 20 for a 95% percentile interval, got {reps}")
-    prep = prepare(df).reset_index(drop=True)
+    prep = prepare(df, cluster_by=cluster_by).reset_index(drop=True)
     names = list(judges) if judges else judge_names(prep)
     unknown = [j for j in names if j not in set(judge_names(prep))]
     if unknown:
         raise ValueError(f"judge(s) {unknown} have no rows (judges in the table: {judge_names(prep)})")
-    codes, counts = bt.cluster_draws(prompt_text(prep["prompt"]), reps, seed)
+    by = prep.attrs.get(CLUSTER_BY, "prompt")
+    # The prompt's texts keep the resamples the leaderboard always drew; any other unit, its codes.
+    units = prompt_text(prep["prompt"]) if by == "prompt" else prep[CLUSTER].to_numpy()
+    codes, counts = bt.cluster_draws(units, reps, seed)
     draws = Draws(codes, counts)
     fits: dict[str, dict[str, bt.BTFit]] = {v: {} for v in VARIANTS}
     skipped: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
@@ -357,4 +366,5 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     else:
         skipped[HUMAN][HUMAN] = "human: no pair has human labels"
     return Leaderboard(fits, skipped, excl, notes, panels, reps, seed, relations=rel,
-                       human_pairs=int(h.y.size), pairs=int(np.unique(prep[PAIR].to_numpy()).size))
+                       human_pairs=int(h.y.size), pairs=int(np.unique(prep[PAIR].to_numpy()).size),
+                       cluster_by=by, clusters=int(counts.shape[1]))

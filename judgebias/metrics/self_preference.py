@@ -23,12 +23,15 @@ from judgebias.stats import (
     Clusters,
     Estimate,
     InsufficientData,
+    cluster_fields,
     cluster_note,
     clustered_diff_proportions,
+    clustered_mean_t,
     clustered_proportion,
     clustered_share_test,
     count_reasons,
-    mean_t,
+    mean_how,
+    nested,
     proportion_interval,
     sign_test,
 )
@@ -68,7 +71,7 @@ def _eo(h_own: np.ndarray, j_own: np.ndarray, clusters: Clusters, exclusions: di
     d = clustered_diff_proportions(j_own, h_own, ~j_own, ~h_own, clusters)
     tpr, tpr_lo, tpr_hi = proportion_interval(conf.tp, n_pos)
     tnr, tnr_lo, tnr_hi = proportion_interval(conf.tn, n_neg)
-    method = "TPR - TNR; Newcomb interval, score test" if clusters.singletons else \
+    method = "TPR - TNR; Newcomb interval, score test" if not nested(clusters) else \
         (f"TPR - TNR; Newcomb interval at the effective sizes and Wald t-test on the CR1 standard "
          f"error, {d['clusters']} clusters ({clusters.by})")
     return Estimate(
@@ -170,10 +173,13 @@ def self_preference_score(df, judge: str, self_map: origin.SelfMap | None = None
     if not keep.any():
         raise InsufficientData("no pair with exactly one own response and a probability p_a")
     p_own = np.where(own_a[keep], p[keep], 1.0 - p[keep])
-    d = mean_t(2 * p_own - 1, bounds=(-1.0, 1.0))
+    clusters = F.clusters(rows, keep)
+    d = clustered_mean_t(2 * p_own - 1, clusters, bounds=(-1.0, 1.0))
+    method = "mean(score_own - score_other); " + mean_how(
+        clusters, "t interval clipped to [-1, 1], one-sample t-test")
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
-                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean(score_own - score_other); t interval clipped to [-1, 1], one-sample t-test",
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"], method=method,
+                    **cluster_fields(d, clusters),
                     details={"mean_p_own": float(p_own.mean())})
 
 

@@ -57,8 +57,12 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
             exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
             baseline: str | None = None,
             family_map: Mapping[str, Iterable[str]] | None = None,
-            multiplicity: str = HOLM) -> dict[str, Any]:
+            multiplicity: str = HOLM, cluster_by: str | None = None) -> dict[str, Any]:
     """Compute every metric the columns allow for every judge of a validated judgment table.
+
+    ``cluster_by`` names the column whose equal values share a cluster (default the prompt;
+    ``"none"``: every pair independent): every figure's interval and test allow for the pairs of a
+    cluster being alike (``frame.prepare``), and says how many clusters it rests on.
 
     ``self_map`` names more generators that are the judge itself; ``family_map`` its relatives
     (fine-tuned from, same base model): they get their own figures (``family_preference_*``,
@@ -79,8 +83,9 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     self_map = {k: set([v] if isinstance(v, str) else v) for k, v in (self_map or {}).items()}
     family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
     gold = list(gold) if gold else None
-    prepared = F.prepare(df)
+    prepared = F.prepare(df, cluster_by=cluster_by)
     lean = _lean(prepared)
+    lean.attrs[F.CLUSTER_BY] = prepared.attrs[F.CLUSTER_BY]  # a new frame: the clusters' column by name
     judges = F.judges(lean)
     if gold:
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
@@ -95,8 +100,10 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
                      "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
                      "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
-                     "baseline": baseline, "multiplicity": multiplicity},
-        "dataset": _dataset(prepared, lean, judges, exclusions),
+                     "baseline": baseline, "multiplicity": multiplicity,
+                     "cluster_by": prepared.attrs[F.CLUSTER_BY]},
+        "dataset": {**_dataset(prepared, lean, judges, exclusions),
+                    "clusters": int(np.unique(prepared[F.CLUSTER].to_numpy()).size)},
         "humans": {}, "win_rates": [], "judges": {},
     }
     if has_human:

@@ -38,18 +38,23 @@ DESCRIPTIONS = {
 NOT_COMPUTED: dict[str, str] = {}
 
 
+def _unit(cluster_by: str) -> str:
+    return {"prompt": "prompts", "none": "pairs"}.get(cluster_by, f"values of {cluster_by!r}")
+
+
 def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
                 label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
                 timing: Mapping[str, Mapping[str, Any]] | None = None,
-                target_half_width: float | None = None) -> dict[str, Any]:
+                target_half_width: float | None = None, cluster_by: str | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
     human ranking, what each correction moved, and which rater to use (``judgebias.reporting.recommendation``:
     ``audit`` is judge -> its ``analyze`` figures, computed from ``df`` when not given; ``timing``
     rater -> measured seconds / cost per 1,000 judgments; ``target_half_width`` the planner's target
-    on the top-two gap, default the gap itself)."""
+    on the top-two gap, default the gap itself; ``cluster_by``: what the bootstrap resamples,
+    ``frame.prepare``'s column, default the prompt)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
-                               seed=seed, label_sample=label_sample)
+                               seed=seed, label_sample=label_sample, cluster_by=cluster_by)
     rankings: dict[str, dict[str, list]] = {}
     details: dict[str, dict[str, dict]] = {}
     models: set[str] = set()
@@ -98,9 +103,11 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
         "models": sorted(models),
         "label_sample": label_sample,
         "variants": {v: DESCRIPTIONS[v] for v in lb.VARIANTS},
-        "settings": {"reps": board.reps, "seed": board.seed,
-                     "bootstrap": f"{board.reps} resamples of the prompts (clusters), seed {board.seed}; "
-                                  "every variant and the human ranking refitted on the same resamples",
+        "settings": {"reps": board.reps, "seed": board.seed, "cluster_by": board.cluster_by,
+                     "clusters": board.clusters,
+                     "bootstrap": f"{board.reps} resamples of the {_unit(board.cluster_by)} "
+                                  f"({board.clusters} clusters), seed {board.seed}; every variant and the "
+                                  "human ranking refitted on the same resamples",
                      "strength_scale": "Bradley-Terry log-odds, centred (mean 0 over a ranking's models)",
                      "self_map": {k: list(v) for k, v in (self_map or {}).items()},
                      "family_map": {k: list(v) for k, v in (family_map or {}).items()}},
@@ -116,7 +123,7 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
             "agreement_with_human": board.skipped[lb.HUMAN].get(lb.HUMAN, "no human ranking")})},
     }
     if audit is None:
-        audit = audit_figures(df, list(board.fits[lb.RAW]))
+        audit = audit_figures(df, list(board.fits[lb.RAW]), cluster_by=cluster_by)
     result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
                                               target_half_width=target_half_width)
     return jsonable(result)

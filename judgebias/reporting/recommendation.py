@@ -18,10 +18,12 @@ from judgebias.stats import InsufficientData
 AUDIT = ("kappa_human", "agreement_human", "human_ceiling", "position_consistency", "verbosity_bias")
 
 
-def audit_figures(df: pd.DataFrame, judges: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The figures the rules read (``AUDIT``), per judge, computed as ``analyze`` computes them; a
-    figure whose input is missing is left out (the rule then reads "not applicable")."""
-    prep = F.prepare(df)
+def audit_figures(df: pd.DataFrame, judges: Sequence[str], *,
+                  cluster_by: str | None = None) -> dict[str, dict[str, Any]]:
+    """The figures the rules read (``AUDIT``), per judge, computed as ``analyze`` computes them
+    (on the clusters of ``cluster_by``); a figure whose input is missing is left out (the rule then
+    reads "not applicable")."""
+    prep = F.prepare(df, cluster_by=cluster_by)
     present = {n.name: n.check(prep) for n in R.TABLE_NEEDS}
     out: dict[str, dict[str, Any]] = {}
     positions = prep.groupby("judge", sort=True, observed=True).indices

@@ -22,6 +22,7 @@ from typing import Any
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
 from judgebias.reporting import report_card_sections as sections_mod
+from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
 from judgebias.reporting.run_page import RunExtras
 from judgebias.reporting.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
@@ -41,7 +42,7 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
                 "figure": fig.label.strip(" ."),
                 "value": fmt(est.get("value"), fig.signed),
                 "ci": fmt_ci(est, fig.signed),
-                "n": str(est.get("n", "")),
+                "n": n_text(est),
                 "meaning": fig.meaning,
                 "source": fig.source,
             }
@@ -138,7 +139,8 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
                                      family_sentence(fam), _tests_line(fam),
                                      sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
     sections += _pointwise_sections(probes, multiplicity)
-    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
+    by = (result.get("settings") or {}).get("cluster_by")
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {}, by)], sections,
                 sections_mod.side_by_side(result), extras)
 
 
@@ -158,11 +160,15 @@ def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> 
     return out
 
 
-def _dataset_line(ds: Mapping[str, Any]) -> str:
+def _dataset_line(ds: Mapping[str, Any], cluster_by: str | None = None) -> str:
     text = (
         f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
         f"{ds.get('human_labelled_pairs', 0)} pairs with human labels"
     )
+    if cluster_by and cluster_by != "none" and ds.get("clusters"):
+        text += (f"; pairs nest in {unit_name(cluster_by, ds['clusters'])}: each figure's interval and "
+                 "test allow for it (its n says in how many, and its design effect: the variance against "
+                 "independent pairs)")
     if ds.get("fold_rules"):
         text += "; verdicts folded from both orders by " + ", ".join(
             f"{k} ({v} rows)" for k, v in ds["fold_rules"].items()
