@@ -3,7 +3,7 @@ prompt) than when every pair is taken as independent (``--cluster-by none``): th
 each figure reports and the ratio of the two intervals' widths (docs/benchmarks.md, "Clustered
 inference on real tables").
 
-    python scripts/design_effects.py TABLE [--cluster-by COLUMN] [--family JUDGE=GENERATOR]
+    python scripts/design_effects.py TABLE [--cluster-by COLUMN] [--family|--self JUDGE=GENERATOR]
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ def main() -> None:
     ap.add_argument("table")
     ap.add_argument("--cluster-by", default=None)
     ap.add_argument("--family", action="append", default=[])
+    ap.add_argument("--self", dest="self_", action="append", default=[])
     ap.add_argument("--reps", type=int, default=2000)
     args = ap.parse_args()
-    family = {}
-    for spec in args.family:
-        judge, _, gens = spec.partition("=")
-        family[judge] = set(gens.split(","))
+    family, self_map = {}, {}
+    for specs, into in ((args.family, family), (args.self_, self_map)):
+        for spec in specs:
+            judge, _, gens = spec.partition("=")
+            into[judge] = set(gens.split(","))
     table, excl = read_table(args.table)
-    kw = dict(family_map=family or None, exclusions=excl, reps=args.reps)
+    kw = dict(family_map=family or None, self_map=self_map or None, exclusions=excl, reps=args.reps)
     nested = analyze(table, cluster_by=args.cluster_by, **kw)
     flat = analyze(table, cluster_by="none", **kw)
     print(f"{args.table}: clustered by {nested['settings']['cluster_by']} "
