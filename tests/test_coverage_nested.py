@@ -103,8 +103,12 @@ def test_reliable_from_clusters_on_a_hand_made_summary():
     assert got.loc["x", "reliable_from_clusters"] == 20
     assert got.loc["x", "lowest_coverage_from_there"] == pytest.approx(0.93)
     assert pd.isna(got.loc["y", "reliable_from_clusters"])
+    # x at the top ICC from 20 clusters on: (0.94 + 0.93) / 2 = 0.935 over 400 replications,
+    # SE sqrt(0.935 * 0.065 / 400) = 0.01233
+    assert got.loc["x", "pooled_top_icc"] == pytest.approx(0.935)
+    assert got.loc["x", "pooled_top_icc_se"] == pytest.approx(0.01233, abs=1e-5)
     text = nested_markdown(summary)
-    assert "| f | x | 20 | 0.930 |" in text and "| f | y | never |" in text
+    assert "| f | x | 20 | 0.930 | 0.910 | 0.935 (0.012) | 0.800 |" in text and "| f | y | never |" in text
     assert "**0.910** / **0.800**" in text
 
 

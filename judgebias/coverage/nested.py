@@ -282,12 +282,13 @@ def run(names: Sequence[str] | None = None, clusters: Sequence[int] = DEFAULT_CL
         columns="_f").reset_index(drop=True)
 
 
-def reliable_from(summary: pd.DataFrame, target: float = TARGET) -> pd.DataFrame:
+def reliable_from(summary: pd.DataFrame, target: float = TARGET, pooled_from: int = 20) -> pd.DataFrame:
     """Per figure, the smallest number of clusters of the grid from which, at every larger number,
     every ICC and every rows-per-cluster range, the clustered interval was reported in
     ``MIN_REPORTED`` replications or more and covered at least ``target`` (NA when the largest
     misses it); with the lowest coverage from there and the independent interval's lowest coverage
-    at the largest ICC over the same cells."""
+    at the largest ICC over the same cells, and the clustered coverage pooled over the largest ICC's
+    cells from ``pooled_from`` clusters on (with its Monte-Carlo SE)."""
     out = []
     for (fam, fig), g in summary.groupby(["family", "figure"], sort=False):
         holds = (g["defined"] * g["reps"] >= MIN_REPORTED) & (g["coverage"] >= target)
@@ -299,11 +300,18 @@ def reliable_from(summary: pd.DataFrame, target: float = TARGET) -> pd.DataFrame
         first = int(by_g.index[k]) if k < len(ok) else None
         held = g[g["clusters"] >= first] if first is not None else g.iloc[0:0]
         strong = g[g["icc"] == g["icc"].max()]
+        # Monte-Carlo noise of one cell (SE 0.015 at 200 replications) is the size of the misses
+        # that matter: the top-ICC cells from ``pooled_from`` clusters on, pooled, say more.
+        pool = strong[strong["clusters"] >= pooled_from]
+        k = (pool["defined"] * pool["reps"]).to_numpy()
+        pooled = float((pool["coverage"].fillna(0).to_numpy() * k).sum() / k.sum()) if k.sum() else math.nan
         out.append({"family": fam, "figure": fig, "method": g["method"].iloc[0],
                     "reliable_from_clusters": first,
                     "lowest_coverage_from_there": float(held["coverage"].min()) if len(held) else math.nan,
                     "lowest_coverage": float(g["coverage"].min()),
-                    "lowest_independent_at_top_icc": float(strong["coverage_independent"].min())})
+                    "lowest_independent_at_top_icc": float(strong["coverage_independent"].min()),
+                    "pooled_top_icc": pooled,
+                    "pooled_top_icc_se": math.sqrt(pooled * (1 - pooled) / k.sum()) if k.sum() else math.nan})
     frame = pd.DataFrame(out)
     frame["reliable_from_clusters"] = pd.array([r["reliable_from_clusters"] for r in out], dtype="Int64")
     return frame

@@ -171,9 +171,12 @@ def nested_markdown(summary: pd.DataFrame) -> str:
     lines += ["", "Smallest number of clusters of the grid from which the clustered interval holds "
               f"{TARGET} at every larger number, ICC and rows per cluster (never: not even at the "
               "largest); the width ratio is clustered / independent at the largest ICC and number of "
-              "clusters (the realised nesting of the figure's units):", "",
+              "clusters (the realised nesting of the figure's units); the pooled column is the clustered "
+              "coverage over the top ICC's cells from 20 clusters on, one number with less Monte-Carlo "
+              "noise than a cell:", "",
               "| family | figure | holds from clusters | lowest coverage from there | lowest anywhere | "
-              "independent: lowest at the top ICC | width ratio |", "|---|---|---|---|---|---|---|"]
+              "top ICC, 20+ clusters pooled (SE) | independent: lowest at the top ICC | width ratio |",
+              "|---|---|---|---|---|---|---|---|"]
     top = summary[(summary["icc"] == summary["icc"].max())
                   & (summary["clusters"] == summary["clusters"].max())]
     ratio = top.groupby(["family", "figure"])["width_ratio"].mean()
@@ -183,7 +186,8 @@ def nested_markdown(summary: pd.DataFrame) -> str:
             return "" if math.isnan(x) else f"{x:.3f}"
         w = ratio.get((r["family"], r["figure"]), math.nan)
         lines.append(f"| {r['family']} | {r['figure']} | {first} | {num(r['lowest_coverage_from_there'])} | "
-                     f"{num(r['lowest_coverage'])} | {num(r['lowest_independent_at_top_icc'])} | "
+                     f"{num(r['lowest_coverage'])} | {num(r['pooled_top_icc'])} "
+                     f"({num(r['pooled_top_icc_se'])}) | {num(r['lowest_independent_at_top_icc'])} | "
                      f"{'' if math.isnan(w) else f'{w:.2f}'} |")
     return "\n".join(lines) + "\n"
 
