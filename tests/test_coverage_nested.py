@@ -108,7 +108,14 @@ def test_reliable_from_clusters_on_a_hand_made_summary():
     assert got.loc["x", "pooled_top_icc"] == pytest.approx(0.935)
     assert got.loc["x", "pooled_top_icc_se"] == pytest.approx(0.01233, abs=1e-5)
     text = nested_markdown(summary)
-    assert "| f | x | 20 | 0.930 | 0.910 | 0.935 (0.012) | 0.800 |" in text and "| f | y | never |" in text
+    # within noise: a cell's one-sided allowance at 200 replications is 1.645 sqrt(0.93 * 0.07 / 200)
+    # = 0.0297, so x's 0.91 is near; but x's ICC 0.5 cells from 10 clusters pool to
+    # (0.91 + 0.94 + 0.93) / 3 = 0.9267 < 0.93, from 20 to 0.935: within noise from 20.
+    # y: ICC 0.5 from 10 pools to (0.95 + 0.95 + 0.92) / 3 = 0.94, ICC 0 to 0.95: from 10.
+    assert got.loc["x", "within_noise_from_clusters"] == 20
+    assert got.loc["y", "within_noise_from_clusters"] == 10
+    assert "| f | x | 20 | 20 | 0.930 | 0.910 | 0.935 (0.012) | 0.800 |" in text
+    assert "| f | y | never | 10 |" in text
     assert "**0.910** / **0.800**" in text
 
 

@@ -288,16 +288,27 @@ def reliable_from(summary: pd.DataFrame, target: float = TARGET, pooled_from: in
     ``MIN_REPORTED`` replications or more and covered at least ``target`` (NA when the largest
     misses it); with the lowest coverage from there and the independent interval's lowest coverage
     at the largest ICC over the same cells, and the clustered coverage pooled over the largest ICC's
-    cells from ``pooled_from`` clusters on (with its Monte-Carlo SE)."""
+    cells from ``pooled_from`` clusters on (with its Monte-Carlo SE). ``within_noise_from_clusters``:
+    the same with a cell's Monte-Carlo noise allowed (no cell more than 1.645 of its SEs below the
+    target, and from there on each ICC's and rows range's cells pooled at or above it)."""
     out = []
     for (fam, fig), g in summary.groupby(["family", "figure"], sort=False):
-        holds = (g["defined"] * g["reps"] >= MIN_REPORTED) & (g["coverage"] >= target)
-        by_g = holds.groupby(g["clusters"]).all().sort_index()
-        ok = by_g.to_numpy()
-        k = len(ok)
-        while k > 0 and ok[k - 1]:
-            k -= 1
-        first = int(by_g.index[k]) if k < len(ok) else None
+        reported = g["defined"] * g["reps"]
+        first = _first_holding(g, (reported >= MIN_REPORTED) & (g["coverage"] >= target))
+        # Within Monte-Carlo noise: no cell significantly below the target (one-sided 5%: more than
+        # 1.645 SE of a cell at the target), and per ICC and rows range the cells from there on pooled
+        # at or above it (pooling across ICCs would let the easy cells hide the hard ones).
+        noise = 1.645 * np.sqrt(target * (1 - target) / reported.clip(lower=1))
+        near = (reported >= MIN_REPORTED) & (g["coverage"] >= target - noise)
+        within = None
+        for c in sorted(g["clusters"].unique()):
+            later = g["clusters"] >= c
+            strata = g[later].assign(w=reported[later]).groupby(["icc", "rows"])
+            pooled_ok = all(s["w"].sum() > 0 and (s["coverage"] * s["w"]).sum() / s["w"].sum() >= target
+                            for _, s in strata)
+            if near[later].all() and pooled_ok:
+                within = int(c)
+                break
         held = g[g["clusters"] >= first] if first is not None else g.iloc[0:0]
         strong = g[g["icc"] == g["icc"].max()]
         # Monte-Carlo noise of one cell (SE 0.015 at 200 replications) is the size of the misses
@@ -306,12 +317,23 @@ def reliable_from(summary: pd.DataFrame, target: float = TARGET, pooled_from: in
         k = (pool["defined"] * pool["reps"]).to_numpy()
         pooled = float((pool["coverage"].fillna(0).to_numpy() * k).sum() / k.sum()) if k.sum() else math.nan
         out.append({"family": fam, "figure": fig, "method": g["method"].iloc[0],
-                    "reliable_from_clusters": first,
+                    "reliable_from_clusters": first, "within_noise_from_clusters": within,
                     "lowest_coverage_from_there": float(held["coverage"].min()) if len(held) else math.nan,
                     "lowest_coverage": float(g["coverage"].min()),
                     "lowest_independent_at_top_icc": float(strong["coverage_independent"].min()),
                     "pooled_top_icc": pooled,
                     "pooled_top_icc_se": math.sqrt(pooled * (1 - pooled) / k.sum()) if k.sum() else math.nan})
     frame = pd.DataFrame(out)
-    frame["reliable_from_clusters"] = pd.array([r["reliable_from_clusters"] for r in out], dtype="Int64")
+    for col in ("reliable_from_clusters", "within_noise_from_clusters"):
+        frame[col] = pd.array([r[col] for r in out], dtype="Int64")
     return frame
+
+
+def _first_holding(g: pd.DataFrame, holds: pd.Series) -> int | None:
+    """The smallest number of clusters from which every cell at that number and above holds."""
+    by_g = holds.groupby(g["clusters"]).all().sort_index()
+    ok = by_g.to_numpy()
+    k = len(ok)
+    while k > 0 and ok[k - 1]:
+        k -= 1
+    return int(by_g.index[k]) if k < len(ok) else None

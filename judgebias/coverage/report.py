@@ -171,21 +171,25 @@ def nested_markdown(summary: pd.DataFrame) -> str:
     lines += ["", "Smallest number of clusters of the grid from which the clustered interval holds "
               f"{TARGET} at every larger number, ICC and rows per cluster (never: not even at the "
               "largest); the width ratio is clustered / independent at the largest ICC and number of "
-              "clusters (the realised nesting of the figure's units); the pooled column is the clustered "
-              "coverage over the top ICC's cells from 20 clusters on, one number with less Monte-Carlo "
-              "noise than a cell:", "",
-              "| family | figure | holds from clusters | lowest coverage from there | lowest anywhere | "
+              "clusters (the realised nesting of the figure's units); 'within noise': no cell more than "
+              "1.645 Monte-Carlo SEs below the target and the cells from there pooled at or above it; the "
+              "pooled column is the clustered coverage over the top ICC's cells from 20 clusters on, one "
+              "number with less Monte-Carlo noise than a cell:", "",
+              "| family | figure | holds from clusters | within noise from | lowest coverage from there | "
+              "lowest anywhere | "
               "top ICC, 20+ clusters pooled (SE) | independent: lowest at the top ICC | width ratio |",
-              "|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|"]
     top = summary[(summary["icc"] == summary["icc"].max())
                   & (summary["clusters"] == summary["clusters"].max())]
     ratio = top.groupby(["family", "figure"])["width_ratio"].mean()
     for r in reliable_from(summary).to_dict("records"):
-        first = "never" if pd.isna(r["reliable_from_clusters"]) else str(int(r["reliable_from_clusters"]))
+        first, within = ("never" if pd.isna(r[c]) else str(int(r[c]))
+                         for c in ("reliable_from_clusters", "within_noise_from_clusters"))
         def num(x: float) -> str:
             return "" if math.isnan(x) else f"{x:.3f}"
         w = ratio.get((r["family"], r["figure"]), math.nan)
-        lines.append(f"| {r['family']} | {r['figure']} | {first} | {num(r['lowest_coverage_from_there'])} | "
+        lines.append(f"| {r['family']} | {r['figure']} | {first} | {within} | "
+                     f"{num(r['lowest_coverage_from_there'])} | "
                      f"{num(r['lowest_coverage'])} | {num(r['pooled_top_icc'])} "
                      f"({num(r['pooled_top_icc_se'])}) | {num(r['lowest_independent_at_top_icc'])} | "
                      f"{'' if math.isnan(w) else f'{w:.2f}'} |")
