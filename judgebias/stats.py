@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -411,13 +412,19 @@ class Clusters:
     def subset(self, keep: np.ndarray) -> Clusters:
         """The clusters of the kept units, recoded densely."""
         kept = np.asarray(self.codes)[np.asarray(keep)]
-        _, codes = np.unique(kept, return_inverse=True)
-        return Clusters(codes.reshape(-1).astype(np.int64), self.by)
+        if kept.size == 0:
+            return Clusters(np.zeros(0, dtype=np.int64), self.by)
+        # the codes in order, renumbered 0.. (np.unique's inverse, without its sort: a pass)
+        present = np.zeros(int(kept.max()) + 1, dtype=np.int64)
+        present[kept] = 1
+        return Clusters((np.cumsum(present) - 1)[kept], self.by)
 
-    @property
+    @cached_property
     def count(self) -> int:
+        # cached: every figure asks several times (singletons, nested, its method), and counting
+        # is a pass over the units (``Clusters`` is frozen, its codes never change)
         codes = np.asarray(self.codes)
-        return int(np.unique(codes).size) if codes.size else 0
+        return int(np.bincount(codes).astype(bool).sum()) if codes.size else 0
 
     @property
     def singletons(self) -> bool:

@@ -373,6 +373,10 @@ def test_analyze_records_cluster_by_and_prints_clusters(capsys):
     df = nested(verdict=["a" if h else "b" for h in PATTERN])
     result = analyze(df)
     assert result["settings"]["cluster_by"] == "prompt" and result["dataset"]["clusters"] == 4
+    assert result["humans"]["verbosity"]["clusters"] == 4  # humans always pick the longer A
+    from judgebias.tracking.log_analysis import analysis_params
+
+    assert analysis_params(result)["cluster_by"] == "prompt"
     fig = result["judges"]["j"]["agreement_human"]
     assert (fig["clusters"], fig["cluster_by"]) == (4, "prompt")
     assert fig["design_effect"] == pytest.approx(DEFF)
@@ -406,3 +410,39 @@ def test_cli_cluster_by(tmp_path):
     import json
 
     assert json.loads((tmp_path / "m.json").read_text())["settings"]["cluster_by"] == "none"
+
+
+def test_leaderboard_resamples_the_cluster_column():
+    from judgebias.metrics.leaderboard import fit_leaderboard
+
+    rows = []
+    for k in range(12):  # 12 prompts (topics of 3), a-b and b-c on each
+        for a, b, y in (("a", "b", 1.0 if k % 3 else 0.0), ("b", "c", 1.0 if k % 4 else 0.0)):
+            rows.append({"pair_id": f"{a}{b}{k}", "prompt": f"q{k}", "topic": f"t{k // 3}",
+                         "response_a": "x", "response_b": "y", "generator_a": a, "generator_b": b,
+                         "judge": "j", "verdict": "a" if y else "b", "human": []})
+    df = pd.DataFrame(rows)
+    by_prompt = fit_leaderboard(df, reps=40, seed=1)
+    by_topic = fit_leaderboard(df, reps=40, seed=1, cluster_by="topic")
+    alone = fit_leaderboard(df, reps=40, seed=1, cluster_by="none")
+    assert (by_prompt.cluster_by, by_prompt.clusters) == ("prompt", 12)
+    assert (by_topic.cluster_by, by_topic.clusters) == ("topic", 4)
+    assert (alone.cluster_by, alone.clusters) == ("none", 24)
+    assert by_prompt.fits["raw"]["j"].n == by_topic.fits["raw"]["j"].n == 24
+    with pytest.raises(ValueError, match="no column 'story'"):
+        fit_leaderboard(df, reps=40, cluster_by="story")
+
+
+def test_cluster_text_compact_forms():
+    from judgebias.reporting.cluster_text import cluster_text, n_text
+
+    assert n_text({"n": 744, "clusters": 80, "cluster_by": "prompt", "design_effect": 1.6}) == \
+        "744 in 80 prompts, deff 1.60"
+    assert n_text({"n": 40, "clusters": 12, "cluster_by": "story_id", "design_effect": 2.0}) == \
+        "40 in 12 clusters of story_id, deff 2.00, few clusters"
+    assert cluster_text({"n": 5, "clusters": 1, "cluster_by": "prompt", "design_effect": 1.0}) == \
+        "in 1 prompt, treated as independent"
+    # every unit its own cluster, or clustering turned off: n alone
+    assert n_text({"n": 8, "clusters": 8, "cluster_by": "prompt", "design_effect": 1.0}) == "8"
+    assert n_text({"n": 8, "clusters": 8, "cluster_by": "none", "design_effect": 1.0}) == "8"
+    assert n_text({"n": 8}) == "8"

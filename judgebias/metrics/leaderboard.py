@@ -147,6 +147,7 @@ class Draws:
 
     codes: np.ndarray
     counts: np.ndarray
+    unit: str = "the prompts"  # what the resamples draw (the methods say it)
 
     def weights(self, rows: np.ndarray) -> np.ndarray:
         return self.counts[:, self.codes[rows]]
@@ -164,7 +165,7 @@ def fit_bt(c: Comparisons, draws: Draws, what: str, z: np.ndarray | None = None,
     x = bt.design(models, c.model_a, c.model_b)
     if z is not None and z.shape[1]:
         x = np.hstack([x, z])
-    return bt.fit_with_bootstrap(models, x, c.y, draws.weights(c.rows), covariates, what)
+    return bt.fit_with_bootstrap(models, x, c.y, draws.weights(c.rows), covariates, what, unit=draws.unit)
 
 
 def panel_comparisons(prep: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]]
@@ -279,7 +280,8 @@ def _anchored(prep: pd.DataFrame, c: Comparisons, usable: np.ndarray, draws: Dra
             f"{pi[0]:.3f}); lambda = {lam:.3f}" + ("; every comparison labelled: the humans' own strengths"
                                                    if lab.all() else ""))
     fit = bt.fit_with_bootstrap(models, x, target, draws.weights(c.rows), (), f"human_anchored[{judge}]",
-                                row_weights=w, method=f"PPI++ (power-tuned lambda = {lam:.3f})")
+                                row_weights=w, method=f"PPI++ (power-tuned lambda = {lam:.3f})",
+                                unit=draws.unit)
     return fit, note
 
 
@@ -303,7 +305,8 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     # The prompt's texts keep the resamples the leaderboard always drew; any other unit, its codes.
     units = prompt_text(prep["prompt"]) if by == "prompt" else prep[CLUSTER].to_numpy()
     codes, counts = bt.cluster_draws(units, reps, seed)
-    draws = Draws(codes, counts)
+    unit = {"prompt": "the prompts", "none": "the pairs"}.get(by, f"the values of {by!r}")
+    draws = Draws(codes, counts, unit)
     fits: dict[str, dict[str, bt.BTFit]] = {v: {} for v in VARIANTS}
     skipped: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
     excl: dict[str, dict[str, dict[str, int]]] = {v: {} for v in VARIANTS}

@@ -25,6 +25,7 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.stats import (
     ALPHA,
+    Clusters,
     Estimate,
     InsufficientData,
     cluster_fields,
@@ -35,7 +36,13 @@ from judgebias.stats import (
 
 
 def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Series:
-    """P(the own response) per pair_id from ``p_a``, over pairs with exactly one own response."""
+    return _own_probability_clusters(df, judge, self_map, what)[0]
+
+
+def _own_probability_clusters(df: pd.DataFrame, judge: str, self_map,
+                              what: str) -> tuple[pd.Series, Clusters]:
+    """P(the own response) per pair_id from ``p_a``, over pairs with exactly one own response, and
+    the pairs' clusters."""
     F.require(df, ["pair_id", "judge", "generator_a", "generator_b", "p_a"], what)
     rows = df[(df["judge"] == judge).to_numpy(dtype=bool, na_value=False)]
     if rows.empty:
@@ -48,13 +55,13 @@ def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Se
     p = pd.to_numeric(rows["p_a"], errors="coerce").to_numpy(dtype=float)
     own = np.where(own_a, p, 1.0 - p)
     keep = one & np.isfinite(p)
-    out = pd.Series(own[keep], index=rows["pair_id"].to_numpy()[keep], dtype=float)
-    out.attrs["clusters"] = F.column_clusters(rows).subset(keep)  # the pairs' prompts, where there
-    return out
+    # with the pairs' clusters: their prompts, where the table has them
+    return (pd.Series(own[keep], index=rows["pair_id"].to_numpy()[keep], dtype=float),
+            F.column_clusters(rows).subset(keep))
 
 
 def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
-    own = _own_probability(df, judge, self_map, "self_recognition")
+    own, clusters = _own_probability_clusters(df, judge, self_map, "self_recognition")
     undecided = int((own == 0.5).sum())
     decided = own[own != 0.5]
     n = int(decided.size)
@@ -62,7 +69,6 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
         raise InsufficientData(f"no pair with one own response and a decided recognition probability "
                                f"({undecided} at exactly 0.5)")
     correct = int((decided > 0.5).sum())
-    clusters = own.attrs["clusters"]
     # The test behind the self-recognition statement (judgebias.reporting.trust_family): exact binomial
     # test of chance (0.5) on the decided pairs (the Wald t-test on the CR1 standard error where the
     # pairs share prompts); the interval stays Agresti-Coull.

@@ -61,7 +61,7 @@ def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
     def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
         if est and est.get("value") is not None:
             rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
-                         "n": str(est.get("n", "")), "meaning": meaning, "source": source})
+                         "n": n_text(est), "meaning": meaning, "source": source})
 
     pert = probes.get("perturbations") or {}
     for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
@@ -268,7 +268,9 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
         ]
         parts += [
             f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
-            f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
+            # n with its clusters ("915 in 163 prompts, deff 2.16") may wrap; a bare n does not
+            f"<td class='{'num' if r['n'].isdigit() else 'n'}'>{e(r['n'])}</td><td>{e(r['meaning'])}</td>"
+            f"<td>{e(r['source'])}</td></tr>"
             for r in sec.rows
         ] + ["</table>"]
         parts += sections_mod.regression_html(sec.regression_intro, sec.regression)

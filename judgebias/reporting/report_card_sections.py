@@ -15,7 +15,6 @@ from typing import Any
 
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
-from judgebias.reporting.cluster_text import n_text
 from judgebias.reporting.run_page import RunExtras
 from judgebias.reporting.trust import fmt, fmt_ci, fmt_p
 from judgebias.reporting.trust_family import STYLE_TERMS
@@ -42,7 +41,8 @@ def side_by_side(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, 
                 cells.append("")
                 continue
             ci = fmt_ci(est, fig.signed)
-            cells.append(f"{fmt(est['value'], fig.signed)}{' ' + ci if ci else ''} n={n_text(est) or '?'}")
+            # n alone: each judge's own table below gives its clusters and design effect
+            cells.append(f"{fmt(est['value'], fig.signed)}{' ' + ci if ci else ''} n={est.get('n', '?')}")
         if any(cells):
             rows.append((name, cells))
     return judges, rows
