@@ -188,10 +188,11 @@ def nested_markdown(summary: pd.DataFrame) -> str:
         def num(x: float) -> str:
             return "" if math.isnan(x) else f"{x:.3f}"
         w = ratio.get((r["family"], r["figure"]), math.nan)
+        pooled = "" if math.isnan(r["pooled_top_icc"]) else \
+            f"{num(r['pooled_top_icc'])} ({num(r['pooled_top_icc_se'])})"
         lines.append(f"| {r['family']} | {r['figure']} | {first} | {within} | "
                      f"{num(r['lowest_coverage_from_there'])} | "
-                     f"{num(r['lowest_coverage'])} | {num(r['pooled_top_icc'])} "
-                     f"({num(r['pooled_top_icc_se'])}) | {num(r['lowest_independent_at_top_icc'])} | "
+                     f"{num(r['lowest_coverage'])} | {pooled} | {num(r['lowest_independent_at_top_icc'])} | "
                      f"{'' if math.isnan(w) else f'{w:.2f}'} |")
     return "\n".join(lines) + "\n"
 
