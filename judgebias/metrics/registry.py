@@ -198,6 +198,42 @@ def _dbg(c: Inputs, who: Mapping[str, set[str]]) -> Estimate:
                      votes=c.gold_votes(c.human_as_gold), rows=c.rows)
 
 
+# How many clusters a figure's clustered interval needs before it covers at least 0.93 under strong
+# nesting (ICC 0.5, 1-20 pairs per prompt; `judgebias coverage --nested`, docs/metrics.md "How many
+# clusters each clustered interval needs"); every other figure holds from stats.FEW_CLUSTERS (20) or
+# fewer. The gold forms are taken as their human forms' (not simulated).
+CLUSTERS_NEEDED: Mapping[str, int] = MappingProxyType({
+    "position_bias": 40, "agreement_human": 80, "kappa_human": 80, "agreement_gold": 80,
+    "kappa_gold": 80, "human_ceiling": 80})
+# Figures whose clustered interval stayed short under strong nesting at every size simulated: the
+# warning a nested table gets instead of a promise.
+SHORT_WHEN_NESTED: Mapping[str, str] = MappingProxyType({
+    "tie_rate": "a rare share on nested pairs: its interval covered 0.885-0.89 at 5% ties and ICC 0.5 "
+                "(20-80 prompts)",
+    "regression": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC 0.5 "
+                  "up to 80 prompts: read its terms' p-values as approximate",
+    "regression_human": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC "
+                        "0.5 up to 80 prompts: read its terms' p-values as approximate",
+})
+
+
+def cluster_caveats(key: str, est: Estimate) -> Estimate:
+    """``est`` with the few-clusters warning its figure needs (``CLUSTERS_NEEDED``) and, on nested
+    pairs, the caveat of a figure whose clustered interval is known to run short."""
+    import dataclasses
+
+    from judgebias.stats import FEW_CLUSTERS, FEW_CLUSTERS_NOTE, cluster_note
+
+    if est.clusters is None or est.cluster_by in (None, "none"):
+        return est
+    kept = tuple(w for w in est.warnings if not w.startswith(FEW_CLUSTERS_NOTE))
+    notes = cluster_note(est.clusters, est.cluster_by, CLUSTERS_NEEDED.get(key, FEW_CLUSTERS))
+    nested = est.design_effect is not None and est.clusters < est.n
+    short = (f"{SHORT_WHEN_NESTED[key]} (docs/metrics.md)",) if nested and key in SHORT_WHEN_NESTED else ()
+    warnings = kept + notes + short
+    return est if warnings == est.warnings else dataclasses.replace(est, warnings=warnings)
+
+
 # The figures, in the papers' order (the order of the JSON, the terminal and the report card).
 # Deliberate parallel: every entry spells all its fields, alike by design (one declaration a figure).
 _CATALOGUE = (

@@ -170,7 +170,7 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
             skipped[fig.key] = missing[0]
             continue
         try:
-            out[fig.key] = fig.compute(inputs).to_dict()
+            out[fig.key] = R.cluster_caveats(fig.key, fig.compute(inputs)).to_dict()
         except InsufficientData as exc:
             skipped[fig.key] = str(exc)
     out["skipped"] = skipped
