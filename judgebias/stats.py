@@ -588,12 +588,15 @@ def cluster_bootstrap_means(values: np.ndarray, clusters: Clusters, *, reps: int
     return low, high, means
 
 
-def cluster_note(clusters: int, by: str) -> tuple[str, ...]:
+FEW_CLUSTERS_NOTE = "rests on only"
+
+
+def cluster_note(clusters: int, by: str, few: int = FEW_CLUSTERS) -> tuple[str, ...]:
     """The warning of a figure that rests on few clusters (its interval's own coverage is checked
-    from ``FEW_CLUSTERS`` clusters on)."""
-    if by != "none" and 0 < clusters < FEW_CLUSTERS:
-        return (f"rests on only {clusters} clusters ({by}): its interval is less reliable below "
-                f"{FEW_CLUSTERS}",)
+    from ``few`` clusters on: ``FEW_CLUSTERS`` unless the figure's registry entry needs more)."""
+    if by != "none" and 0 < clusters < few:
+        return (f"{FEW_CLUSTERS_NOTE} {clusters} clusters ({by}): its interval is less reliable below "
+                f"{few}",)
     return ()
 
 

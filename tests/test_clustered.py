@@ -157,3 +157,42 @@ def test_cluster_by_unknown_column_is_named():
     df = _nested_table(2, 2, lambda p, r: "a")
     with pytest.raises(ValueError, match="no column 'story'"):
         F.prepare(df, cluster_by="story")
+
+
+def test_cluster_caveats_read_the_figure_threshold():
+    from judgebias.metrics.registry import CLUSTERS_NEEDED, cluster_caveats
+    from judgebias.stats import Estimate, cluster_note
+
+    # 30 prompts holding 100 pairs: enough for most figures (20), not for agreement (80 under nesting)
+    est = Estimate(0.7, 0.6, 0.8, 100, clusters=30, design_effect=1.8, cluster_by="prompt",
+                   warnings=("something else",) + cluster_note(30, "prompt"))
+    assert cluster_note(30, "prompt") == ()
+    agreement = cluster_caveats("agreement_human", est)
+    assert CLUSTERS_NEEDED["agreement_human"] == 80
+    assert agreement.warnings == ("something else",
+                                  "rests on only 30 clusters (prompt): its interval is less reliable below 80")
+    assert cluster_caveats("self_preference_dp", est) is est
+    # a regression on nested pairs says its intervals run short; on singleton clusters it does not
+    assert "approximate" in cluster_caveats("regression", est).warnings[-1]
+    flat = Estimate(0.7, 0.6, 0.8, 100, clusters=100, design_effect=1.0, cluster_by="prompt")
+    assert cluster_caveats("regression", flat).warnings == ()
+    # 12 prompts: the general threshold's note is replaced by the figure's own, not repeated
+    few = Estimate(0.7, 0.6, 0.8, 50, clusters=12, design_effect=1.5, cluster_by="prompt",
+                   warnings=cluster_note(12, "prompt"))
+    assert cluster_caveats("kappa_human", few).warnings == (
+        "rests on only 12 clusters (prompt): its interval is less reliable below 80",)
+    none = Estimate(0.7, 0.6, 0.8, 50, clusters=50, design_effect=1.0, cluster_by="none")
+    assert cluster_caveats("agreement_human", none) is none
+
+
+def test_eo_parts_are_clustered_too():
+    # 8 prompts x 3 pairs: every pair of a prompt alike, so each part's design effect is about 3
+    df = _nested_table(8, 3, lambda p, r: "a" if p % 3 else "b")
+    df["human"] = [["a"] if p % 2 else ["b"] for p in range(8) for _ in range(3)]
+    est = self_preference_eo(df, "j", {"j": {"j"}})
+    flat = self_preference_eo(F.prepare(df, cluster_by="none"), "j", {"j": {"j"}})
+    for part in ("tpr", "tnr"):
+        nested_part, flat_part = est.details[part], flat.details[part]
+        assert nested_part["value"] == flat_part["value"] and nested_part["design_effect"] > 2
+        assert (nested_part["ci_high"] - nested_part["ci_low"]) > (flat_part["ci_high"] - flat_part["ci_low"])
+        assert flat_part["design_effect"] == 1.0

@@ -44,7 +44,9 @@ def table(n_pairs: int = 150, seed: int = 1, ppl: bool = True) -> pd.DataFrame:
                    "response_a": "w " * int(wa[i]) + ("\n- x" if i % 3 else ""),
                    "response_b": "w " * int(wb[i]), "generator_a": gens[ga[i]], "generator_b": gens[gb[i]],
                    "judge": judge, "p_a_ab": p_ab[i], "p_a_ba": p_ba[i], "p_a": (p_ab[i] + p_ba[i]) / 2,
-                   "human": labels}
+                   "human": labels,
+                   # three more runs of a sampling judge (judge --repeats 3): the repeat figures
+                   "repeat_verdicts": ["a" if rng.random() < p_ab[i] else "b" for _ in range(3)]}
             if ppl:
                 row.update(ppl_a=float(np.exp(2 - 0.4 * (ga[i] == j) + rng.normal(0, .3))),
                            ppl_b=float(np.exp(2 - 0.4 * (gb[i] == j) + rng.normal(0, .3))))
@@ -58,7 +60,7 @@ def result() -> dict:
 
 
 def test_every_figure_declares_everything():
-    assert len(R.FIGURES) == 26
+    assert len(R.FIGURES) == 28
     required = [f.name for f in dataclasses.fields(R.Figure) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]
     assert set(required) == {"key", "needs", "compute", "label", "how", "meaning", "source", "direction",

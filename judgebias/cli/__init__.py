@@ -47,7 +47,7 @@ def _root(
 
 # Modules that define ``register(app)``; a module not written yet is simply absent.
 _COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "human_loop", "bench",
-                    "coverage", "leaderboard")
+                    "coverage", "leaderboard", "watch")
 
 
 def _register_all() -> None:

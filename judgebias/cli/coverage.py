@@ -13,7 +13,9 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("coverage")
     def coverage_cmd(
-        reps: Annotated[int, typer.Option(min=1, help="Replications per (figure, n).")] = 1000,
+        reps: Annotated[int | None, typer.Option(
+            min=1, help="Replications per (figure, n) [default: 1000; with --nested 200 per (figure, "
+            "clusters, rows, ICC)].")] = None,
         n: Annotated[str, typer.Option("--n", help="Comma list of table sizes (units; expected labels "
                                        "for the human loop).")] = "10,25,50,100,200,400,1000",
         family: Annotated[list[str] | None, typer.Option("--family", "-f", help="Only this figure family "
@@ -26,6 +28,15 @@ def register(app: typer.Typer) -> None:
                           ] = False,
         list_only: Annotated[bool, typer.Option("--list", help="List the families and figures, then stop.")
                              ] = False,
+        nested: Annotated[bool, typer.Option("--nested", help="Nested tables instead: units in clusters "
+                                             "(prompts), coverage by number of clusters, ICC and rows per "
+                                             "cluster, beside the independent method.")] = False,
+        clusters: Annotated[str, typer.Option(help="With --nested: comma list of numbers of clusters.")
+                            ] = "10,20,40,80",
+        icc: Annotated[str, typer.Option(help="With --nested: comma list of intra-cluster correlations in "
+                                         "[0, 1).")] = "0,0.2,0.5",
+        rows: Annotated[str, typer.Option(help="With --nested: comma list of rows per cluster, K or LOW-HIGH "
+                                          "(uniform).")] = "1-20",
     ) -> None:
         """Coverage, mean width and bias of every printed 95% interval on simulated tables whose
         true figures are known, computed by the product's own metric functions."""
@@ -33,6 +44,10 @@ def register(app: typer.Typer) -> None:
         from judgebias.coverage.report import markdown, write
         from judgebias.coverage.runner import run
 
+        if nested and not list_only:
+            _nested(family, reps, clusters, icc, rows, seed, workers, out)
+            return
+        reps = 1000 if reps is None else reps
         if list_only:
             for fam in (*FAMILIES, *OPT_IN):
                 opt = f" [only with -f {fam.name}: slow]" if fam in OPT_IN else ""
@@ -62,3 +77,28 @@ def register(app: typer.Typer) -> None:
                                                  "seed": seed, "workers": workers, "wall_s": round(wall, 1),
                                                  "machine": platform.processor() or platform.machine()})
             typer.echo(f"MLflow run {run_id}")
+
+
+def _nested(family: list[str] | None, reps: int | None, clusters: str, icc: str, rows: str, seed: int,
+            workers: int, out: Path) -> None:
+    from judgebias.coverage import nested as N
+    from judgebias.coverage.report import nested_markdown, write_nested
+
+    try:
+        gs = [int(x) for x in clusters.split(",") if x.strip()]
+        iccs = [float(x) for x in icc.split(",") if x.strip()]
+        ranges = [N.parse_rows(x) for x in rows.split(",") if x.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--clusters, --icc, --rows: {exc}") from None
+    reps = N.DEFAULT_REPS if reps is None else reps
+    start = time.perf_counter()
+    try:
+        summary = N.run(family or None, gs, iccs, ranges, reps=reps, seed=seed, workers=workers,
+                        progress=lambda line: typer.echo(line, err=True))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    wall = time.perf_counter() - start
+    paths = write_nested(summary, out)
+    typer.echo(nested_markdown(summary))
+    typer.echo(f"wall time {wall:.1f} s with {workers} worker(s); wrote "
+               + ", ".join(str(p) for p in paths.values()))

@@ -64,12 +64,9 @@ def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
                     **cluster_fields(d, clusters))
 
 
-def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
-    """Mean P(the response shown first wins), averaged over both orders; 0.5 = no position bias.
-    From probabilities: (p_a_ab + (1 - p_a_ba)) / 2 per pair; from verdicts: the first-shown
-    response's win (1 / 0, tie 1/2) averaged over the two orders. t interval, t-test of 0.5."""
-    F.require(df, ["judge"], "position_bias")
-    rows = F.judge_rows(df, judge, "position_bias")
+def first_shown_wins(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, P(the first-shown response wins) averaged over both orders (NaN without both):
+    position_bias's unit, also resampled by the run comparison (judgebias.reporting.run_compare)."""
     p_ab, p_ba = F.float_col(rows, "p_a_ab"), F.float_col(rows, "p_a_ba")
     ab, ba = order_choices(rows)
     win_ab = np.select([ab == F.A, ab == F.B, ab == F.TIE], [1.0, 0.0, 0.5], np.nan)
@@ -77,7 +74,16 @@ def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
     # In the B-first order the first-shown response is B: P(first wins) = 1 - P(A).
     win_ba = np.select([ba == F.B, ba == F.A, ba == F.TIE], [1.0, 0.0, 0.5], np.nan)
     first_ba = np.where(np.isnan(p_ba), win_ba, 1.0 - p_ba)
-    first = (first_ab + first_ba) / 2
+    return (first_ab + first_ba) / 2
+
+
+def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
+    """Mean P(the response shown first wins), averaged over both orders; 0.5 = no position bias.
+    From probabilities: (p_a_ab + (1 - p_a_ba)) / 2 per pair; from verdicts: the first-shown
+    response's win (1 / 0, tie 1/2) averaged over the two orders. t interval, t-test of 0.5."""
+    F.require(df, ["judge"], "position_bias")
+    rows = F.judge_rows(df, judge, "position_bias")
+    first = first_shown_wins(rows)
     keep, excl = count_reasons([("missing_order", np.isnan(first))], len(rows))
     if not keep.any():
         raise InsufficientData("no pair judged in both presentation orders")

@@ -33,6 +33,7 @@ from judgebias.metrics.perplexity import (
 )
 from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
+from judgebias.metrics.repeats import REPEATS_COLUMN, repeat_kappa, verdict_stability
 from judgebias.metrics.self_preference import (
     family_preference_dp,
     family_preference_eo,
@@ -75,7 +76,8 @@ REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a g
 # What says a response is wrong: the human majority, or a verifiable task's correctness columns.
 WRONG = Need("wrong", "no human labels and no correctness columns (correct_a, correct_b): nothing says which "
              "response is wrong", lambda df: HUMAN.check(df) or _has(*CORRECT)(df))
-TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG)
+REPEATS = Need("repeats", "no repeated judgments (judge with --repeats K)", _has(REPEATS_COLUMN))
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG, REPEATS)
 NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
 
 
@@ -128,6 +130,7 @@ class Figure:
     table. ``mlflow_value``: the MLflow name of the value where the key alone would not say what the
     number is; ``mlflow_parts``: sub-estimates logged as ``<judge>.<key>.<part>``; ``family_only``:
     planned only when some family was given (else every judge would list it as not computed);
+    ``repeats_only``: likewise, planned only for a table with repeated judgments (``judge --repeats``);
     ``margin``: the band of practical irrelevance its statement's test is read against
     (``judgebias.metrics.margins``), required for every figure whose test feeds a statement."""
 
@@ -143,6 +146,7 @@ class Figure:
     mlflow_value: str | None = None
     mlflow_parts: tuple[str, ...] = ()
     family_only: bool = False
+    repeats_only: bool = False
     margin: Margin | None = None
 
     def __post_init__(self) -> None:
@@ -217,6 +221,41 @@ EQB_FAMILY_MARGIN = Margin(0.05, EQB_WHY, unit="question-opponent pairs with a f
 MARGINS_STYLE = Margin(0.2, "+-0.2 log-odds (odds ratio 0.82-1.22) per unit of a term moves P(pick) near an "
                        "even choice by at most 5 points (0.2 x 0.25), the preference figures' band",
                        unit="pairs the judge did not call a tie")
+
+# How many clusters a figure's clustered interval needs before it covers at least 0.93 under strong
+# nesting (ICC 0.5, 1-20 pairs per prompt; `judgebias coverage --nested`, docs/metrics.md "How many
+# clusters each clustered interval needs"); every other figure holds from stats.FEW_CLUSTERS (20) or
+# fewer. The gold forms are taken as their human forms' (not simulated).
+CLUSTERS_NEEDED: Mapping[str, int] = MappingProxyType({
+    "position_bias": 40, "agreement_human": 80, "kappa_human": 80, "agreement_gold": 80,
+    "kappa_gold": 80, "human_ceiling": 80})
+# Figures whose clustered interval stayed short under strong nesting at every size simulated: the
+# warning a nested table gets instead of a promise.
+SHORT_WHEN_NESTED: Mapping[str, str] = MappingProxyType({
+    "tie_rate": "a rare share on nested pairs: its interval covered 0.885-0.89 at 5% ties and ICC 0.5 "
+                "(20-80 prompts)",
+    "regression": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC 0.5 "
+                  "up to 80 prompts: read its terms' p-values as approximate",
+    "regression_human": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC "
+                        "0.5 up to 80 prompts: read its terms' p-values as approximate",
+})
+
+
+def cluster_caveats(key: str, est: Estimate) -> Estimate:
+    """``est`` with the few-clusters warning its figure needs (``CLUSTERS_NEEDED``) and, on nested
+    pairs, the caveat of a figure whose clustered interval is known to run short."""
+    import dataclasses
+
+    from judgebias.stats import FEW_CLUSTERS, FEW_CLUSTERS_NOTE, cluster_note
+
+    if est.clusters is None or est.cluster_by in (None, "none"):
+        return est
+    kept = tuple(w for w in est.warnings if not w.startswith(FEW_CLUSTERS_NOTE))
+    notes = cluster_note(est.clusters, est.cluster_by, CLUSTERS_NEEDED.get(key, FEW_CLUSTERS))
+    nested = est.design_effect is not None and est.clusters < est.n
+    short = (f"{SHORT_WHEN_NESTED[key]} (docs/metrics.md)",) if nested and key in SHORT_WHEN_NESTED else ()
+    warnings = kept + notes + short
+    return est if warnings == est.warnings else dataclasses.replace(est, warnings=warnings)
 
 
 # The figures, in the papers' order (the order of the JSON, the terminal and the report card).
@@ -332,6 +371,16 @@ _CATALOGUE = (
            margin=Margin(0.03, "P(first shown wins) within 0.47-0.53: position acts on every pair, not only "
                          "on own ones, so its band is narrower than the preference figures' 5 points",
                          null=0.5, unit="pairs judged in both orders")),
+    Figure("repeat_stability", needs=(REPEATS,), compute=lambda c: verdict_stability(c.rows, c.judge),
+           label="verdict stability over repeats", how="share same as modal",
+           meaning="per pair, the share of K repeated judgments giving its most frequent verdict; mean",
+           source="Wang et al. 2023, Self-Consistency (the majority's share)", direction=UNSIGNED,
+           statement=None, repeats_only=True),
+    Figure("repeat_kappa", needs=(REPEATS,),
+           compute=lambda c: repeat_kappa(c.rows, c.judge, reps=c.reps, seed=c.seed),
+           label="run-to-run agreement (Fleiss)", how="kappa over repeats",
+           meaning="Fleiss' kappa with the K repeats as raters: agreement between runs beyond chance",
+           source="Fleiss 1971", direction=BELOW, statement=None, repeats_only=True),
     Figure("perplexity_preference", needs=(PERPLEXITIES,),
            compute=lambda c: perplexity_preference(c.rows, c.judge),
            label="picks lower perplexity", how="P; .5 = none",
@@ -381,10 +430,12 @@ def index_figures(figures: Sequence[Figure]) -> Mapping[str, Figure]:
 FIGURES: Mapping[str, Figure] = index_figures(_CATALOGUE)
 
 
-def plan(family_given: bool) -> tuple[Figure, ...]:
+def plan(family_given: bool, repeats_given: bool = False) -> tuple[Figure, ...]:
     """The figures ``analyze`` tries for a judge, in order; family figures only when some family was
-    given (``--family``), so a question nobody asked lists no "not computed" lines."""
-    return tuple(f for f in FIGURES.values() if family_given or not f.family_only)
+    given (``--family``) and repeat figures only when the table has repeats, so a question nobody
+    asked lists no "not computed" lines."""
+    return tuple(f for f in FIGURES.values()
+                 if (family_given or not f.family_only) and (repeats_given or not f.repeats_only))
 
 
 def margins() -> Mapping[str, Margin]:

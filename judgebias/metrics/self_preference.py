@@ -32,7 +32,6 @@ from judgebias.stats import (
     count_reasons,
     mean_how,
     nested,
-    proportion_interval,
     sign_test,
 )
 
@@ -69,8 +68,10 @@ def _eo(h_own: np.ndarray, j_own: np.ndarray, clusters: Clusters, exclusions: di
             f"needs pairs where humans prefer the judge's own response ({n_pos}) and pairs where they "
             f"prefer the other ({n_neg}); excluded: {exclusions}")
     d = clustered_diff_proportions(j_own, h_own, ~j_own, ~h_own, clusters)
-    tpr, tpr_lo, tpr_hi = proportion_interval(conf.tp, n_pos)
-    tnr, tnr_lo, tnr_hi = proportion_interval(conf.tn, n_neg)
+    # Each part over its own pairs, which share prompts as the difference's do (the coverage
+    # benchmark saw the independent parts cover 0.60-0.88 at ICC 0.5).
+    tpr_part = clustered_proportion(j_own[h_own], clusters.subset(h_own))
+    tnr_part = clustered_proportion(~j_own[~h_own], clusters.subset(~h_own))
     method = "TPR - TNR; Newcomb interval, score test" if not nested(clusters) else \
         (f"TPR - TNR; Newcomb interval at the effective sizes and Wald t-test on the CR1 standard "
          f"error, {d['clusters']} clusters ({clusters.by})")
@@ -78,10 +79,14 @@ def _eo(h_own: np.ndarray, j_own: np.ndarray, clusters: Clusters, exclusions: di
         value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n_pos + n_neg,
         exclusions=exclusions, statistic=d["statistic"], p_value=d["p_value"], method=method,
         details={"confusion": conf.to_dict(),
-                 "tpr": {"value": tpr, "ci_low": tpr_lo, "ci_high": tpr_hi, "n": n_pos},
-                 "tnr": {"value": tnr, "ci_low": tnr_lo, "ci_high": tnr_hi, "n": n_neg}},
+                 "tpr": {**_part(tpr_part), "n": n_pos}, "tnr": {**_part(tnr_part), "n": n_neg}},
         warnings=cluster_note(d["clusters"], clusters.by), clusters=d["clusters"],
         design_effect=d["design_effect"], cluster_by=clusters.by)
+
+
+def _part(share: dict[str, float]) -> dict[str, float]:
+    return {"value": share["value"], "ci_low": share["ci_low"], "ci_high": share["ci_high"],
+            "clusters": share["clusters"], "design_effect": share["design_effect"]}
 
 
 def _one_own(rows, judge, self_map):

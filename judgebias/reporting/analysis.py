@@ -24,6 +24,7 @@ from judgebias.metrics import registry as R
 from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
 from judgebias.metrics.evaluator_quality import CORRECT
 from judgebias.metrics.margins import resolve as resolve_margins
+from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.multiplicity import HOLM, check_method
@@ -37,11 +38,13 @@ SCHEMA_VERSION = 1
 # The prompt (the question: the evaluator-quality baseline's matching) and a verifiable task's
 # correctness columns are kept as they are (shared with the table, not copied).
 _LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
-         "verdict_ba", "ppl_a", "ppl_b", "prompt", *CORRECT, *F.DERIVED)
+         "verdict_ba", "ppl_a", "ppl_b", "prompt", *CORRECT, REPEATS_COLUMN, *F.DERIVED)
 _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 
-def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
+def lean_table(prepared: pd.DataFrame) -> pd.DataFrame:
+    """The columns the figures read of a prepared table, names as categoricals (also the run
+    comparison's resamples: judgebias.reporting.run_compare)."""
     # Column by column: with copy-on-write the numeric columns are shared with ``prepared``, not
     # copied (a list selection copies the columns it picks out of a consolidated block: the counts).
     lean = pd.DataFrame({c: prepared[c] for c in _LEAN if c in prepared.columns}, copy=False)
@@ -92,7 +95,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
     gold = list(gold) if gold else None
     prepared = F.prepare(df, cluster_by=cluster_by)
-    lean = _lean(prepared)
+    lean = lean_table(prepared)
     lean.attrs[F.CLUSTER_BY] = prepared.attrs[F.CLUSTER_BY]  # a new frame: the clusters' column by name
     judges = F.judges(lean)
     if gold:
@@ -166,13 +169,13 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
     met[R.FAMILY.name] = (bool(family_map.get(judge)), R.FAMILY.reason)
     met[R.REFERENCE.name] = met[R.HUMAN.name if human_as_gold else R.GOLD.name]
     inputs = R.Inputs(lean, rows, judge, self_map, family_map, gold, human_as_gold, reps, seed)
-    for fig in R.plan(bool(family_map)):
+    for fig in R.plan(bool(family_map), repeats_given=flags[R.REPEATS.name][0]):
         missing = [met[need.name][1] for need in fig.needs if not met[need.name][0]]
         if missing:
             skipped[fig.key] = missing[0]
             continue
         try:
-            out[fig.key] = fig.compute(inputs).to_dict()
+            out[fig.key] = R.cluster_caveats(fig.key, fig.compute(inputs)).to_dict()
         except InsufficientData as exc:
             skipped[fig.key] = str(exc)
     out["skipped"] = skipped
