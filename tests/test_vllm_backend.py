@@ -91,9 +91,11 @@ def vllm_judge():
         vllm_backend.vllm_python()
     except vllm_backend.VLLMNotInstalled as exc:
         pytest.skip(f"no vLLM environment: {exc}")
-    # The engine shape of tests/test_vllm_server.py's server (fp32, 2,048 tokens, 1 GiB of KV cache):
-    # vLLM keys its torch.compile cache by the engine's config, so the second start can reuse the first's.
-    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm", max_model_len=2048)
+    # The engine shape of tests/test_vllm_server.py's server (fp32, 2,048 tokens, 1 GiB of KV cache, the
+    # API server's CPU defaults of 2,048 batched tokens and 128 sequences): vLLM keys its torch.compile
+    # cache by these (ModelConfig and SchedulerConfig.compute_hash), so the second start can reuse it.
+    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm", max_model_len=2048,
+                                       engine={"max_num_batched_tokens": 2048, "max_num_seqs": 128})
     yield backend
     backend.close()
 
