@@ -165,12 +165,12 @@ def test_cluster_caveats_read_the_figure_threshold():
 
     # 30 prompts holding 100 pairs: enough for most figures (20), not for agreement (80 under nesting)
     est = Estimate(0.7, 0.6, 0.8, 100, clusters=30, design_effect=1.8, cluster_by="prompt",
-                   warnings=("something else",) + cluster_note(30, "prompt"))
+                   warnings=("something else", *cluster_note(30, "prompt")))
     assert cluster_note(30, "prompt") == ()
     agreement = cluster_caveats("agreement_human", est)
     assert CLUSTERS_NEEDED["agreement_human"] == 80
-    assert agreement.warnings == ("something else",
-                                  "rests on only 30 clusters (prompt): its interval is less reliable below 80")
+    assert agreement.warnings == (
+        "something else", "rests on only 30 clusters (prompt): its interval is less reliable below 80")
     assert cluster_caveats("self_preference_dp", est) is est
     # a regression on nested pairs says its intervals run short; on singleton clusters it does not
     assert "approximate" in cluster_caveats("regression", est).warnings[-1]

@@ -1,41 +1,17 @@
 """The two probes as flows on the tiny local models with a real call cache: perturbed pairs judged
 in both orders, self-recognition asked in both orders, their figures in the run folder, and a
-rerun that makes no model call."""
+rerun that makes no model call. The run folder is shared with test_flows_pointwise.py."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-import yaml
-from conftest import tiny_config
 
 
-@pytest.fixture(scope="module")
-def probe_run(prefect_harness, tiny_models, tmp_path_factory):
-    from judgebias.config.experiment import load_config
-    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.runstore import RunStore
-
-    base = tmp_path_factory.mktemp("probes")
-    doc = tiny_config(tiny_models, base)
-    doc["dataset"]["sample"] = 3
-    doc["analyses"] = {"perplexity": False, "attention": False}
-    doc["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    doc["probes"] = {"perturbations": {"names": ["authority", "sentiment_hostile"], "sample": 2},
-                     "self_recognition": {"sample": 2}}
-    path = base / "probes.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    cfg = load_config(path)
-    cwd = os.getcwd()
-    os.chdir(base)
-    try:
-        perturbed = perturbation_probe(cfg)
-        recognised = self_recognition_probe(cfg)
-    finally:
-        os.chdir(cwd)
-    return {"cfg": cfg, "store": RunStore(cfg.run_path()), "perturbed": perturbed, "recognised": recognised,
-            "base": base}
+@pytest.fixture
+def probe_run(probes_run):
+    return probes_run  # one run folder with the pointwise tests (conftest.probes_run)
 
 
 def test_perturbed_pairs_are_judged_and_measured(probe_run):
@@ -118,7 +94,8 @@ def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     by_probe = {r.data.tags["judgebias.probe"]: r for r in children}
-    assert set(by_probe) == {"perturbations", "self_recognition"}
+    # The run folder also holds the pointwise probes (conftest.probes_run): one nested run each.
+    assert set(by_probe) == {"perturbations", "self_recognition", "pointwise_probes"}
     metrics = by_probe["perturbations"].data.metrics
     out = probe_run["perturbed"]["judges"]["ta"]["authority@1"]["robustness_rate"]
     assert metrics["ta.authority.robustness_rate"] == pytest.approx(out["value"])

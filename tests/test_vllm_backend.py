@@ -91,20 +91,31 @@ def vllm_judge():
         vllm_backend.vllm_python()
     except vllm_backend.VLLMNotInstalled as exc:
         pytest.skip(f"no vLLM environment: {exc}")
-    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm")
+    # The engine shape of tests/test_vllm_server.py's server (fp32, 2,048 tokens, 1 GiB of KV cache, the
+    # API server's CPU defaults of 2,048 batched tokens and 128 sequences): vLLM keys its torch.compile
+    # cache by these (ModelConfig and SchedulerConfig.compute_hash), so the second start can reuse it.
+    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm", max_model_len=2048,
+                                       engine={"max_num_batched_tokens": 2048, "max_num_seqs": 128})
     yield backend
     backend.close()
 
 
-@pytest.mark.slow
-def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
-    from judgebias.backends.call_cache import CachedBackend, ResponseCache
+@pytest.fixture(scope="module")
+def fp32_engine():
+    """The in-process engine in fp32, the exact reference: loaded once for both comparisons."""
     from judgebias.backends.local import LocalBackend
+
+    return LocalBackend(ALIAS, device="cpu", dtype="float32")
+
+
+@pytest.mark.slow
+def test_vllm_judges_like_the_fp32_engine(vllm_judge, fp32_engine, tmp_path):
+    from judgebias.backends.call_cache import CachedBackend, ResponseCache
 
     prompts = [DBG_AB.build(q, a, b) for q, a, b in QUERIES] + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
     judge = CachedBackend(vllm_judge, ResponseCache(tmp_path / "cache"))
     got = judge.score_options(prompts, ["A", "B"])
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").score_options(prompts, ["A", "B"])
+    want = fp32_engine.score_options(prompts, ["A", "B"])
     gaps = [abs(g.probs["A"] - w.probs["A"]) for g, w in zip(got, want, strict=True)]
     print("\nP(A) vLLM / engine:", [(round(g.probs["A"], 5), round(w.probs["A"], 5))
                                       for g, w in zip(got, want, strict=True)], "max gap", max(gaps))
@@ -123,13 +134,11 @@ def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
 
 
 @pytest.mark.slow
-def test_vllm_continuation_logprobs_match_the_engine(vllm_judge):
-    from judgebias.backends.local import LocalBackend
-
+def test_vllm_continuation_logprobs_match_the_engine(vllm_judge, fp32_engine):
     contexts = [Prompt.raw("The capital of France is"), Prompt.raw("2 + 2 =")]
     continuations = [" Paris, a city on the Seine.", " 4"]
     got = vllm_judge.continuation_logprobs(contexts, continuations)
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").continuation_logprobs(contexts, continuations)
+    want = fp32_engine.continuation_logprobs(contexts, continuations)
     for g, w in zip(got, want, strict=True):
         assert g.error is None and g.n_tokens == w.n_tokens
         assert max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs, strict=True)) < 1e-2

@@ -11,7 +11,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from judgebias.backends.kinds import BACKENDS, DTYPES, BackendKind, Dtype, chat_for, check_model
+from judgebias.backends.kinds import (
+    BACKENDS,
+    DTYPES,
+    PROTOCOL_CAPABILITIES,
+    BackendKind,
+    Capability,
+    Dtype,
+    can,
+    chat_for,
+    check_model,
+)
 from judgebias.backends.protocol import Backend
 from judgebias.backends.resident import Resident
 
@@ -40,7 +50,8 @@ class ModelSpec:
     batch_size: int = 8
     cache_dir: str | None = None  # None: $JUDGEBIAS_CACHE_DIR where the backend is built
     # "package.module:function": called with this spec to build any other Backend (an in-house
-    # client, a wrapped model); importable wherever the spec is built.
+    # client, a wrapped model); importable wherever the spec is built. docs/judges.md, "Your own
+    # backend".
     factory: str | None = None
     dtype: Dtype = "auto"
     device: str | None = None
@@ -62,6 +73,14 @@ class ModelSpec:
             raise ValueError(f"model {self.name!r}: {exc}") from None
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
+
+    def can(self, capability: Capability) -> bool:
+        """Whether the backend this spec builds can do ``capability`` (``kinds.CAPABILITIES``); one
+        built by a ``factory`` only as much as the protocol promises."""
+        if self.factory:
+            can("local", capability)  # an unknown capability is refused here too
+            return capability in PROTOCOL_CAPABILITIES
+        return can(self.backend, capability)
 
     def model_key(self) -> str:
         """What identifies the built backend (not the batch size or the cache location)."""

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from judgebias.backends.kinds import Capability
 from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.config.models import GeneratorConfig, JudgeConfig
 from judgebias.config.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
@@ -205,12 +206,16 @@ class ExperimentConfig(Strict):
         return list(self.ablations.finetune.generators) or [g.name for g in self.generators]
 
     def local_models(self) -> list[str]:
-        """Every in-process model, in the order the stages first use it (generators, judges, then
-        the style rewriter when that ablation is on), each once."""
+        """Every in-process model (capability ``in_process``), in the order the stages first use it
+        (generators, judges, then the style rewriter when that ablation is on), each once."""
         refs: list[ModelRef] = [*self.generators, *self.judges]
         if self.ablations.style_rewrite.enabled:
             refs.append(self.ablations.style_rewrite)
-        return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))
+        return list(dict.fromkeys(r.model for r in refs if r.can("in_process")))
+
+    def pairwise_judges_that_can(self, capability: Capability) -> list[str]:
+        """The pairwise judges whose backend can do ``capability``, by name, in the config's order."""
+        return [j.name for j in self.pairwise_judges() if j.can(capability)]
 
     def pairwise_judges(self) -> list[JudgeConfig]:
         """The judges of the pairs: every stage of the main run, the ablations and the CALM probes."""
