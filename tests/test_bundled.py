@@ -124,4 +124,6 @@ def test_imported_runs_are_logged_once_and_tagged(prefect_harness, tmp_path, mon
     assert {"report.html", "report.md", "plots"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
     lines = "\n".join(imported_lines(store, reports, runs))
     assert "IMPORTED: not produced by this run" in lines and runs["pandalm"] in lines
-    assert "LLMBar Natural" in lines and "GPT-4/Vanilla [ok] Order" in lines
+    # "[ok] Order" before issue 41: P(first shown wins) 0.505 [0.483, 0.527] is inside 0.5 +- 0.03,
+    # but its equivalence test does not survive the adjustment for the judge's 4 tests.
+    assert "LLMBar Natural" in lines and "GPT-4/Vanilla [inconclusive] Order" in lines

@@ -142,16 +142,21 @@ def test_probe_statements_by_hand():
     recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20, "p_value": 0.008}
     probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
               "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
-    said = dict((text.split(":")[0].split(" (the size")[0], kind)
+    said = dict((text.split(":")[0].split(" (the test")[0], kind)
                 for kind, text in probe_statements(probes, "j"))
+    # Issue 41 item 3 added the inconclusive line: the flat shift +0.01 [-0.05, +0.07] is not
+    # detectable, but its interval leaves the +-0.05 margin (before, it was simply not mentioned).
     assert said == {"Perturbations (CALM) that move its P(A) by 0.05 or more": "caution",
-                    "Perturbations (CALM) with a detectable shift under 0.05": "info",
+                    "Perturbations (CALM) with a detectable shift under their margin of 0.05": "info",
+                    "Perturbations (CALM) with no detectable shift that the data cannot yet call harmless "
+                    "(1 of 3)": "inconclusive",
                     "Self-recognition": "info"}
     text = " ".join(t for _, t in probe_statements(probes, "j"))
     assert ("a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20; p=0.001, "
             "adjusted 0.004)") in text
     assert "the test is adjusted): padding (away from that side, shift -0.004" in text
-    assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
+    assert "an irrelevant sentence: a shift as large as +0.070 is not excluded" in text
+    assert "tells its own answers apart (80.0% of 20 pairs" in text
     # The same shift with p = 0.03 is significant alone, not once adjusted for four tests (Holm).
     weaker = {**shifts, "authority@1": {"shift": {**est, "p_value": 0.03}}}
     weak = {**probes, "perturbations": {"perturbations": described, "judges": {"j": weaker}}}

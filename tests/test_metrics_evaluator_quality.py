@@ -169,8 +169,9 @@ def _fig(value, lo, hi, p, n=50):
     (1e-6, 1e-5, "caution", "beyond its own competence: on the same questions it votes for its own wrong "
                             "answers more often"),
     (0.7, 1e-5, "caution", "no preference for its own outputs detectable against humans"),
-    (0.7, 0.6, "ok", "on the same questions no difference detectable between its votes for its own wrong "
-                     "answers and for other models' wrong answers"),
+    # "ok" before the three verdicts (issue 41 item 3): EO +0.02 [-0.10, +0.14] leaves its +-0.05 margin.
+    (0.7, 0.6, "inconclusive", "on the same questions no difference detectable between its votes for its own "
+                               "wrong answers and for other models' wrong answers"),
 ])
 def test_the_self_preference_statement_reads_the_baseline(eo_p, eqb_p, kind, says):
     eo = _fig(0.3 if eo_p < 0.05 else 0.02, 0.2 if eo_p < 0.05 else -0.1, 0.4 if eo_p < 0.05 else 0.14, eo_p)

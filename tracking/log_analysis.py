@@ -179,6 +179,8 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
     }
     if settings.get("cluster_by"):  # the unit the intervals treat as independent (default the prompt)
         params["cluster_by"] = settings["cluster_by"]
+    for key, rec in (settings.get("margins") or {}).items():  # the bands "ok" was read against
+        params[f"margin.{key}"] = rec.get("value") if isinstance(rec, Mapping) else rec
     if source:
         params["table"] = str(source)
     return params

@@ -76,6 +76,9 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
                                            (settings.get("family_map") or {}).items()) or "-",
         "leaderboard.self_map": ";".join(f"{j}={','.join(g)}" for j, g in
                                          (settings.get("self_map") or {}).items()) or "-",
+        # The margins R4 read (its "passed" needs the interval inside them).
+        **{f"leaderboard.margin.{k}": v
+           for k, v in ((result.get("recommendation") or {}).get("margins") or {}).items()},
     })
     n = log_metrics_dict(flatten_leaderboard(result))
     mlflow.log_dict(dict(result), "leaderboard.json")

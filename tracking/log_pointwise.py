@@ -83,6 +83,8 @@ def pointwise_params(result: Mapping[str, Any], source: str | None = None) -> di
         "bootstrap_reps": settings.get("bootstrap_reps"),
         "seed": settings.get("seed"),
     }
+    for key, rec in (settings.get("margins") or {}).items():  # the bands "ok" was read against
+        params[f"margin.{key}"] = rec.get("value") if isinstance(rec, Mapping) else rec
     if source:
         params["table"] = source
     return params

@@ -45,6 +45,10 @@ def leaderboard_cmd(
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+    margin: list[str] = typer.Option(
+        None, "--margin", metavar="FIGURE=VALUE",
+        help="Override a margin the recommendation's R4 reads (verbosity_bias=0.05, "
+             "style_length_term=0.2): R4 passes only with the interval inside it, else inconclusive."),
     run_name: str = typer.Option(None, help="MLflow run name (default: leaderboard <file name>)."),
 ) -> None:
     """Bradley-Terry leaderboard of the generators, per judge, raw and bias-corrected.
@@ -68,6 +72,13 @@ def leaderboard_cmd(
         raise typer.BadParameter(str(exc), param_hint="--timing") from None
     if target_half_width is not None and not target_half_width > 0:
         raise typer.BadParameter(f"must be > 0, got {target_half_width}", param_hint="--target-half-width")
+    from judgebias.metrics.margins import parse_overrides
+    from judgebias.metrics.recommend import MARGINS
+
+    try:
+        margins = parse_overrides(margin or [], MARGINS)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--margin") from None
     maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
     with input_errors(file):
         table, _ = read_table(file, skip_invalid=skip_invalid)
@@ -79,7 +90,8 @@ def leaderboard_cmd(
                                      param_hint="--family")
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
                              judges=judge or None, reps=reps, seed=seed, label_sample=label_sample,
-                             timing=timings, target_half_width=target_half_width, cluster_by=cluster_by)
+                             timing=timings, target_half_width=target_half_width, cluster_by=cluster_by,
+                             margins=margins)
     typer.echo(terminal_safe(format_leaderboard(result), keep="\n"))
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")

@@ -30,6 +30,21 @@ def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple
         raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
+def margin_overrides(items: list[str] | None, *, pairwise_only: bool = False,
+                     pointwise_only: bool = False) -> dict[str, float]:
+    """``--margin FIGURE=VALUE`` options as {figure: value}, checked against the declared margins
+    (the registry's and the probes' unless ``pointwise_only``, the pointwise figures' unless
+    ``pairwise_only``); a bad one is the option's error, naming the item."""
+    from judgebias.metrics.margins import POINTWISE_MARGINS, parse_overrides
+    from judgebias.metrics.registry import margins
+
+    known = ([] if pointwise_only else list(margins())) + ([] if pairwise_only else list(POINTWISE_MARGINS))
+    try:
+        return parse_overrides(items or [], known)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--margin") from None
+
+
 def require_tracking(mlflow: bool) -> None:
     """With ``--mlflow``, a tracking server that does not answer is said before the work, not
     minutes after (``TrackingSettings.check_reachable``)."""

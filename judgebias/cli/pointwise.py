@@ -64,6 +64,7 @@ def analyze_pointwise_file(
     report: bool = True,
     multiplicity: str | None = None,
     cluster_by: str | None = None,
+    margins: dict[str, float] | None = None,
 ) -> None:
     """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
     per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
@@ -71,7 +72,9 @@ def analyze_pointwise_file(
     ``traces`` (None: up to ``TRACES_AUTO_ROWS`` rows), every row as a trace
     (``judgebias.tracking.pointwise_traces``); with ``report``, the report card beside ``out``
     (statements from each judge's family of tests, ``multiplicity``), logged to the run as well.
-    ``cluster_by``: the column whose rows share a cluster (default the item)."""
+    ``cluster_by``: the column whose rows share a cluster (default the item); ``margins``: pointwise
+    margin values (shares of the scale) overriding the declared ones, recorded under
+    ``settings.margins``."""
     from judgebias.display import terminal_safe
     from judgebias.io import read_raw, read_table
     from judgebias.pointwise_table import validate_pointwise
@@ -86,6 +89,9 @@ def analyze_pointwise_file(
             cluster_by=cluster_by,
         )
     result["exclusions"] = dict(exclusions.counts)
+    from judgebias.metrics.margins import POINTWISE_MARGINS, resolve
+
+    result["settings"]["margins"] = resolve(POINTWISE_MARGINS, margins)
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_pointwise(result), keep="\n"))
     typer.echo(f"\nwrote {out}")
@@ -105,7 +111,7 @@ def analyze_pointwise_file(
         pages = list(write_report(analyze_outputs(out)[1], result,
                                   title=f"Judge report card (pointwise): {file.name}", plot_dir=plots_dir,
                                   provenance=[f"judgebias analyze {file}", f"metrics: {out}"],
-                                  multiplicity=multiplicity))
+                                  multiplicity=multiplicity, margins=margins or None))
         typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
     if mlflow:
         from judgebias.tracking.log_pointwise import log_pointwise_analysis

@@ -23,6 +23,7 @@ from judgebias.metrics import origin
 from judgebias.metrics import registry as R
 from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
 from judgebias.metrics.evaluator_quality import CORRECT
+from judgebias.metrics.margins import resolve as resolve_margins
 from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
@@ -63,7 +64,8 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
             exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
             baseline: str | None = None,
             family_map: Mapping[str, Iterable[str]] | None = None,
-            multiplicity: str = HOLM, cluster_by: str | None = None) -> dict[str, Any]:
+            multiplicity: str = HOLM, cluster_by: str | None = None,
+            margins: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Compute every metric the columns allow for every judge of a validated judgment table.
 
     ``cluster_by`` names the column whose equal values share a cluster (default the prompt;
@@ -79,10 +81,13 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
 
     ``multiplicity`` ("holm" or "bh") adjusts the p-values of each judge's statement tests together
     (``judgebias.reporting.trust_family``): ``p_adjusted`` beside each member's ``p_value`` and the family
-    under the judge's ``multiplicity`` key."""
+    under the judge's ``multiplicity`` key. ``margins``: {figure: value} overriding declared margins
+    of practical irrelevance (``--margin``; ``judgebias.metrics.margins``), recorded with every
+    declared one under ``settings.margins``; each member figure gets its ``verdict``."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
     multiplicity = check_method(multiplicity)  # a typo fails before the work, not after it
+    margin_records = resolve_margins(R.margins(), margins)  # so does a margin for no figure
     F.require(df, ["pair_id", "judge"], "analyze")
     if len(df) == 0:
         raise ValueError("analyze: the judgment table has no rows")
@@ -107,7 +112,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
                      "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
                      "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
                      "baseline": baseline, "multiplicity": multiplicity,
-                     "cluster_by": prepared.attrs[F.CLUSTER_BY]},
+                     "cluster_by": prepared.attrs[F.CLUSTER_BY], "margins": margin_records},
         "dataset": {**_dataset(prepared, lean, judges, exclusions),
                     "clusters": int(np.unique(prepared[F.CLUSTER].to_numpy()).size)},
         "humans": {}, "win_rates": [], "judges": {},
@@ -135,7 +140,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         rows = lean.take(positions[judge])
         result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, family_map, gold,
                                                  human_as_gold, reps, seed)
-    return attach(jsonable(result), method=multiplicity)
+    return attach(jsonable(result), method=multiplicity, margins=margins)
 
 
 def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str, set[str]]) -> None:

@@ -17,7 +17,13 @@ from judgebias.metrics import leaderboard as lb
 from judgebias.metrics.bradley_terry import ranking_records, small_sample_warning
 from judgebias.metrics.origin import SelfMap
 from judgebias.metrics.rank_agreement import agreement, missing_models, rank_change
-from judgebias.reporting.recommendation import audit_figures, format_recommendation, recommendation
+from judgebias.metrics.recommend import PANEL as rec_panel
+from judgebias.reporting.recommendation import (
+    audit_figures,
+    format_recommendation,
+    panel_audit,
+    recommendation,
+)
 from judgebias.stats import jsonable
 
 DESCRIPTIONS = {
@@ -46,13 +52,14 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
                 label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
                 timing: Mapping[str, Mapping[str, Any]] | None = None,
-                target_half_width: float | None = None, cluster_by: str | None = None) -> dict[str, Any]:
+                target_half_width: float | None = None, cluster_by: str | None = None,
+                margins: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
     human ranking, what each correction moved, and which rater to use (``judgebias.reporting.recommendation``:
     ``audit`` is judge -> its ``analyze`` figures, computed from ``df`` when not given; ``timing``
     rater -> measured seconds / cost per 1,000 judgments; ``target_half_width`` the planner's target
     on the top-two gap, default the gap itself; ``cluster_by``: what the bootstrap resamples,
-    ``frame.prepare``'s column, default the prompt)."""
+    ``frame.prepare``'s column, default the prompt; ``margins`` R4's margin values, ``--margin``)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
                                seed=seed, label_sample=label_sample, cluster_by=cluster_by)
     rankings: dict[str, dict[str, list]] = {}
@@ -124,8 +131,12 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
     }
     if audit is None:
         audit = audit_figures(df, list(board.fits[lb.RAW]), cluster_by=cluster_by)
+    if lb.PANEL in board.fits[lb.PANEL]:  # the panel meets its members' rules on its pooled vote
+        related = {j: mine | fam for j, (mine, fam) in board.relations.items()}
+        audit = {**audit, rec_panel: panel_audit(df, list(board.fits[lb.RAW]), related,
+                                                 cluster_by=cluster_by)}
     result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
-                                              target_half_width=target_half_width)
+                                              target_half_width=target_half_width, margins=margins)
     return jsonable(result)
 
 

@@ -126,29 +126,36 @@ def _tests_line(fam: Family) -> str:
 
 
 def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
-               multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
+               multiplicity: str | None = None, extras: RunExtras | None = None,
+               margins: Mapping[str, float] | None = None) -> Page:
     """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
-    families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
-    adds (``judgebias.reporting.run_page.run_extras``). A pointwise result (``table_kind``
-    "pointwise") gets one pointwise section per judge, as an experiment's pointwise judges do."""
+    families of tests (Holm when none is recorded); ``margins``: margin values overriding those the
+    analysis recorded (``--margin``; each judge's ``multiplicity.margins``); ``extras``: what an
+    experiment's run folder adds (``judgebias.reporting.run_page.run_extras``). A pointwise result
+    (``table_kind`` "pointwise") gets one pointwise section per judge, as an experiment's pointwise
+    judges do."""
     if result.get("table_kind") == "pointwise":
+        recorded = {k: v["value"] for k, v in ((result.get("settings") or {}).get("margins") or {}).items()
+                    if isinstance(v, Mapping)}
         return Page(title, [*provenance, _pointwise_dataset_line(result.get("settings") or {})],
-                    _pointwise_sections({"pointwise": result}, multiplicity), extras=extras)
+                    _pointwise_sections({"pointwise": result}, multiplicity, {**recorded, **(margins or {})}),
+                    extras=extras)
     mutual, probes = mutual_gold(result), result.get("probes") or {}
     sections = []
     for judge, m in (result.get("judges") or {}).items():
-        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
+        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity, margins=margins)
         sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
                                      _lc_rows(result, judge), m.get("skipped") or {},
                                      family_sentence(fam), _tests_line(fam),
                                      sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
-    sections += _pointwise_sections(probes, multiplicity)
+    sections += _pointwise_sections(probes, multiplicity, margins)
     by = (result.get("settings") or {}).get("cluster_by")
     return Page(title, [*provenance, _dataset_line(result.get("dataset") or {}, by)], sections,
                 sections_mod.side_by_side(result), extras)
 
 
-def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> list[JudgeSection]:
+def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None,
+                        margins: Mapping[str, float] | None = None) -> list[JudgeSection]:
     """One section per pointwise judge of an experiment (``probes["pointwise"]``: its figures;
     ``probes["pointwise_probes"]``: its probes), its statements decided by its own family of tests."""
     from judgebias.reporting.trust_pointwise import pointwise_rows, pointwise_statements
@@ -158,7 +165,7 @@ def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> 
     out = []
     for judge in dict.fromkeys([*figures, *(pprobes.get("judges") or {})]):
         figs = figures.get(judge) or {}
-        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity)
+        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity, margins)
         out.append(JudgeSection(f"{judge} (pointwise)", said, pointwise_rows(figs, pprobes, judge), [],
                                 figs.get("skipped") or {}, family_sentence(fam), _tests_line(fam)))
     return out
@@ -192,7 +199,8 @@ def _dataset_line(ds: Mapping[str, Any], cluster_by: str | None = None) -> str:
     return text
 
 
-_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
+# Inconclusive has its own neutral mark and colour, never the ok's green: not shown is not absent.
+_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️", "inconclusive": "❔"}
 
 
 # render_markdown and render_html build the same page (``page``: build_page's keywords: title,
@@ -245,6 +253,7 @@ text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;whit
 th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
 border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
 li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
+li.inconclusive{border-color:#8a8a8a!important;border-left-style:dashed!important;background:#f4f4f4}
 .prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
 .caveat{border-left:5px solid #d08000;background:#fff8ec;padding:.5em .8em}
 figcaption{color:#444;font-size:.9em}
@@ -273,7 +282,8 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
             "<h3>What this judge can be trusted for</h3>",
             "<ul class='trust'>",
         ]
-        parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
+        parts += [f"<li class='{k}'><b>{e(k)}</b> {e(t)}</li>" if k == "inconclusive" else
+                  f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
         parts.append("</ul>")
         parts += [f"<p class='family'>{e(line)}</p>" for line in (sec.family, sec.tests) if line]
         parts += [
@@ -336,6 +346,7 @@ def write_report(
     plot_dir: str | Path | None = None,
     multiplicity: str | None = None,
     extras: RunExtras | None = None,
+    margins: Mapping[str, float] | None = None,
     leaderboard: Mapping[str, Any] | None = None,
     leaderboard_plots: str | Path | None = None,
 ) -> tuple[Path, Path]:
@@ -346,7 +357,8 @@ def write_report(
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras,
+                      margins=margins)
     tails = _leaderboard_tails(leaderboard, leaderboard_plots, md_path.parent)
     atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}, tails[0]))
     atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs},
