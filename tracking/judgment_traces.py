@@ -260,7 +260,8 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
     client = TracingClient()
     store = sql_store() if bulk else None
     now_ns = time.time_ns()
-    with ThreadPoolExecutor(threads) as pool:
+    pool = ThreadPoolExecutor(threads)
+    try:
         for start in range(0, len(todo), CHUNK):
             built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
             if store is not None and write_chunk(store, experiment_id, built):
@@ -268,6 +269,10 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
             store = None  # refused once: the rest goes the public way too
             list(pool.map(client.start_trace, [info for info, _ in built]))
             client.log_spans(experiment_id, [span for _, span in built])
+    finally:
+        # A request that failed (its retries spent) ends the logging: the queued ones are dropped,
+        # not each retried against a store that just failed (a dead server held analyze 12 minutes).
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,

@@ -22,7 +22,20 @@ _REACHED: set[str] = set()  # servers that answered in this process: asked once,
 
 class TrackingUnavailable(RuntimeError):
     """The MLflow tracking server does not answer: said before any work, not after minutes of retries."""
+
+
+class TrackingFailed(TrackingUnavailable):
+    """The MLflow store failed after the start-up check (a server killed, or one answering 500):
+    said in one line naming the server, once the bounded retries are spent."""
+
+
 DB_NAME = "mlflow.db"
+# MLflow's client retries a failing request 7 times with a backoff growing to 120 s and waits up to
+# 120 s for each answer: one dead server held a command for 4 to 12 minutes before its traceback.
+# These bounds (each one overridable in the environment) end a failing call within about 100 s,
+# a refused connection within seconds; a healthy server answers each call in well under the timeout.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
 class TrackingSettings(BaseSettings):
@@ -88,6 +101,8 @@ class TrackingSettings(BaseSettings):
         """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""
         if self.disable_telemetry:
             os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+        for name, value in HTTP_BOUNDS.items():
+            os.environ.setdefault(name, value)
         from judgebias.redaction import redact_uri
 
         uri = self.resolved_uri()
