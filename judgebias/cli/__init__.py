@@ -74,6 +74,7 @@ _USER_ERRORS = {
     ("judgebias.backends.openai_compat", "ServiceUnavailable"),
     ("judgebias.backends.openai_compat", "EndpointError"),
     ("judgebias.backends.vllm_backend", "VLLMNotInstalled"),
+    ("judgebias.backends.vllm_backend", "VLLMWorkerFailed"),
     ("judgebias.annotation.labelstudio", "LabelStudioError"),
     ("judgebias.tracking.settings", "TrackingUnavailable"),
 }
