@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
         family: Annotated[list[str] | None, typer.Option("--family", "-f", help="Only this figure family "
                                                          "(repeatable; default: all).")] = None,
         seed: Annotated[int, typer.Option(help="Seed of every cell's random stream.")] = 0,
-        workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+        workers: Annotated[int, typer.Option(min=1, help="Worker processes, at most one per usable core "
+                                             "(a larger number is capped, and the run says so).")] = 2,
         out: Annotated[Path, typer.Option(help="Folder for coverage.csv, coverage.md and coverage.png.")
                        ] = Path("benchmarks/results/coverage"),
         mlflow: Annotated[bool, typer.Option("--mlflow/--no-mlflow", help="Also log the run to MLflow.")
@@ -44,6 +45,8 @@ def register(app: typer.Typer) -> None:
             ns = [int(x) for x in n.split(",") if x.strip()]
         except ValueError:
             raise typer.BadParameter(f"--n must be a comma list of integers, got {n!r}") from None
+        from judgebias.coverage.runner import worker_count
+
         start = time.perf_counter()
         try:
             summary = run(family or None, ns, reps=reps, seed=seed, workers=workers,
@@ -51,14 +54,15 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         wall = time.perf_counter() - start
+        used = worker_count(workers, len(summary[["family", "n"]].drop_duplicates()))
         paths = write(summary, out)
         typer.echo(markdown(summary))
-        typer.echo(f"wall time {wall:.1f} s with {workers} worker(s); wrote " +
+        typer.echo(f"wall time {wall:.1f} s with {used} worker(s); wrote " +
                    ", ".join(str(p) for p in paths.values()))
         if mlflow:
             from judgebias.tracking.coverage_run import log_coverage
 
             run_id = log_coverage(summary, out, {"reps": reps, "n": n, "families": family or "all",
-                                                 "seed": seed, "workers": workers, "wall_s": round(wall, 1),
+                                                 "seed": seed, "workers": used, "wall_s": round(wall, 1),
                                                  "machine": platform.processor() or platform.machine()})
             typer.echo(f"MLflow run {run_id}")
