@@ -8,8 +8,10 @@ plain file store without an opt-in). ``MLFLOW_EXPERIMENT_NAME`` names the experi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
@@ -131,6 +133,38 @@ class TrackingSettings(BaseSettings):
                      "mlflow.tracking.fluent"):
             logging.getLogger(name).setLevel(logging.WARNING)
         uri = self.resolved_uri(workdir)
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(self.experiment_name)
+        with store_init_lock(uri):
+            mlflow.set_tracking_uri(uri)
+            mlflow.set_experiment(self.experiment_name)
         return uri
+
+
+@contextlib.contextmanager
+def store_init_lock(uri: str) -> Iterator[None]:
+    """For an SQLite tracking URI: one process at a time opens the store and creates the experiment.
+    MLflow creates a fresh database's tables and runs its migrations on first use; two commands
+    starting together on a new file raced there, and the second failed ("Online migration expected
+    to match one row"). An exclusive ``flock`` on the database's folder (no lock file left beside
+    it; SQLite's own locks are separate) serialises that first use; every other URI passes."""
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of an ``sqlite:///`` URI (None for any other store or an in-memory one)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    name = uri[len("sqlite:///"):].split("?", 1)[0]
+    return None if not name or name == ":memory:" else Path(name)
