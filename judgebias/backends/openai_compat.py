@@ -204,7 +204,12 @@ class OpenAICompatBackend:
                     # hands it back as text. Transient like a 502; the text is never shown raw.
                     raise _NotACompletion(f"the reply is not a completion but {type(response).__name__} "
                                           f"text of {len(str(response))} characters")
-                return response.model_dump(), time.perf_counter() - started, attempt
+                data = response.model_dump()
+                if not data.get("choices"):  # HTTP 200 with no answer in it: nothing to parse or retry
+                    raise EndpointError(f"OpenAI-compatible endpoint {self.base_url} replied to {operation} "
+                                        f"(model {self.model!r}) with no choice (choices: "
+                                        f"{str(data.get('choices'))[:20]}): not a completion")
+                return data, time.perf_counter() - started, attempt
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all

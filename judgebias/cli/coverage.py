@@ -9,11 +9,15 @@ from typing import Annotated
 
 import typer
 
+# Each cell keeps three floats per replication and figure: a million replications is ~100 MB, a
+# trillion asked 36 TiB of numpy and died in a traceback.
+MAX_REPS = 1_000_000
+
 
 def register(app: typer.Typer) -> None:
     @app.command("coverage")
     def coverage_cmd(
-        reps: Annotated[int, typer.Option(min=1, help="Replications per (figure, n).")] = 1000,
+        reps: Annotated[int, typer.Option(min=1, max=MAX_REPS, help="Replications per (figure, n).")] = 1000,
         n: Annotated[str, typer.Option("--n", help="Comma list of table sizes (units; expected labels "
                                        "for the human loop).")] = "10,25,50,100,200,400,1000",
         family: Annotated[list[str] | None, typer.Option("--family", "-f", help="Only this figure family "
@@ -41,6 +45,9 @@ def register(app: typer.Typer) -> None:
                 for fig in fam.figures:
                     typer.echo(f"  {fig.name:<36} {fig.method:<44} truth {fig.truth:+.4f}")
             return
+        from judgebias.cli.options import out_folder
+
+        out_folder(out)
         try:
             ns = [int(x) for x in n.split(",") if x.strip()]
         except ValueError:

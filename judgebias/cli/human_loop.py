@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from judgebias.cli.annotate import SELF_HELP, annotate_app, ledger_for
-from judgebias.cli.options import fail, origin_map
+from judgebias.cli.options import fail, origin_map, out_folder
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):
@@ -181,6 +181,7 @@ def replay_cmd(
     from judgebias.pointwise_table import file_is_pointwise
     from judgebias.table import TableError
 
+    out_folder(out)
     pointwise = file_is_pointwise(table)
     if figures is None:
         figures = ("human_mean,score_bias_human,score_self_preference" if pointwise
