@@ -23,7 +23,7 @@ from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
-from judgebias.redaction import redact_uri
+from judgebias.redaction import redact_uri, redact_uris
 from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
 from judgebias.reporting.plots import judge_figures
 from judgebias.runstore import RunStore
@@ -200,7 +200,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             if Path(config_source).is_file()
             else json.dumps(cfg.model_dump(mode="json"), indent=2)
         )
-        mlflow.log_text(config_text, "config/experiment.yaml")
+        # A model's base_url may carry a password: the logged copy has it masked, like the params.
+        mlflow.log_text(redact_uris(config_text), "config/experiment.yaml")
         plots = store.path(RunLayout().plots)
         stems = [p.stem for p in plots.glob("*.png")] if plots.is_dir() else []
         per_judge = {j: judge_figures(stems, j) for j in metrics.get("judges", {})}

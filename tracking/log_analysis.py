@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from judgebias.metrics import registry
-from judgebias.redaction import secret_name
+from judgebias.redaction import redact_uris, secret_name
 
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
 MAX_PARAM_CHARS = 6000
@@ -133,7 +133,7 @@ def safe_params(params: Mapping[str, Any]) -> dict[str, str]:
         if secret_name(k):
             continue
         text = v if isinstance(v, str) else str(v) if isinstance(v, (int, float, bool)) else repr(v)
-        out[sanitize(k)] = text[:MAX_PARAM_CHARS]
+        out[sanitize(k)] = redact_uris(text)[:MAX_PARAM_CHARS]
     return out
 
 
