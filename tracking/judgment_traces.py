@@ -343,11 +343,17 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
-def traces_page(tracking_uri: str, experiment_id: str) -> str:
-    """The experiment's Traces page in MLflow's UI, unfiltered (``filtered_page`` narrows it)."""
+ALL_TIME = "startTimeLabel=ALL"  # MLflow's Traces page shows the last 7 days unless told otherwise
+
+
+def traces_page(tracking_uri: str | None, experiment_id: str) -> str:
+    """The experiment's Traces page in MLflow's UI, unfiltered and over all time (``filtered_page``
+    narrows it). ``tracking_uri`` None: the link relative to the UI showing it (``#/experiments/...``),
+    what a run's description holds, so it works on whichever host and port serve that UI."""
     from urllib.parse import quote
 
-    return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
+    route = f"#/experiments/{quote(str(experiment_id), safe='')}/traces?{ALL_TIME}"
+    return route if tracking_uri is None else f"{ui_base(tracking_uri)}/{route}"
 
 
 def filtered_page(page: str, tag: str, value: str) -> str:
@@ -359,6 +365,8 @@ def filtered_page(page: str, tag: str, value: str) -> str:
     from urllib.parse import quote, urlencode
 
     pair = f"{quote(tag, safe='')}={quote(value, safe='')}"
+    if page.endswith("?" + ALL_TIME):
+        return page + "&" + urlencode({"tag": pair})
     return page + "?" + urlencode({"startTimeLabel": "ALL", "tag": pair})
 
 
@@ -376,13 +384,14 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
 
 def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
-    default the active run's experiment), then per question how many traces it finds, a link to the
-    page showing just those where the page can filter by it (an equal tag), and its filter."""
+    default the active run's experiment, relative to the UI showing the description), then per
+    question how many traces it finds, a link to the page showing just those where the page can
+    filter by it (an equal tag), and its filter."""
     if page is None:
         import mlflow
 
         run = mlflow.active_run()
-        page = traces_page(mlflow.get_tracking_uri(), run.info.experiment_id) if run else None
+        page = traces_page(None, run.info.experiment_id) if run else None
     where = f"[the experiment's Traces page]({page})" if page else "the experiment's Traces tab"
     lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab, and {where}; "
              "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "
