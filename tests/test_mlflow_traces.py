@@ -498,3 +498,19 @@ def test_a_password_in_the_tracking_uri_reaches_no_output(mlflow_server, tmp_pat
     logged = json.dumps([run.data.params, run.data.tags]) + "".join(
         str(t.to_dict()) for t in client.search_traces(locations=[run.info.experiment_id]))
     assert password not in out + written + logged
+
+
+def test_no_disagreement_question_where_no_row_has_a_human_majority():
+    """Without human labels "0 judgments where the judge disagrees with the humans' majority" read as
+    perfect agreement: the question is left out where it cannot be asked, kept where it can."""
+    from judgebias.tracking.judgment_traces import HUMAN_MAJORITY, flag_counts, judgment_records, traces_note
+
+    table = small_table()
+    unlabelled = table.assign(human=[[] for _ in range(len(table))])
+    counts = {"rows": 15, **flag_counts(judgment_records(unlabelled))}
+    assert counts[HUMAN_MAJORITY] == 0
+    assert "disagrees with the humans" not in traces_note(counts, page="#/experiments/1/traces")
+    labelled = {"rows": 15, **flag_counts(judgment_records(small_table()))}
+    assert labelled[HUMAN_MAJORITY] > 0
+    note = traces_note(labelled, page="#/x")
+    assert "judgments where the judge disagrees with the humans' majority" in note

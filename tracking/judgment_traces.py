@@ -312,9 +312,12 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
 
     return {"position flips": count("position_flip", lambda v: v == "true"),
             "judge disagrees with the humans": count("judge_human_disagree", lambda v: v == "true"),
+            # Where the question can be asked at all: the judge chose and the humans have a majority.
+            HUMAN_MAJORITY: count("judge_human_disagree", lambda v: v is not None),
             "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
 
 
+HUMAN_MAJORITY = "rows with a judge's choice and a human majority"
 # The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
 # from these.
 QUESTIONS = {
@@ -376,6 +379,8 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
     out = []
     for what, filter_string in filter_strings().items():
         _, tag, op, value = QUESTIONS[what]
+        if what == "judge disagrees with the humans" and counts.get(HUMAN_MAJORITY) == 0:
+            continue  # no row has a human majority: "0 judgments" would read as perfect agreement
         out.append({"text": f"{counts.get(what, 0)} judgments where {QUESTIONS[what][0]}",
                     "url": filtered_page(page, TAG + tag, value) if page and op == "=" else "",
                     "filter": filter_string})
