@@ -213,3 +213,17 @@ def test_console_headline_signs_differences_only():
     rows = {label.split(" (")[0]: est for _, label, est in headline_rows(metrics)}
     assert rows["position bias"] == "0.675 [0.600, 0.750] n=40"
     assert rows["DBG score"] == "-0.100 [-0.200, +0.000] n=40"
+
+
+def test_the_two_class_agreement_row_is_named_as_a_share_not_as_kappa():
+    # It followed Cohen's kappa in the registry as a sub-row and read "Cohen's kappa vs humans: where
+    # humans pick a side" beside a share of 0.781.
+    from judgebias.reporting.report_card_sections import side_by_side
+
+    result = {"judges": {"j": {"kappa_human": {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 100},
+                               "agreement_human_2class": {"value": 0.781, "ci_low": 0.7, "ci_high": 0.85,
+                                                          "n": 90}}}}
+    _, rows = side_by_side(result)
+    labels = dict((cells[0].split(" ")[0], name) for name, cells in rows)
+    assert labels["0.781"].startswith("agreement where humans pick a side (share")
+    assert "kappa" not in labels["0.781"]

@@ -20,6 +20,7 @@ from judgebias.tracking.log_analysis import (
     log_figures,
     log_metrics_dict,
     log_params_dict,
+    name_key,
     sanitize,
 )
 
@@ -34,16 +35,17 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
             for row in rows:
                 for part in ROW_PARTS:
                     if finite(row.get(part)):
-                        out[f"leaderboard.{variant}.{rater}.{row['model']}.{part}"] = float(row[part])
+                        out[f"leaderboard.{variant}.{name_key(rater)}.{name_key(row['model'])}.{part}"] = \
+                            float(row[part])
             detail = (result.get("details") or {}).get(variant, {}).get(rater) or {}
             coefs = detail.get("coefficients") or {}
             for term, est in coefs.items():
-                out.update(estimate_metrics(f"leaderboard.{variant}.{rater}.term.{term}", est))
+                out.update(estimate_metrics(f"leaderboard.{variant}.{name_key(rater)}.term.{term}", est))
     for variant, per in (result.get("agreement_with_human") or {}).items():
         for rater, figures in per.items():
             for name in ("kendall_tau", "spearman"):
                 if isinstance(figures.get(name), Mapping):
-                    prefix = f"leaderboard.agreement.{variant}.{rater}.{name}"
+                    prefix = f"leaderboard.agreement.{variant}.{name_key(rater)}.{name}"
                     out.update(estimate_metrics(prefix, figures[name]))
     plan = (result.get("recommendation") or {}).get("planner") or {}
     for key in ("labels_needed", "target_half_width", "half_width_now"):
@@ -53,7 +55,7 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
         for rater, moved in per.items():
             for key, name in (("largest_rank_change", "largest"), ("p_top_differs", "p_top_differs")):
                 if finite(moved.get(key)):
-                    out[f"leaderboard.rank_change.{variant}.{rater}.{name}"] = float(moved[key])
+                    out[f"leaderboard.rank_change.{variant}.{name_key(rater)}.{name}"] = float(moved[key])
     return {sanitize(k): v for k, v in out.items()}
 
 

@@ -22,6 +22,7 @@ from judgebias.tracking.log_analysis import (
     log_files,
     log_metrics_dict,
     log_params_dict,
+    name_key,
     sanitize,
 )
 
@@ -50,7 +51,8 @@ DETAIL_ESTIMATES = {"score_distribution": ("round_share",)}
 def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge, key, rec in judge_records(result):
+    for judge_name, key, rec in judge_records(result):
+        judge = name_key(judge_name)
         if key in NESTED:
             for part, est in rec.items():
                 if isinstance(est, Mapping):

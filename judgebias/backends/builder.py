@@ -24,6 +24,7 @@ from judgebias.backends.kinds import (
 )
 from judgebias.backends.protocol import Backend
 from judgebias.backends.resident import Resident
+from judgebias.redaction import redact_uri
 
 __all__ = ["BACKENDS", "DTYPES", "JudgeSpec", "ModelSpec", "build_backend", "cached", "chat_for",
            "load_local", "release_resident_models", "resident_model"]
@@ -84,7 +85,9 @@ class ModelSpec:
 
     def model_key(self) -> str:
         """What identifies the built backend (not the batch size or the cache location)."""
-        key = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+        # A password in base_url is a credential, not an identity: never in a key or a chunk id.
+        key = {"backend": self.backend, "model": self.model,
+               "base_url": redact_uri(self.base_url) if self.base_url else self.base_url,
                "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
         # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
         for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none"),

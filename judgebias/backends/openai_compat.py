@@ -34,6 +34,7 @@ from judgebias.backends import openai_parsing as op
 from judgebias.backends import option_token_ids as oti
 from judgebias.backends.endpoint_usage import CallUsage, Price, usage_totals
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
+from judgebias.redaction import redact_uri
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
@@ -127,7 +128,7 @@ class OpenAICompatBackend:
         self._init_runtime()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAICompatBackend(model={self.model!r}, base_url={redact_uri(self.base_url)!r})"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> OpenAICompatBackend:
@@ -151,8 +152,10 @@ class OpenAICompatBackend:
             scoring["option_token_ids"] = self.option_tokenizer
             scoring["option_token_id_routes"] = "chat+completions"  # completions answered top-k before
         # "raw_text": where raw-text prompts go (they were sent as a chat message before).
-        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
-                                 "scoring": scoring, "raw_text": "completions"}
+        # A password in base_url never reaches the call cache's key or the run's records.
+        ident: dict[str, Any] = {"kind": self.kind, "model": self.model,
+                                 "base_url": redact_uri(self.base_url), "scoring": scoring,
+                                 "raw_text": "completions"}
         if self.model_revision:
             ident["revision"] = self.model_revision
         return ident
@@ -165,7 +168,8 @@ class OpenAICompatBackend:
             return key
         if _is_local(self.base_url):
             return "not-needed-for-a-local-server"
-        raise ValueError(f"no API key for {self.base_url}: set the environment variable {self.api_key_env}")
+        raise ValueError(f"no API key for {redact_uri(self.base_url)}: set the environment variable "
+                         f"{self.api_key_env}")
 
     def client(self):
         with self._lock:
@@ -204,7 +208,12 @@ class OpenAICompatBackend:
                     # hands it back as text. Transient like a 502; the text is never shown raw.
                     raise _NotACompletion(f"the reply is not a completion but {type(response).__name__} "
                                           f"text of {len(str(response))} characters")
-                return response.model_dump(), time.perf_counter() - started, attempt
+                data = response.model_dump()
+                if not data.get("choices"):  # HTTP 200 with no answer in it: nothing to parse or retry
+                    raise EndpointError(f"OpenAI-compatible endpoint {self.base_url} replied to {operation} "
+                                        f"(model {self.model!r}) with no choice (choices: "
+                                        f"{str(data.get('choices'))[:20]}): not a completion")
+                return data, time.perf_counter() - started, attempt
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all

@@ -19,6 +19,14 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def out_folder(out: Path, option: str = "--out") -> Path:
+    """``out`` as a folder to write into: a usage error naming it when a file is there already."""
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file; {option} names a folder (its files are written "
+                                 "inside it)", param_hint=option)
+    return out
+
+
 def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple[str, ...]]:
     """``--self J=G1,G2`` / ``--family J=G1,G2`` as the metrics' map; a malformed entry is a usage
     error naming the option."""

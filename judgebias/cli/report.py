@@ -99,7 +99,7 @@ def report_cmd(
     metrics, plots, default, title, probes = _source(target, Path("reports"))
     try:
         result = json.loads(metrics.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         typer.echo(f"error: {metrics}: not a readable metrics JSON ({exc})", err=True)
         raise typer.Exit(2) from None
     if not isinstance(result, dict) or "judges" not in result:

@@ -29,7 +29,6 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +37,7 @@ from scipy import special
 
 from judgebias.coverage import FAMILIES, TARGET, family
 from judgebias.coverage.registry import Family
+from judgebias.coverage.runner import map_cells
 from judgebias.metrics import frame as F
 
 DEFAULT_CLUSTERS: tuple[int, ...] = (10, 20, 40, 80)
@@ -260,21 +260,15 @@ def run(names: Sequence[str] | None = None, clusters: Sequence[int] = DEFAULT_CL
     cells = sorted(((f.name, d, reps, seed) for f in fams for d in designs),
                    key=lambda c: -c[1].clusters * sum(c[1].rows))
     out: list[dict] = []
-    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
-    try:
-        results = pool.map(_cell, cells) if pool else map(_cell, cells)
-        for cell, got in zip(cells, results, strict=True):
-            out.extend(got)
-            if progress:
-                d = cell[1]
-                worst = min((r["coverage"] for r in got if r["coverage"] == r["coverage"]), default=math.nan)
-                worst_i = min((r["coverage_independent"] for r in got
-                               if r["coverage_independent"] == r["coverage_independent"]), default=math.nan)
-                progress(f"{cell[0]} {d.clusters} clusters x {d.rows_label} rows, icc {d.icc:g}: lowest "
-                         f"coverage {worst:.3f} (independent {worst_i:.3f})")
-    finally:
-        if pool:
-            pool.shutdown()
+    for cell, got in zip(cells, map_cells(_cell, cells, workers, progress), strict=True):
+        out.extend(got)
+        if progress:
+            d = cell[1]
+            worst = min((r["coverage"] for r in got if r["coverage"] == r["coverage"]), default=math.nan)
+            worst_i = min((r["coverage_independent"] for r in got
+                           if r["coverage_independent"] == r["coverage_independent"]), default=math.nan)
+            progress(f"{cell[0]} {d.clusters} clusters x {d.rows_label} rows, icc {d.icc:g}: lowest "
+                     f"coverage {worst:.3f} (independent {worst_i:.3f})")
     order = {f.name: i for i, f in enumerate(fams)}
     df = pd.DataFrame(out, columns=list(COLUMNS))
     df["_f"] = df["family"].map(order)

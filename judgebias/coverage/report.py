@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from judgebias.coverage import TARGET
+from judgebias.display import spreadsheet_safe
 
 
 def _wide(summary: pd.DataFrame, cell) -> str:
@@ -128,7 +129,7 @@ def write(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"csv": folder / "coverage.csv", "markdown": folder / "coverage.md",
              "plot": folder / "coverage.png"}
-    summary.to_csv(paths["csv"], index=False, float_format="%.6g")
+    spreadsheet_safe(summary).to_csv(paths["csv"], index=False, float_format="%.6g")
     paths["markdown"].write_text(markdown(summary), encoding="utf-8")
     coverage_figure(summary).savefig(paths["plot"], dpi=110)
     return paths

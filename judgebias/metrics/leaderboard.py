@@ -122,7 +122,7 @@ def style_covariates(prep: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, 
         cols.append((da - db) / (da + db + 1.0))
     z, names = [], []
     for name, col in zip(STYLE_FEATURES, cols, strict=True):
-        sd = float(np.std(col))
+        sd = float(np.std(col)) if col.size else 0.0  # no comparison: nothing varies
         if sd > 1e-12:
             z.append((col - col.mean()) / sd)
             names.append(name)

@@ -330,7 +330,7 @@ _CATALOGUE = (
            meaning="agreement with the human majority beyond chance",
            source=COHEN, direction=BELOW, statement=None),
     Figure("agreement_human_2class", needs=(HUMAN,), compute=lambda c: agreement_two_class(c.rows, c.judge),
-           label="  ... where humans pick a side", how="share; judge tie = miss",
+           label="agreement where humans pick a side", how="share; judge tie = miss",
            meaning="agreement where humans picked a side; a judge tie counts as a miss",
            source="LLMBar / MT-bench", direction=UNSIGNED, statement=None),
     Figure("human_ceiling", needs=(HUMANS,), compute=lambda c: human_ceiling(c.rows, c.judge),

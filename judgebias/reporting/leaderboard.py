@@ -48,6 +48,20 @@ def _unit(cluster_by: str) -> str:
     return {"prompt": "prompts", "none": "pairs"}.get(cluster_by, f"values of {cluster_by!r}")
 
 
+def no_ranking_reason(skipped: Mapping[str, Mapping[str, str]]) -> str:
+    """Why no variant could rank any model, in one line: the first rater's reason (each names the
+    models, or the separate groups of models no comparison links) and how many others failed alike."""
+    reasons = [r for per in skipped.values() for r in per.values() if r]
+    if not reasons:
+        return "no model ranking could be fitted (the table has no comparison of two models)"
+    first = reasons[0]
+    more = f" (and {len(reasons) - 1} other variant(s) or rater(s) for the same kind of reason)" \
+        if len(reasons) > 1 else ""
+    hint = ("; rank each group from its own table (the rows of its generators), or add comparisons "
+            "between the groups") if "separate groups" in first else ""
+    return f"no model ranking could be fitted: {first}{more}{hint}"
+
+
 def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
                 label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
@@ -62,6 +76,8 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
     ``frame.prepare``'s column, default the prompt; ``margins`` R4's margin values, ``--margin``)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
                                seed=seed, label_sample=label_sample, cluster_by=cluster_by)
+    if not any(board.fits.values()):
+        raise ValueError(no_ranking_reason(board.skipped))
     rankings: dict[str, dict[str, list]] = {}
     details: dict[str, dict[str, dict]] = {}
     models: set[str] = set()
