@@ -37,7 +37,7 @@ def test_trust_statements_follow_the_adjusted_tests():
         "human_ceiling": _est(
             0.88, 0.85, 0.91, 300, judge=_est(0.70, 0.65, 0.75), gap=_est(-0.18, -0.22, -0.14, p_value=1e-5)
         ),
-        # spans 0: no statement
+        # spans 0 and leaves the +-0.05 margin: inconclusive, +0.12 not excluded
         "verbosity_bias": _est(0.05, -0.02, 0.12, p_value=0.17),
         # lists: the judge's (+0.3) beyond humans, whose interval spans 0; bold: shared by both
         "regression": {
@@ -57,13 +57,14 @@ def test_trust_statements_follow_the_adjusted_tests():
     said = trust_summary(metrics)
     kinds = [k for k, _ in said]
     text = " | ".join(t for _, t in said)
-    assert kinds == ["caution", "caution", "caution", "caution", "info"]
+    assert kinds == ["caution", "caution", "caution", "inconclusive", "caution", "info"]
     assert "favours the first-shown response (P(first shown wins) 0.620 [0.580, 0.660], n=200; " \
            "p<0.001, adjusted <0.001); the same choice in both orders on 62.0% of 200 pairs" in text
     assert "majority on 70.0% of pairs; one annotator agrees with the others on 88.0%" in text
     assert "favours its own outputs beyond their quality (EO +0.200 [+0.050, +0.350], n=80; p=0.001, " \
            "adjusted 0.004)" in text
-    assert "verbosity" not in text
+    assert "Length: no length preference beyond humans' detectable, but a gap as large as +0.120 is not " \
+           "excluded (margin +-0.050" in text
     assert "prefers more list items (+0.300; p=0.003, adjusted 0.009) - humans on the same pairs do not" \
         in text
     assert "Style preferences the humans share: more bold text (+0.400" in text

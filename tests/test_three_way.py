@@ -109,6 +109,9 @@ def test_ok_needs_the_adjusted_equivalence_test():
     said = dict((t.split(":")[0], (k, t)) for k, t in trust_summary(metrics))
     assert said["Order"][0] == "caution"
     assert said["Self-preference"][0] == "inconclusive"
+    # verbosity's interval lies inside +-0.05 after adjustment: the Length statement says ok (it used
+    # to be written only as a caution, so an untested judge and a shown one read alike: silence)
+    assert said["Length"][0] == "ok" and "beyond humans' past its margin +-0.050" in said["Length"][1]
     # The end farther from 0 (either end: symmetric) and the margin are named.
     assert "0.045 is not excluded (margin +-0.050" in said["Self-preference"][1]
     # The same EO alone in its family (one test): 0.0300 < 0.05, ok.
@@ -136,6 +139,10 @@ def test_the_bundled_pandalm_card_reads_inconclusive():
     assert family_said and family_said[0][0] == "inconclusive"
     assert f"one as large as {eo['ci_high']:+.3f} is not excluded (margin +-0.050" in family_said[0][1]
     assert "more pairs with one family response and a human label" in family_said[0][1]
+    # Length is always said: a caution when its adjusted test rejects, else inconclusive here
+    # (+0.127 [+0.034, +0.224] leaves the +-0.05 margin)
+    length = [(k, t) for k, t in said if t.startswith("Length")]
+    assert length and length[0][0] in ("caution", "inconclusive")
     # No ok on the card has an interval leaving its margin.
     for judge, metrics in result["judges"].items():
         for member in metrics["multiplicity"]["members"]:

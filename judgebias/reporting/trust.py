@@ -171,17 +171,29 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
     out += _preference(metrics, "family", "Family preference", "its family's outputs", fam)
     out += _dbg(metrics.get("dbg"), "dbg", "its own responses", mutual_gold, fam)
     out += _dbg(metrics.get("family_dbg"), "family_dbg", "its family's responses", mutual_gold, fam)
-    vb = metrics.get("verbosity_bias")
-    if vb and fam.rejects("verbosity_bias") > 0:
-        out.append(
-            (
-                "caution",
-                f"Length: prefers the longer response more than humans do (verbosity bias "
-                f"{fmt(vb['value'], True)} {fmt_ci(vb, True)}, n={vb['n']}{p_text(fam, 'verbosity_bias')}).",
-            )
-        )
+    out += _length(metrics.get("verbosity_bias"), fam)
     out += _style_statements(metrics.get("regression") or {}, metrics.get("regression_human") or {}, fam)
     return out
+
+
+def _length(vb: Mapping[str, Any] | None, fam: Family) -> Said:
+    """Saito's accuracy gap: a caution when its test rejects, ok only inside its margin, else
+    inconclusive with the gap not excluded (a verbosity test that misses after adjustment is no
+    evidence of a judge indifferent to length)."""
+    if not vb or vb.get("value") is None:
+        return []
+    figure = (f"(verbosity bias {fmt(vb['value'], True)} {fmt_ci(vb, True)}, n={vb['n']}"
+              f"{p_text(fam, 'verbosity_bias')})")
+    if sign := fam.rejects("verbosity_bias"):
+        side = "longer" if sign > 0 else "shorter"
+        return [("caution", f"Length: prefers the {side} response more than humans do {figure}.")]
+    if fam.p("verbosity_bias") is None:
+        return [("inconclusive", f"Length: no test of a length preference (too few units) {figure}.")]
+    if fam.equivalent("verbosity_bias"):
+        return [("ok", f"Length: no length preference beyond humans' past its "
+                       f"{margin_text(fam, 'verbosity_bias')} {figure}.")]
+    return [("inconclusive", "Length: no length preference beyond humans' detectable, but a gap as large as "
+                             f"{unsettled(fam, 'verbosity_bias')} {figure}.")]
 
 
 # A reading aid, stated in the text, never a test: a judge that keeps its choice on fewer pairs
