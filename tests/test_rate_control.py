@@ -81,6 +81,11 @@ def test_headers_parsed_as_openai_sends_them():
     assert rc.exhausted_for(spent) == 2.0  # tokens left for a request of 1 token
     assert rc.exhausted_for(spent, tokens_next=800) == 360.0
     assert rc.exhausted_for({"x-ratelimit-remaining-requests": "3"}) is None
+    # With the budget per minute: only until the missing request is back, 60 / 1200 = 0.05 s.
+    assert rc.exhausted_for({**spent, "x-ratelimit-limit-requests": "1200"}) == pytest.approx(0.05)
+    # 800 - 500 = 300 tokens missing at 100,000 a minute: 300 * 60 / 1e5 = 0.18 s
+    assert rc.exhausted_for({**spent, "x-ratelimit-limit-requests": "1200",
+                             "x-ratelimit-limit-tokens": "100000"}, tokens_next=800) == pytest.approx(0.18)
     assert rc.retry_after({"retry-after": "1.5"}) == 1.5 and rc.retry_after({}) is None
     assert rc.parse_concurrency("adaptive") == "adaptive" and rc.parse_concurrency("16") == 16
     for bad in ("0", "many", 2.5):

@@ -52,12 +52,18 @@ class ModelSpec:
     # openai: the served model's tokenizer (alias, folder, hub id): exact P(A) from a server that
     # returns named token ids (vLLM's logprob_token_ids); others keep their top-k bounds.
     option_tokenizer: str | None = None
+    # openai: requests in flight ("adaptive" or a number) and the declared budgets per minute; how
+    # calls are sent, not what they answer: not in model_key().
+    concurrency: int | str = "adaptive"
+    rpm: float | None = None
+    tpm: float | None = None
 
     def __post_init__(self) -> None:
         try:
             check_model(backend=self.backend, dtype=self.dtype, quantize=self.quantize,
                         base_url=self.base_url, api_key_env=self.api_key_env,
-                        option_tokenizer=self.option_tokenizer)
+                        option_tokenizer=self.option_tokenizer, concurrency=self.concurrency,
+                        rpm=self.rpm, tpm=self.tpm)
         except ValueError as exc:
             raise ValueError(f"model {self.name!r}: {exc}") from None
         if self.batch_size < 1:
@@ -106,7 +112,8 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
         kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode,
-                                  "option_tokenizer": spec.option_tokenizer}
+                                  "option_tokenizer": spec.option_tokenizer,
+                                  "concurrency": spec.concurrency, "rpm": spec.rpm, "tpm": spec.tpm}
         if spec.base_url:
             kwargs["base_url"] = spec.base_url
         if spec.api_key_env:

@@ -43,7 +43,8 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 # Per-process state, rebuilt after unpickling (the client holds the API key).
 _RUNTIME_STATE = frozenset({"_client", "_explicit_key", "_lock", "_rng", "usage_log", "_logprobs_rejected",
-                            "_echo_unsupported", "_token_ids_ignored", "_tokenizer", "_governor"})
+                            "_echo_unsupported", "_token_ids_ignored", "_tokenizer", "_governor",
+                            "_spent_usd"})
 # How long the dispatcher waits for a free slot before it looks at finished requests again.
 _DISPATCH_POLL_S = 0.05
 
@@ -54,6 +55,10 @@ class ServiceUnavailable(RuntimeError):
 
 class _NotACompletion(ValueError):
     """An HTTP 200 whose body the client could not read as a completion."""
+
+
+class BudgetExceeded(RuntimeError):
+    """What the calls cost reached ``max_cost_usd``: no further request is sent."""
 
 
 class EndpointError(RuntimeError):
@@ -77,7 +82,8 @@ class OpenAICompatBackend:
     ``tpm``: the most requests / tokens (prompt estimated at 4 characters per token, plus the most
     the answer may have) sent in any minute. A 429 that says when to come back (Retry-After, rate
     headers) is pacing, not a failure: up to ``max_refusals`` of them per request are not counted
-    among the ``max_tries``. None of these is in ``identity()``.
+    among the ``max_tries``. ``max_cost_usd``: no request is sent once the answered ones cost that
+    much at ``prices`` (those then in flight still finish). None of these is in ``identity()``.
     ``option_tokenizer``: a model spec (alias, folder, hub id) with the served model's tokenizer:
     scoring (chat and completions) then asks for every option's token ids (vLLM's
     ``logprob_token_ids``) at one generated token and P(A) is exact; a server that ignores it is
@@ -92,7 +98,7 @@ class OpenAICompatBackend:
                  model_revision: str | None = None,
                  timeout_s: float = 60.0, concurrency: rc.Concurrency | str = rc.ADAPTIVE,
                  rpm: float | None = None, tpm: float | None = None, max_tries: int = 5,
-                 max_refusals: int = 100,
+                 max_refusals: int = 100, max_cost_usd: float | None = None,
                  backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  use_logprobs: bool = True, top_logprobs: int = 20, score_max_tokens: int = 8,
                  prefix_mode: op.PrefixMode = "none", answer_after: str | None = None,
@@ -113,6 +119,7 @@ class OpenAICompatBackend:
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
         self.model_revision = model_revision
         self.timeout_s, self.max_tries, self.max_refusals = timeout_s, max_tries, max_refusals
+        self.max_cost_usd = max_cost_usd
         self.concurrency, self.rpm, self.tpm = concurrency, rpm, tpm
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.use_logprobs, self.top_logprobs = use_logprobs, top_logprobs
@@ -134,6 +141,7 @@ class OpenAICompatBackend:
         self._token_ids_ignored = False
         self._tokenizer: Any = None
         self.usage_log: list[CallUsage] = []
+        self._spent_usd = 0.0
         self._governor = rc.RequestGovernor(self.concurrency, rpm=self.rpm, tpm=self.tpm)
 
     # Pickling (Dask/Prefect workers): no client, no key; both are rebuilt from the environment.
@@ -229,6 +237,7 @@ class OpenAICompatBackend:
             attempt += 1
             if refused:
                 self._governor.requeue()
+            self._check_budget(operation)
             sent_at = self._governor.pace(tokens)
             refused = False
             started = time.perf_counter()
@@ -292,7 +301,20 @@ class OpenAICompatBackend:
         with self._lock:
             self.usage_log.append(CallUsage(operation, prompt_tokens, completion_tokens, seconds, tries,
                                             cost))
+            if not math.isnan(cost):
+                self._spent_usd += cost
         return prompt_tokens, completion_tokens
+
+    def _check_budget(self, operation: str) -> None:
+        if self.max_cost_usd is None:
+            return
+        with self._lock:
+            spent = self._spent_usd
+        if spent >= self.max_cost_usd:
+            raise BudgetExceeded(f"stopped before spending more than ${self.max_cost_usd:.4f} on "
+                                 f"{self.base_url} (model {self.model!r}): ${spent:.4f} spent on "
+                                 f"{len(self.usage_log)} answered calls ({operation}); the answered "
+                                 "calls are kept in the call cache")
 
     def usage_summary(self) -> dict[str, float]:
         """Totals of the usage log: calls, tokens, seconds (summed), tries, cost (NaN without a price)."""

@@ -3,9 +3,16 @@
 ``AdaptiveLimit`` (pure, times passed in) finds the number of requests in flight a provider allows:
 it starts at 4, grows by one per answered request (doubling per round trip) until the first sign
 of congestion, then by one per round trip; a 429 (or a rate-limit header saying nothing is left)
-cuts it by a tenth, at most once per round trip (requests sent before the last cut say
-nothing new); a smoothed latency above twice the fastest seen holds it where it is (a server
-queueing requests answers slower, not faster). ``TokenBucket`` paces what a user declared
+cuts it, at most once per round trip (requests sent before the last cut say nothing new), by a
+tenth and at least to a quarter above what the provider is answering: the answers per second of
+the last moments times the latency (Little's law; a limit of requests a minute is a rate, and the
+requests in flight it allows are that rate times the time one takes). A refusal also sets a send
+rate, 3% under the answers per second of the last moments, that then rises by 2% of itself a
+second until the next refusal: a provider's limit is a rate, and requests sent evenly at it are
+not refused, where a burst of them is (the client of a limit of 10 a second, 0.2 s a request,
+with only a limit on requests in flight was refused about once per answer). A smoothed latency
+above twice the fastest seen holds it where it is (a server queueing requests answers slower, not
+faster). ``TokenBucket`` paces what a user declared
 (``rpm`` / ``tpm``). ``RequestGovernor`` puts both behind a lock for the client's threads, with a
 pause every request waits out when the server asked for one (Retry-After, ``x-ratelimit-reset-*``).
 
@@ -14,6 +21,7 @@ Nothing here is part of what a call returns, so none of it is in a cache key.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import threading
@@ -28,6 +36,10 @@ ADAPTIVE_CEILING = 256
 CUT_FACTOR = 0.9
 LATENCY_TOLERANCE = 2.0
 LATENCY_SMOOTHING = 0.2  # weight of the newest latency in the running average
+IN_FLIGHT_MARGIN = 1.25  # a cut keeps this much above the requests in flight the answers sustain
+RATE_WINDOW_S = 2.0  # the answers of the last moments that say what the provider sustains
+RATE_BELOW = 0.97  # the send rate after a refusal, as a share of the answers per second
+RATE_PROBE = 0.02  # how fast the send rate rises again: this share of itself per second
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -80,14 +92,20 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 def exhausted_for(headers: Mapping[str, str] | None, tokens_next: float = 0.0) -> float | None:
     """Seconds to wait when the ``x-ratelimit-remaining-requests/tokens`` headers say the budget is
-    spent (no request left, or fewer tokens left than the next request needs): the matching reset
-    header, else one second; None when nothing is spent or nothing is said."""
+    spent (no request left, or fewer tokens left than the next request needs); None when nothing
+    is spent or nothing is said. OpenAI's ``x-ratelimit-reset-*`` is the time until the whole budget
+    is back; the wait is only until what is missing is back (the missing part over the
+    ``x-ratelimit-limit-*`` per minute), at most that reset, else one second."""
     waits = []
     for what, need in (("requests", 1.0), ("tokens", max(tokens_next, 1.0))):
         left = header_number(headers, f"x-ratelimit-remaining-{what}")
-        if left is not None and left < need:
-            reset = parse_duration((headers or {}).get(f"x-ratelimit-reset-{what}"))
-            waits.append(1.0 if reset is None else reset)
+        if left is None or left >= need:
+            continue
+        reset = parse_duration((headers or {}).get(f"x-ratelimit-reset-{what}"))
+        per_minute = header_number(headers, f"x-ratelimit-limit-{what}")
+        back = (need - left) * 60.0 / per_minute if per_minute and per_minute > 0 else None
+        options = [w for w in (reset, back) if w is not None]
+        waits.append(min(options) if options else 1.0)
     return max(waits) if waits else None
 
 
@@ -109,15 +127,22 @@ class AdaptiveLimit:
         self.smoothed: float | None = None
         self.cuts = 0
         self.holds = 0
+        self.recent: collections.deque[float] = collections.deque()  # when the last answers came
+        self.rate: float | None = None  # answers a second the last refusal left; None: no pacing
 
     @property
     def allowed(self) -> int:
         return max(1, int(self.limit))
 
-    def answered(self, latency: float) -> None:
-        """A request was answered after ``latency`` seconds."""
+    def answered(self, latency: float, now: float | None = None) -> None:
+        """A request was answered after ``latency`` seconds (at ``now``, for the answer rate)."""
         if not latency >= 0:
             raise ValueError(f"latency must be >= 0, got {latency}")
+        if now is not None:
+            self.recent.append(now)
+            window = max(RATE_WINDOW_S, 4 * (self.smoothed or 0.0))
+            while self.recent and self.recent[0] < now - window:
+                self.recent.popleft()
         self.fastest = min(self.fastest, latency)
         self.smoothed = latency if self.smoothed is None else (
             (1 - LATENCY_SMOOTHING) * self.smoothed + LATENCY_SMOOTHING * latency)
@@ -127,13 +152,39 @@ class AdaptiveLimit:
             return
         self.limit = min(float(self.ceiling), self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
 
+    def answer_rate(self, now: float) -> float | None:
+        """Answers a second over the last moments; None with fewer than 4 of them."""
+        times = [t for t in self.recent if t >= now - max(RATE_WINDOW_S, 4 * (self.smoothed or 0.0))]
+        if len(times) < 4:
+            return None
+        return len(times) / max(now - times[0], 1e-9)
+
+    def sustained(self, now: float) -> float | None:
+        """Requests in flight the recent answers sustain: answers per second times the smoothed
+        latency; None with fewer than 4 recent answers."""
+        rate = self.answer_rate(now)
+        return None if rate is None or self.smoothed is None else rate * self.smoothed
+
+    def send_rate(self, now: float) -> float | None:
+        """Requests a second to send at (None: as fast as the limit on requests in flight allows)."""
+        if self.rate is None:
+            return None
+        return self.rate * (1 + RATE_PROBE * max(0.0, now - self.last_cut))
+
     def throttled(self, sent_at: float, now: float) -> bool:
         """The server refused a request sent at ``sent_at`` for its rate; True when that cut the limit
         (a refusal of a request sent before the last cut is the same congestion, counted once)."""
         if sent_at < self.last_cut:
             return False
         self.slow_start = False
-        self.limit = max(1.0, self.limit * self.cut_factor)
+        cut = self.limit * self.cut_factor
+        sustained = self.sustained(now)
+        if sustained is not None:
+            cut = min(cut, IN_FLIGHT_MARGIN * sustained)
+            answers = self.answer_rate(now)
+            current = self.send_rate(now)
+            self.rate = RATE_BELOW * (answers if current is None else min(current, answers))
+        self.limit = max(1.0, cut)
         self.last_cut = now
         self.cuts += 1
         return True
@@ -178,6 +229,7 @@ class RequestGovernor:
         self.rpm = TokenBucket(rpm, now) if rpm is not None else None
         self.tpm = TokenBucket(tpm, now) if tpm is not None else None
         self.paused_until = -math.inf
+        self.next_send = -math.inf  # the adaptive send rate's next free moment
         self.inflight = self.peak = 0
         self.requeued = 0  # refused requests waiting for a place again
         self.refusals = 0
@@ -243,6 +295,11 @@ class RequestGovernor:
                 wait = max(wait, self.rpm.reserve(1.0, now))
             if self.tpm is not None:
                 wait = max(wait, self.tpm.reserve(tokens, now))
+            rate = self.control.send_rate(now) if self.control is not None else None
+            if rate:
+                at = max(self.next_send, now + wait)
+                self.next_send = at + 1.0 / rate
+                wait = at - now
         if wait > 0:
             self.sleep(wait)
         return self.clock()
@@ -252,7 +309,7 @@ class RequestGovernor:
         spent = exhausted_for(headers, tokens_next)
         with self._cond:
             if self.control is not None:
-                self.control.answered(latency)
+                self.control.answered(latency, self.clock())
             if spent is not None:
                 self._pause(spent)
                 if self.control is not None:

@@ -5,9 +5,10 @@
 requests a minute (a token bucket refilled continuously, one second of it as burst, as providers
 meter) it answers 429 with a Retry-After in seconds, and with ``rate_headers`` every answer carries
 ``x-ratelimit-limit/remaining/reset-requests`` as OpenAI's API sends them. Refused requests do not
-count against the limit. ``usage.prompt_tokens`` is counted the way OpenAI documents for chat
-(each message's content tokens plus 3, plus 3 for the reply's priming) with ``tokenizer`` (a model
-spec the package can load), else at 4 characters per token. ``GET /health`` answers 200,
+count against the limit. ``usage.prompt_tokens``: with ``tokenizer`` (a model spec the package can
+load) the tokens of its chat template's rendering, as vLLM bills the model it serves (a tokenizer
+without a template: each message's tokens plus 3, plus 3 for the reply, OpenAI's documented
+count); without one, 4 characters a token. ``GET /health`` answers 200,
 ``GET /stats`` what it saw.
 
 Every accepted request is recorded by the digest of its messages, so a caller can check that no
@@ -55,6 +56,11 @@ def token_counter(tokenizer: str | None) -> Callable[[list[dict]], int]:
     from judgebias.backends.loading import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
+    if getattr(tok, "chat_template", None):  # as vLLM bills a model it serves: the rendered template
+        def rendered(messages: list[dict]) -> int:
+            text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return len(tok(text, add_special_tokens=False).input_ids)
+        return rendered
     return lambda messages: sum(len(tok(str(m.get("content", "")), add_special_tokens=False).input_ids)
                                 + MESSAGE_OVERHEAD for m in messages) + REPLY_PRIMING
 
