@@ -199,8 +199,9 @@ def _prompts(items: Sequence[tuple[Pair, Order]], template: JudgeTemplate, chat:
 @dataclass(frozen=True)
 class JudgingPlan:
     """The first calls a judging run will send (the prompts not in the call cache, each once) and
-    how many it will not (in the cache, or repeating another). An explain-first template makes a second call per answer with a verdict: the
-    prompt again with the explanation as the answer's start."""
+    how many it will not (in the cache, or repeating another). An explain-first template makes a
+    second call per answer with a verdict: the prompt again with the explanation as the answer's
+    start."""
 
     prompts: list[Prompt]
     cached: int
