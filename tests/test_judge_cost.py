@@ -106,3 +106,32 @@ def test_max_cost_stops_before_sending_and_a_rerun_estimates_only_what_is_missin
     assert state.summary()["accepted"] == 12  # the rerun sent nothing
     assert read_usage(out)["judges"]["gpt-4o-mini"]["cache_hits"] == 12
     assert usage_path(out).name == "o.jsonl.usage.json"
+
+
+def test_recorded_timing_reaches_the_leaderboard_without_typing_it(tmp_path):
+    import shutil
+
+    from judgebias.cli.leaderboard import recorded_timing
+    from judgebias.io import write_usage
+
+    table = tmp_path / "pandalm.parquet"
+    shutil.copy(bundled_file("pandalm_testset.parquet"), table)
+    per = {"seconds_per_1000": 42.0, "usd_per_1000": 0.25, "basis": "1878 calls made for 939 judgments"}
+    write_usage(table, {"gpt-3.5-turbo": {"status": "finished", "recorded": "2026-11-27T10:00:00Z",
+                                          "seconds": 39.4, "per_1000": per},
+                        "pandalm-7b": {"status": "started", "estimate": {}}})  # never finished: left out
+    timing = recorded_timing(read_usage(table))
+    assert set(timing) == {"gpt-3.5-turbo"} and timing["gpt-3.5-turbo"]["usd_per_1000"] == 0.25
+    out = tmp_path / "lb.json"
+    run = subprocess.run([sys.executable, "-m", "judgebias", "leaderboard", str(table), "--reps", "20",
+                          "--family", "pandalm-7b=llama-7b", "--out", str(out), "--no-mlflow"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    profile = json.loads(out.read_text())["recommendation"]["raters"]["gpt-3.5-turbo"]["profile"]
+    assert profile["timing"]["seconds_per_1000"] == 42.0 and profile["timing"]["usd_per_1000"] == 0.25
+    assert profile["timing"]["source"].startswith("recorded by judgebias judge at 2026-11-27T10:00:00Z")
+    assert "42.0 s per 1,000 judgments (recorded by judgebias judge" in run.stdout
+    usage_path(table).write_text("not json")
+    bad = subprocess.run([sys.executable, "-m", "judgebias", "leaderboard", str(table), "--no-mlflow"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "pandalm.parquet.usage.json: not a judging record" in bad.stderr

@@ -47,7 +47,8 @@ def check_model(*, backend: str, dtype: str = "auto", quantize: str = "none", ba
                          "(a local or vllm judge reads every option token itself)")
     from judgebias.backends.rate_control import ADAPTIVE, parse_concurrency
 
-    if backend != "openai" and (parse_concurrency(concurrency) != ADAPTIVE or rpm or tpm):
+    fixed = parse_concurrency(concurrency) != ADAPTIVE
+    if backend != "openai" and (fixed or rpm or tpm):
         raise ValueError("concurrency/rpm/tpm only apply to backend 'openai' (requests to an endpoint)")
     for what, budget in (("rpm", rpm), ("tpm", tpm)):
         if budget is not None and not 0 < budget < float("inf"):
