@@ -119,6 +119,11 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
         if spec.api_key_env:
             # The key is read from the named environment variable by the backend; never in a spec.
             kwargs["api_key_env"] = spec.api_key_env
+        from judgebias.backends.pricing import price_for
+
+        listed = price_for(spec.model)  # a listed API model's cost is in its usage log
+        if listed is not None:
+            kwargs["prices"] = {spec.model: listed[1]}
         return OpenAICompatBackend(spec.model, **kwargs)
     if spec.backend == "vllm":
         # vLLM runs in its own environment (a child process); a clear error names it when missing.

@@ -14,6 +14,14 @@ count); without one, 4 characters a token. ``GET /health`` answers 200,
 Every accepted request is recorded by the digest of its messages, so a caller can check that no
 item was lost or answered twice.
 
+The Batch API as OpenAI documents it: ``POST /v1/files`` (multipart, ``purpose=batch``, a JSONL
+file of ``{"custom_id", "method", "url", "body"}`` lines), ``POST /v1/batches`` (``input_file_id``,
+``endpoint``, ``completion_window``, ``metadata``), ``GET /v1/batches`` and ``/v1/batches/{id}``
+(``validating`` -> ``in_progress`` -> ``completed`` once ``batch_seconds`` have passed, with
+``request_counts`` and ``output_file_id``), ``GET /v1/files/{id}/content`` (the output: one line a
+request, ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``). Files
+uploaded, batches created and outputs read are counted.
+
 Run it alone: ``python -m judgebias.bench.openai_stub --port 8011 --latency 0.5 --rpm 1200``.
 """
 
@@ -22,7 +30,9 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import email.parser
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -82,6 +92,11 @@ class StubState:
         self.refused = 0
         self.inflight = self.peak = 0
         self.prompt_tokens = 0
+        self.batch_seconds = 0.0
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.outputs_read = 0
+        self._ids = itertools.count(1)
 
     def admit(self) -> tuple[bool, dict[str, str]]:
         """Whether the rate limit lets one more request through now, and the headers to send."""
@@ -110,9 +125,41 @@ class StubState:
             self.accepted_times.append(self.clock())
             self.prompt_tokens += tokens
 
+    def new_id(self, prefix: str) -> str:
+        with self.lock:
+            return f"{prefix}-{next(self._ids)}"
+
+    def batch_view(self, batch_id: str) -> dict:
+        """The batch as the API shows it now: completed (its output written) once its time is up."""
+        with self.lock:
+            b = self.batches[batch_id]
+            if b["status"] != "completed" and self.clock() - b["_created"] >= self.batch_seconds:
+                lines, answered = [], 0
+                for line in self.files[b["input_file_id"]].decode().splitlines():
+                    req = json.loads(line)
+                    messages = req["body"].get("messages") or []
+                    tokens = self.count_tokens(messages)
+                    self.accepted[message_key(messages)] += 1
+                    self.prompt_tokens += tokens
+                    answered += 1
+                    lines.append(json.dumps({"id": f"batch_req_{answered}", "custom_id": req["custom_id"],
+                                             "response": {"status_code": 200, "request_id": f"r{answered}",
+                                                          "body": reply_body(req["body"].get("model", "stub"),
+                                                                             tokens)},
+                                             "error": None}))
+                out_id = f"file-out-{batch_id}"
+                self.files[out_id] = ("\n".join(lines) + "\n").encode()
+                b.update(status="completed", output_file_id=out_id, completed_at=int(time.time()),
+                         request_counts={"total": answered, "completed": answered, "failed": 0})
+            elif b["status"] == "validating":
+                b["status"] = "in_progress"
+            return {k: v for k, v in b.items() if not k.startswith("_")}
+
     def summary(self) -> dict[str, Any]:
         with self.lock:
-            return {"accepted": sum(self.accepted.values()), "distinct": len(self.accepted),
+            return {"files_uploaded": sum(1 for k in self.files if not k.startswith("file-out")),
+                    "batches_created": len(self.batches), "outputs_read": self.outputs_read,
+                    "accepted": sum(self.accepted.values()), "distinct": len(self.accepted),
                     "answered_twice": sum(1 for c in self.accepted.values() if c > 1),
                     "refused_429": self.refused, "peak_in_flight": self.peak,
                     "prompt_tokens": self.prompt_tokens}
@@ -137,15 +184,60 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self):
-            if self.path.rstrip("/") == "/health":
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/health":
                 self._send(200, {"status": "ok"})
-            elif self.path.rstrip("/") == "/stats":
+            elif path == "/stats":
                 self._send(200, state.summary())
+            elif path.endswith("/batches"):
+                with state.lock:
+                    ids = list(state.batches)
+                self._send(200, {"object": "list", "data": [state.batch_view(i) for i in reversed(ids)],
+                                 "has_more": False})
+            elif "/batches/" in path:
+                batch_id = path.rsplit("/", 1)[1]
+                if batch_id not in state.batches:
+                    self._send(404, {"error": {"message": f"no batch {batch_id}"}})
+                else:
+                    self._send(200, state.batch_view(batch_id))
+            elif "/files/" in path and path.endswith("/content"):
+                file_id = path.rsplit("/", 2)[1]
+                with state.lock:
+                    data = state.files.get(file_id)
+                    state.outputs_read += data is not None and file_id.startswith("file-out")
+                if data is None:
+                    self._send(404, {"error": {"message": f"no file {file_id}"}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path.rstrip("/").endswith("/files"):
+                self._upload(raw)
+                return
+            body = json.loads(raw or b"{}")
+            if self.path.rstrip("/").endswith("/batches"):
+                if body.get("input_file_id") not in state.files or body.get("completion_window") != "24h":
+                    self._send(400, {"error": {"message": "needs an uploaded input_file_id and "
+                                                          "completion_window 24h"}})
+                    return
+                batch_id = state.new_id("batch")
+                with state.lock:
+                    state.batches[batch_id] = {
+                        "id": batch_id, "object": "batch", "endpoint": body.get("endpoint"),
+                        "input_file_id": body["input_file_id"], "completion_window": "24h",
+                        "status": "validating", "output_file_id": None, "error_file_id": None,
+                        "created_at": int(time.time()), "metadata": body.get("metadata"),
+                        "request_counts": {"total": 0, "completed": 0, "failed": 0},
+                        "_created": state.clock()}
+                self._send(200, state.batch_view(batch_id))
+                return
             if not self.path.endswith("/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
@@ -165,6 +257,21 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             finally:
                 with state.lock:
                     state.inflight -= 1
+
+        def _upload(self, raw: bytes) -> None:
+            head = f"Content-Type: {self.headers.get('Content-Type')}\r\n\r\n".encode()
+            message = email.parser.BytesParser().parsebytes(head + raw)
+            parts = {p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
+                     for p in message.get_payload()} if message.is_multipart() else {}
+            if parts.get("purpose") != b"batch" or not parts.get("file"):
+                self._send(400, {"error": {"message": "a batch file needs purpose=batch and a file"}})
+                return
+            file_id = state.new_id("file")
+            with state.lock:
+                state.files[file_id] = parts["file"]
+            self._send(200, {"id": file_id, "object": "file", "bytes": len(parts["file"]),
+                             "created_at": int(time.time()), "filename": "requests.jsonl",
+                             "purpose": "batch", "status": "processed"})
 
         def log_message(self, *args):
             pass

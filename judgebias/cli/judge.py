@@ -41,6 +41,8 @@ def _concurrency(value: str) -> int | str:
         raise typer.BadParameter(str(exc), param_hint="--concurrency") from None
 
 
+# Most requests in one Batch API job (OpenAI's limit per input file).
+BATCH_API_ITEMS = 50_000
 # Items per call-cache batch with --backend openai: each batch waits for its slowest call, so a
 # batch of a few hundred keeps the requests in flight that the provider allows.
 OPENAI_BATCH = 512
@@ -159,6 +161,12 @@ def register(app: typer.Typer) -> None:
             help="--backend openai: the judge's tokenizer (alias, folder, hub id) for counting the "
                  "estimate's tokens (default: --option-tokenizer; without either, 4 characters a "
                  "token).")] = None,
+        batch_api: Annotated[bool, typer.Option(
+            "--batch-api", help="--backend openai: send the calls as one Batch API job (OpenAI's format; "
+            "about half the price, answered within a day). Its state is kept in OUT.batch/: a rerun "
+            "after a kill polls the same batch, never submits it twice.")] = False,
+        batch_poll: Annotated[float, typer.Option(
+            help="--batch-api: seconds between two looks at the batch's status.")] = 30.0,
         perplexity: Annotated[bool, typer.Option(
             "--perplexity", help="Also fill ppl_a/ppl_b (pointwise: ppl, for score_perplexity).")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
@@ -201,8 +209,11 @@ def register(app: typer.Typer) -> None:
             chat = chat_for(prompt_kind)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--prompt-kind") from None
+        if batch_api and backend != "openai":
+            raise typer.BadParameter("the Batch API is an endpoint's: use it with --backend openai",
+                                     param_hint="--batch-api")
         if batch_size is None:
-            batch_size = OPENAI_BATCH if backend == "openai" else 64
+            batch_size = BATCH_API_ITEMS if batch_api else OPENAI_BATCH if backend == "openai" else 64
         elif batch_size < 1:
             raise typer.BadParameter(f"must be >= 1, got {batch_size}", param_hint="--batch-size")
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
@@ -223,7 +234,13 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"must be >= 0, got {max_cost}", param_hint="--max-cost")
         inner = build_backend(spec)
         # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
-        runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
+        sender = inner
+        if batch_api:
+            from judgebias.backends.openai_batch import BatchBackend
+
+            sender = BatchBackend(inner, out.with_name(out.name + ".batch"), poll_s=batch_poll,
+                                  report=lambda text: typer.echo(text, err=True))
+        runner = cached(sender, spec, ResponseCache(None) if no_cache else None)
         if runner.cache.enabled:
             from judgebias.cli import full_disk
 
