@@ -256,6 +256,8 @@ class OpenAICompatBackend:
                 return response.model_dump(), seconds, attempt + spared
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
+                if isinstance(exc, openai.APITimeoutError):
+                    self._governor.timed_out(sent_at)
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all
                 last = ValueError(f"the reply is not valid JSON ({exc})")
             except RecursionError:  # JSON nested past Python's recursion limit: broken or hostile

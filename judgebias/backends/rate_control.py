@@ -12,7 +12,7 @@ second until the next refusal: a provider's limit is a rate, and requests sent e
 not refused, where a burst of them is (the client of a limit of 10 a second, 0.2 s a request,
 with only a limit on requests in flight was refused about once per answer). A smoothed latency
 above twice the fastest seen holds it where it is (a server queueing requests answers slower, not
-faster). ``TokenBucket`` paces what a user declared
+faster); a request that times out cuts it like a 429. ``TokenBucket`` paces what a user declared
 (``rpm`` / ``tpm``). ``RequestGovernor`` puts both behind a lock for the client's threads, with a
 pause every request waits out when the server asked for one (Retry-After, ``x-ratelimit-reset-*``).
 
@@ -232,7 +232,7 @@ class RequestGovernor:
         self.next_send = -math.inf  # the adaptive send rate's next free moment
         self.inflight = self.peak = 0
         self.requeued = 0  # refused requests waiting for a place again
-        self.refusals = 0
+        self.refusals = self.timeouts = 0
         self._cond = threading.Condition()
 
     @property
@@ -331,6 +331,18 @@ class RequestGovernor:
             self._cond.notify_all()
         return wait
 
+    def timed_out(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` got no answer in time: the server is overloaded, as a 429
+        says, without saying when to come back (no pause, no send rate)."""
+        with self._cond:
+            self.timeouts += 1
+            if self.control is not None and sent_at >= self.control.last_cut:
+                self.control.slow_start = False
+                self.control.limit = max(1.0, self.control.limit * CUT_FACTOR)
+                self.control.last_cut = self.clock()
+                self.control.cuts += 1
+            self._cond.notify_all()
+
     def pause(self, seconds: float) -> None:
         """No request is sent for ``seconds`` (a server's Retry-After on a 5xx)."""
         with self._cond:
@@ -344,6 +356,8 @@ class RequestGovernor:
             out: dict[str, float | int | str] = {
                 "concurrency": ADAPTIVE if self.adaptive else int(self.fixed or 0),
                 "peak_in_flight": self.peak, "refused_429": self.refusals}
+            if self.timeouts:
+                out["timeouts"] = self.timeouts
             if self.control is not None:
                 out |= {"final_limit": self.control.allowed, "cuts": self.control.cuts}
             return out
