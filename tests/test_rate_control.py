@@ -37,15 +37,21 @@ def test_slow_start_then_one_cut_per_round_trip_then_one_per_round_trip():
     assert lim.allowed == 6 and lim.cuts == 2
 
 
-def test_rising_latency_holds_the_limit():
+def test_rising_latency_holds_then_cuts_the_limit():
     lim = rc.AdaptiveLimit(start=4)
-    lim.answered(0.5)  # 5
-    # smoothed = 0.8 * 0.5 + 0.2 * 3.0 = 1.0 (not > 2 * 0.5): still grows, to 6
-    lim.answered(3.0)
+    lim.answered(0.5, now=10.0)  # usual = recent = 0.5; grows to 5
+    # usual = 0.98 * 0.5 + 0.02 * 3 = 0.55; recent = 0.8 * 0.5 + 0.2 * 3 = 1.0 (not > 2 * 0.55): 6
+    lim.answered(3.0, now=11.0)
     assert lim.limit == 6
-    # smoothed = 0.8 * 1.0 + 0.2 * 3.0 = 1.4 (> 1.0): held; slow start is over
-    lim.answered(3.0)
-    assert lim.limit == 6 and lim.holds == 1 and not lim.slow_start
+    # usual = 0.98 * 0.55 + 0.06 = 0.599; recent = 0.8 * 1.0 + 0.6 = 1.4 (> 1.198): held and cut
+    # once, 6 * 0.9 = 5.4; slow start is over
+    lim.answered(3.0, now=12.0)
+    assert lim.limit == pytest.approx(5.4) and lim.holds == 1 and not lim.slow_start
+    lim.answered(3.0, now=12.5)  # sent at 9.5, before that cut: held, not cut again
+    assert lim.limit == pytest.approx(5.4) and lim.holds == 2 and lim.cuts == 1
+    # Another kind of call (a generation's time per token) is compared with its own kind only.
+    lim.answered(0.02, now=13.0, kind="per output token")
+    assert lim.kinds["per output token"] == (0.02, 0.02)
     with pytest.raises(ValueError):
         lim.answered(-1.0)
 

@@ -252,8 +252,14 @@ class OpenAICompatBackend:
                     raise _NotACompletion(f"the reply is not a completion but {type(response).__name__} "
                                           f"text of {len(str(response))} characters")
                 seconds = time.perf_counter() - started
-                self._governor.answered(sent_at, seconds, headers, tokens)
-                return response.model_dump(), seconds, attempt + spared
+                dumped = response.model_dump()
+                if operation == "generate":  # its time grows with its length: compared per token
+                    out_tokens = op.response_usage(dumped)[1]
+                    self._governor.answered(sent_at, seconds / max(1, out_tokens), headers, tokens,
+                                            kind="per output token")
+                else:
+                    self._governor.answered(sent_at, seconds, headers, tokens)
+                return dumped, seconds, attempt + spared
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
                 if isinstance(exc, openai.APITimeoutError):

@@ -11,8 +11,9 @@ rate, 3% under the answers per second of the last moments, that then rises by 2%
 second until the next refusal: a provider's limit is a rate, and requests sent evenly at it are
 not refused, where a burst of them is (the client of a limit of 10 a second, 0.2 s a request,
 with only a limit on requests in flight was refused about once per answer). A smoothed latency
-above twice the fastest seen holds it where it is (a server queueing requests answers slower, not
-faster); a request that times out cuts it like a 429. ``TokenBucket`` paces what a user declared
+above twice the usual one (a slow running average) stops its growth and cuts it once a round trip
+(a server queueing requests answers slower, not faster; a generation's time is taken per output
+token); a request that times out cuts it like a 429. ``TokenBucket`` paces what a user declared
 (``rpm`` / ``tpm``). ``RequestGovernor`` puts both behind a lock for the client's threads, with a
 pause every request waits out when the server asked for one (Retry-After, ``x-ratelimit-reset-*``).
 
@@ -35,7 +36,8 @@ ADAPTIVE_START = 4  # the fixed value this client used before it adapted
 ADAPTIVE_CEILING = 256
 CUT_FACTOR = 0.9
 LATENCY_TOLERANCE = 2.0
-LATENCY_SMOOTHING = 0.2  # weight of the newest latency in the running average
+LATENCY_SMOOTHING = 0.2  # weight of the newest latency in the recent running average
+BASELINE_SMOOTHING = 0.02  # ... and in the usual one (a long memory: queueing shows against it)
 IN_FLIGHT_MARGIN = 1.25  # a cut keeps this much above the requests in flight the answers sustain
 RATE_WINDOW_S = 2.0  # the answers of the last moments that say what the provider sustains
 RATE_BELOW = 0.97  # the send rate after a refusal, as a share of the answers per second
@@ -125,6 +127,8 @@ class AdaptiveLimit:
         self.last_cut = -math.inf
         self.fastest = math.inf
         self.smoothed: float | None = None
+        # kind -> (the usual latency: a slow running average; the recent one: a fast average)
+        self.kinds: dict[str, tuple[float, float]] = {}
         self.cuts = 0
         self.holds = 0
         self.recent: collections.deque[float] = collections.deque()  # when the last answers came
@@ -134,8 +138,10 @@ class AdaptiveLimit:
     def allowed(self) -> int:
         return max(1, int(self.limit))
 
-    def answered(self, latency: float, now: float | None = None) -> None:
-        """A request was answered after ``latency`` seconds (at ``now``, for the answer rate)."""
+    def answered(self, latency: float, now: float | None = None, kind: str = "call") -> None:
+        """A request was answered after ``latency`` seconds (at ``now``, for the answer rate).
+        ``kind``: latencies of one kind are compared with each other only (a scoring call's with
+        scoring calls', a generation's time per token with generations')."""
         if not latency >= 0:
             raise ValueError(f"latency must be >= 0, got {latency}")
         if now is not None:
@@ -144,11 +150,21 @@ class AdaptiveLimit:
             while self.recent and self.recent[0] < now - window:
                 self.recent.popleft()
         self.fastest = min(self.fastest, latency)
-        self.smoothed = latency if self.smoothed is None else (
-            (1 - LATENCY_SMOOTHING) * self.smoothed + LATENCY_SMOOTHING * latency)
-        if self.fastest > 0 and self.smoothed > self.tolerance * self.fastest:
-            self.slow_start = False  # the server queues: grow no further while it does
+        usual, recent = self.kinds.get(kind, (latency, latency))
+        usual = (1 - BASELINE_SMOOTHING) * usual + BASELINE_SMOOTHING * latency
+        recent = (1 - LATENCY_SMOOTHING) * recent + LATENCY_SMOOTHING * latency
+        self.kinds[kind] = (usual, recent)
+        if kind == "call" or self.smoothed is None:
+            self.smoothed = recent
+        if usual > 0 and recent > self.tolerance * usual:
+            # The server queues: answers come slower, not faster. Grow no further; shrink once a
+            # round trip while it lasts (requests sent before the last cut say nothing new).
+            self.slow_start = False
             self.holds += 1
+            if now is not None and now - latency >= self.last_cut:
+                self.limit = max(1.0, self.limit * self.cut_factor)
+                self.last_cut = now
+                self.cuts += 1
             return
         self.limit = min(float(self.ceiling), self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
 
@@ -305,11 +321,11 @@ class RequestGovernor:
         return self.clock()
 
     def answered(self, sent_at: float, latency: float, headers: Mapping[str, str] | None = None,
-                 tokens_next: float = 0.0) -> None:
+                 tokens_next: float = 0.0, kind: str = "call") -> None:
         spent = exhausted_for(headers, tokens_next)
         with self._cond:
             if self.control is not None:
-                self.control.answered(latency, self.clock())
+                self.control.answered(latency, self.clock(), kind)
             if spent is not None:
                 self._pause(spent)
                 if self.control is not None:
