@@ -164,7 +164,8 @@ def test_a_timeout_cuts_the_adaptive_limit_once_per_round_trip():
     clock = FakeClock()
     gov = rc.RequestGovernor(clock=clock, sleep=clock.sleep)
     clock.now = 1.0
-    gov.timed_out(sent_at=0.0)  # 4 * 0.9 = 3.6: 3 may be sent
-    gov.timed_out(sent_at=0.5)  # sent before that cut: the same overload
+    assert gov.timed_out(sent_at=0.0)  # 4 * 0.9 = 3.6: 3 may be sent; sent among others: spared
+    assert gov.timed_out(sent_at=0.5)  # sent before that cut: the same overload
+    assert not rc.RequestGovernor(1, clock=clock).timed_out(0.0)  # alone in flight: a real try
     assert gov.limit == 3 and gov.summary()["timeouts"] == 2 and gov.summary()["cuts"] == 1
     assert gov.pace(1) == 1.0  # no pause: a timeout names no time to come back

@@ -262,8 +262,11 @@ class OpenAICompatBackend:
                 return dumped, seconds, attempt + spared
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
-                if isinstance(exc, openai.APITimeoutError):
-                    self._governor.timed_out(sent_at)
+                if isinstance(exc, openai.APITimeoutError) and self._governor.timed_out(sent_at) \
+                        and spared < self.max_refusals:
+                    # Sent with others in flight: the overload was ours, and is cut; not a try.
+                    spared += 1
+                    attempt -= 1
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all
                 last = ValueError(f"the reply is not valid JSON ({exc})")
             except RecursionError:  # JSON nested past Python's recursion limit: broken or hostile

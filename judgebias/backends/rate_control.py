@@ -347,17 +347,20 @@ class RequestGovernor:
             self._cond.notify_all()
         return wait
 
-    def timed_out(self, sent_at: float) -> None:
+    def timed_out(self, sent_at: float) -> bool:
         """A request sent at ``sent_at`` got no answer in time: the server is overloaded, as a 429
-        says, without saying when to come back (no pause, no send rate)."""
+        says, without saying when to come back (no pause, no send rate). True when the adaptive
+        limit was above one request (the timeout is then the client's doing, not the server's)."""
         with self._cond:
             self.timeouts += 1
+            crowded = self.control is not None and self.control.allowed > 1
             if self.control is not None and sent_at >= self.control.last_cut:
                 self.control.slow_start = False
                 self.control.limit = max(1.0, self.control.limit * CUT_FACTOR)
                 self.control.last_cut = self.clock()
                 self.control.cuts += 1
             self._cond.notify_all()
+            return crowded
 
     def pause(self, seconds: float) -> None:
         """No request is sent for ``seconds`` (a server's Retry-After on a 5xx)."""
