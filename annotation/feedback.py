@@ -297,7 +297,10 @@ def recompute(
         },
         "label_exclusions": excl.to_dict(),
     }
-    if design is not None:
+    if design is not None and design[0] is None:  # batches drawn, none of their pairs labelled yet
+        figures["design"] = design[2]
+        figures["estimates"] = {}
+    elif design is not None:
         sample, order, info = design
         # Only the ledger's labels belong to the design; labels the table came with do not.
         from_ledger = merged.assign(human=[list(h[len(src):]) for h, src in

@@ -92,8 +92,9 @@ def next_batch(table: pd.DataFrame, ledger: Ledger | None, budget: int, settings
 
 
 def design_from_ledger(ledger: Ledger, table: pd.DataFrame):
-    """(design, pair ids, info) of the labels so far, or None without a recorded batch. A pair counts
-    as labelled when it has a live label for its current texts; draws whose texts changed are dropped."""
+    """(design, pair ids, info) of the labels so far, or None without a recorded batch; (None, None,
+    a note) while no drawn pair is labelled. A pair counts as labelled when it has a live label for
+    its current texts; draws whose texts changed are dropped."""
     from judgebias.annotation.feedback import latest_per_annotator
 
     draws = ledger.draws()
@@ -105,6 +106,10 @@ def design_from_ledger(ledger: Ledger, table: pd.DataFrame):
     live = latest_per_annotator(ledger.labels())
     labelled_pairs = live.loc[live["pair_key"].isin(current), "pair_id"].unique() if len(live) else []
     population = str(draws["population"].iloc[0]) if len(draws) else ""
+    if not len(labelled_pairs):  # right after a push: no estimate yet, and no error either
+        return None, None, {"note": f"no drawn pair labelled yet ({int(draws['selected'].sum())} drawn): "
+                                    "the population estimates start with the first label",
+                            "stale_draws_dropped": int(stale.sum())}
     design, order, info = combined_design(draws, labelled_pairs, population=population)
     info["stale_draws_dropped"] = int(stale.sum())
     return design, order, info

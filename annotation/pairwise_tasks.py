@@ -76,6 +76,8 @@ def parse_annotation(ann: dict, task: PushedTask) -> Label:
     for item in ann.get("result") or []:
         value = item.get("value") or {}
         if item.get("from_name") == CHOICE_FIELD and value.get("choices"):
+            if len(value["choices"]) > 1:  # the config offers one choice per pair
+                raise ValueError(f"several choices {value['choices']!r} for one pair (the config offers one)")
             label = shown_to_original(str(value["choices"][0]), task.swapped)
             both_bad = str(value["choices"][0]).strip().lower() in _BOTH_BAD
         elif item.get("from_name") == REASON_FIELD and value.get("text"):

@@ -65,6 +65,8 @@ class RatingSyncResult:
 
     def summary(self) -> dict[str, Any]:
         return {"pulled": self.pull.counts.as_dict() if self.pull else None,
+                "pull_exclusions": self.pull.exclusions.to_dict() if self.pull else {},
+                "pull_exclusion_examples": dict(self.pull.exclusions.examples) if self.pull else {},
                 "pushed": self.push.pushed if self.push else 0, "status": self.status,
                 "out": str(self.out_path), "figures_path": str(self.figures_path),
                 "mlflow_run_id": self.run_id, "figures": self.figures}

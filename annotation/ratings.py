@@ -116,11 +116,18 @@ def parse_rating(ann: dict, task: PushedTask, scale: tuple[int, int]) -> Rating:
     for item in ann.get("result") or []:
         value = item.get("value") or {}
         if item.get("from_name") == RATING_FIELD:
-            raw = value["choices"][0] if value.get("choices") else value.get("rating")
+            choices = value.get("choices") or []
+            if len(choices) > 1:  # the config offers one choice per item: a hand-edited one does not
+                raise ValueError(f"several ratings {choices!r} for one item (the config offers one)")
+            raw = choices[0] if choices else value.get("rating")
             if raw is not None:
-                rating = float(raw)
-                if not (math.isfinite(rating) and scale[0] <= rating <= scale[1]):
-                    raise ValueError(f"rating {raw!r} is outside the scale {scale[0]}..{scale[1]}")
+                try:
+                    rating = float(raw)
+                except (TypeError, ValueError):
+                    rating = math.nan
+                if not (math.isfinite(rating) and scale[0] <= rating <= scale[1] and rating == int(rating)):
+                    raise ValueError(f"rating {raw!r} is not one the config offers "
+                                     f"({scale[0]}..{scale[1]})")
         elif item.get("from_name") == REASON_FIELD and value.get("text"):
             text = value["text"]
             reason = "\n".join(text) if isinstance(text, list) else str(text)

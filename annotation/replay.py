@@ -90,12 +90,19 @@ def draw_loop(frame: Frame, budget: int, settings: ReplaySettings, seed: int) ->
 
 def replay(table: pd.DataFrame, settings: ReplaySettings) -> pd.DataFrame:
     """One row per (judge, figure, method, budget, repetition): estimate, interval and the truth."""
+    unknown = [f for f in settings.figures if f not in ESTIMANDS]
+    if unknown:
+        raise ValueError(f"unknown figure {unknown[0]!r} (a pairwise table replays: {', '.join(ESTIMANDS)})")
     prepared = F.prepare(table)
     codes_of = pd.Series(prepared[F.PAIR].to_numpy(), index=prepared["pair_id"].to_numpy())
     codes_of = codes_of[~codes_of.index.duplicated()]
     frame = population_frame(table, settings.population, judges=settings.judges, gold_judges=settings.gold,
                              self_map=settings.self_map)
     population = frame.pairs.index
+    over = [b for b in settings.budgets if b > len(population)]
+    if over:  # labels beyond the population would be drawn from pairs that are not there
+        raise ValueError(f"--budgets {over[0]} is more labels than the {len(population)} pairs of the "
+                         f"population {settings.population!r}: give budgets up to {len(population)}")
     feats = {j: pair_features(table, j, self_map=settings.self_map, gold=settings.gold)
              for j in settings.judges}
     census = SampleDesign(np.ones(len(population)), np.ones(len(population), bool), population="census")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from judgebias.display import terminal_safe
+
 
 def _interval(est: Mapping[str, Any] | None) -> str:
     if not est or est.get("value") is None:
@@ -68,6 +70,8 @@ def sync_lines(summary: Mapping[str, Any]) -> list[str]:
     pulled = summary.get("pulled")
     if pulled:
         out.append("pulled: " + ", ".join(f"{k} {v}" for k, v in pulled.items()))
+    out.extend(not_counted_lines(summary.get("pull_exclusions") or {},
+                                 summary.get("pull_exclusion_examples") or {}))
     st = summary.get("status") or {}
     if st:
         out.append(ledger_line(st))
@@ -80,6 +84,19 @@ def sync_lines(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("mlflow_run_id"):
         out.append(f"MLflow run: {summary['mlflow_run_id']}")
     return out
+
+
+def not_counted_lines(counts: Mapping[str, int], examples: Mapping[str, list[str]]) -> list[str]:
+    """What a pull read but did not count (an annotation whose value the labelling config does not
+    offer: a rating of 11 on 1..10, "abc", several choices for one item), with up to five of them
+    named by annotation id; nothing when every annotation was read."""
+    lines = []
+    for reason, n in sorted(counts.items()):
+        if n:
+            what = terminal_safe("; ".join(examples.get(reason) or []))[:600]
+            lines.append(f"not counted: {n} annotation(s) ({reason.replace('_', ' ')})"
+                         + (f": {what}" if what else ""))
+    return lines
 
 
 def batch_lines(sm: Mapping[str, Any], *, resumed: bool, unit: str = "pair") -> list[str]:

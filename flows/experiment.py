@@ -65,12 +65,13 @@ def main_stages(cfg, store) -> dict[str, Any]:
     responses = each(t.generate_responses, [g.name for g in cfg.generators], cfg, store, instructions)
     pairs = t.build_pairs(cfg, store, responses)
     judgments = each(t.judge_pairs, [j.name for j in cfg.pairwise_judges()], cfg, store, pairs)
-    local = [j.name for j in cfg.pairwise_judges() if j.backend == "local"]
-    for judge in local:
+    # Each analysis on the judges whose backend can do it (judgebias.backends.kinds.CAPABILITIES).
+    for judge in cfg.pairwise_judges_that_can("in_process"):
         t.dtype_fidelity(cfg, store, judge, judgments[judge])
-    perplexity = each(t.perplexity_analysis, local, cfg, store, pairs) if cfg.analyses.perplexity else {}
+    perplexity = (each(t.perplexity_analysis, cfg.pairwise_judges_that_can("perplexity"), cfg, store, pairs)
+                  if cfg.analyses.perplexity else {})
     if cfg.analyses.attention:
-        each(t.attention_analysis, local, cfg, store, pairs)
+        each(t.attention_analysis, cfg.pairwise_judges_that_can("attention"), cfg, store, pairs)
     table = t.assemble_table(cfg, store, judgments, perplexity)
     t.aggregate_gold(cfg, store, table)
     metrics = t.compute_metrics(cfg, store, table)

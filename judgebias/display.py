@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import html
 import unicodedata
+from typing import Any
 
 _STEM_MAX = 80  # characters kept of a name in a file stem; the rest is told apart by the hash
 
@@ -26,6 +27,21 @@ def markdown_safe(text: str) -> str:
     """``text`` as inert markdown table-cell text: HTML escaped (a viewer renders raw HTML), the cell
     separator ``|`` escaped, control characters shown as escapes."""
     return html.escape(terminal_safe(text), quote=False).replace("|", "\\|")
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: Any) -> Any:
+    """A copy of ``frame`` whose text cells cannot run as a spreadsheet formula: a cell starting with
+    ``= + - @`` (or a tab or carriage return) gets a leading ``'``, so a judge named ``=HYPERLINK(...)``
+    or ``@SUM(...)`` opens as text. Numbers are left as they are (a negative figure is a number)."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
+            out[column] = out[column].map(
+                lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v)
+    return out
 
 
 def file_stem(name: str) -> str:

@@ -232,3 +232,27 @@ def file_is_pointwise(path) -> bool:
     except (OSError, ValueError, ImportError):
         return False
     return False
+
+
+UNSCORED_TOP = 10
+
+
+def unscored_reasons(table: pd.DataFrame) -> dict[str, int]:
+    """Why the judge rows without a score have none: their ``judge_error`` texts (the importer's or
+    the judging engine's reason) counted, most frequent first; the first ``UNSCORED_TOP`` reasons, the
+    rest counted together. Human-only rows (no judge) are not judgments and are not counted."""
+    judged = table["judge"].map(lambda j: not is_missing(j)) if "judge" in table.columns else \
+        pd.Series(False, index=table.index)
+    score = pd.to_numeric(table["score"], errors="coerce") if "score" in table.columns else \
+        pd.Series(np.nan, index=table.index)
+    unscored = judged.to_numpy(dtype=bool) & ~np.isfinite(score.to_numpy(dtype=float))
+    if "judge_error" in table.columns:
+        why = table.loc[unscored, "judge_error"].map(
+            lambda e: "no score and no judge_error given" if is_missing(e) else str(e).strip())
+    else:
+        why = pd.Series("no score and no judge_error given", index=table.index[unscored])
+    counts = why.value_counts()
+    out = {str(k): int(v) for k, v in counts.iloc[:UNSCORED_TOP].items()}
+    if len(counts) > UNSCORED_TOP:
+        out[f"{len(counts) - UNSCORED_TOP} other reasons"] = int(counts.iloc[UNSCORED_TOP:].sum())
+    return out

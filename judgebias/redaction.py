@@ -44,6 +44,15 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+_URI_WITH_USER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*@[^\s'\"<>]*")
+
+
+def redact_uris(text: str) -> str:
+    """``text`` with the password of every URI in it that carries credentials (a model's
+    ``base_url`` of ``https://user:pass@host/v1`` inside a logged config) replaced by ``***``."""
+    return _URI_WITH_USER.sub(lambda m: redact_uri(m.group(0)), str(text))
+
+
 def uri_without_credentials(uri: str) -> str:
     """``uri`` with no user information and no query at all: what a link may hold (the browser asks
     for credentials itself)."""

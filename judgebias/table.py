@@ -120,6 +120,7 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
         bad_rows.setdefault(i, f"invalid_{column}")
 
     factorized: dict[str, tuple] = {}
+    not_text: set[str] = set()
 
     def codes_of(column: str) -> tuple:  # once per column: hashing millions of texts is the cost
         if column not in factorized:
@@ -140,6 +141,7 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
                 v = values.iat[i]
                 what = "a number" if isinstance(v, (int, float, np.number)) else f"a {type(v).__name__}"
                 flag(i, column, f"{str(v)[:40]!r} is {what}, not text")
+                not_text.add(column)  # a dict or list cannot be hashed: the pair checks skip it
     if not is_text_categorical(out["pair_id"]):  # a categorical of texts (read_for_analysis) stays one
         out["pair_id"] = out["pair_id"].astype(str)
 
@@ -234,6 +236,8 @@ def validate(df: pd.DataFrame, source: str = "<table>", *, skip_invalid: bool = 
     # join judges on it, so rows that disagree would silently compare different texts or authors.
     first_of_pair = _first_rows(pair) if pair.size and pair.min() >= 0 else None
     for column in (*REQUIRED[1:], "generator_a", "generator_b"):
+        if column in not_text:
+            continue  # already refused row by row
         for i in np.flatnonzero(_differs_from_first(codes_of(column)[0], pair, first_of_pair)):
             flag(i, column, f"pair_id {out['pair_id'].iat[i]!r} has another {column} in an earlier row")
 

@@ -69,14 +69,14 @@ class _Serialized:
 
 def _build_backend(spec: ModelSpec):
     threads = os.environ.get(ENV_TORCH_THREADS)
-    if threads and spec.backend == "local" and not spec.factory:
+    if threads and spec.can("in_process"):
         import torch
 
         # Set explicitly: OMP_NUM_THREADS in a worker's environment is read too late to count.
         torch.set_num_threads(int(threads))
     backend = build_backend(spec)
     # One call at a time on a local model; API calls overlap.
-    return _Serialized(backend) if spec.backend == "local" and not spec.factory else backend
+    return _Serialized(backend) if spec.can("in_process") else backend
 
 
 _BACKENDS = Resident(ENV_WORKER_MODELS, default=1, minimum=1)

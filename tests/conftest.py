@@ -174,7 +174,11 @@ def _has_attention() -> bool:
 
 @pytest.fixture(scope="session")
 def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
-    """One experiment of the tiny config, shared by the flow tests (about a minute on 2 cores)."""
+    """One experiment of the tiny config, shared by the flow tests (about a minute on 2 cores).
+
+    Its call cache (``cache_dir``) starts empty, so its stages measure real model calls; the other
+    runs of the tiny models (the console's, the full disk's, the probes') ask it for their calls
+    afterwards and compute only what this run did not."""
     import yaml
 
     from judgebias.config.experiment import load_config
@@ -200,7 +204,57 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
         "store": RunStore(cfg.run_path()),
         "config_path": config_path,
         "base": base,
+        "cache_dir": cfg.cache_dir,
     }
+
+
+POINTWISE_PROBES = ["rubric_reversed", "score_ids_letters", "reference_score", "rubric_permuted",
+                    "scale_1_10"]
+
+
+@pytest.fixture(scope="session")
+def probes_run(prefect_harness, tiny_models, experiment_run, tmp_path_factory):
+    """One run folder for the probe tests (test_flows_probes.py) and the pointwise tests
+    (test_flows_pointwise.py): the main stages once on 3 instructions, then the CALM perturbations,
+    self-recognition, a pointwise judge and the pointwise probes on them, each as its own flow."""
+    import yaml
+
+    from judgebias.config.experiment import load_config
+    from judgebias.flows.experiment import (
+        perturbation_probe,
+        pointwise_judging,
+        pointwise_probe,
+        self_recognition_probe,
+    )
+    from judgebias.runstore import RunStore
+
+    base = tmp_path_factory.mktemp("probes")
+    doc = tiny_config(tiny_models, base)
+    doc["dataset"]["sample"] = 3
+    doc["analyses"] = {"perplexity": False, "attention": False}
+    doc["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    # The pointwise judge runs the model of pairwise judge "ta": pointwise_pairwise_consistency.
+    doc["judges"].append({"name": "pa", "mode": "pointwise", "model": tiny_models["tiny-a"],
+                          "template": "rubric-5-direct", "scale": [1, 5], "batch_size": 4})
+    doc["self_map"]["pa"] = "ta"
+    doc["cache_dir"] = experiment_run["cache_dir"]  # the main stages' calls are mostly made already
+    doc["probes"] = {"perturbations": {"names": ["authority", "sentiment_hostile"], "sample": 2},
+                     "self_recognition": {"sample": 2},
+                     "pointwise": {"names": POINTWISE_PROBES, "sample": 3}}
+    path = base / "probes.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = load_config(path)
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        perturbed = perturbation_probe(cfg)
+        recognised = self_recognition_probe(cfg)
+        figures = pointwise_judging(cfg)
+        probed = pointwise_probe(cfg)
+    finally:
+        os.chdir(cwd)
+    return {"cfg": cfg, "store": RunStore(cfg.run_path()), "perturbed": perturbed, "recognised": recognised,
+            "figures": figures, "probed": probed, "base": base}
 
 
 # --- a Label Studio world for the annotation tests against the real server ------------------------

@@ -40,7 +40,7 @@ def test_parse_rating_reads_choices_skips_and_refuses_off_scale():
     assert (r.rating, r.skipped, r.reason, r.unit_id, r.annotator) == (4.0, False, "clear", "i1", "ls-user-2")
     skipped = parse_rating({**ann, "result": [], "was_cancelled": True}, task, (1, 5))
     assert skipped.skipped and skipped.rating is None
-    with pytest.raises(ValueError, match=r"outside the scale 1\.\.5"):
+    with pytest.raises(ValueError, match=r"not one the config offers \(1\.\.5\)"):
         parse_rating({**ann, "result": [{"from_name": "rating", "value": {"choices": ["9"]}}]}, task, (1, 5))
 
 
@@ -127,3 +127,29 @@ def test_design_errors_on_a_rating_table_speak_of_items(tmp_path):
     # 6 items, floor 0.5 alone draws 3 of them: more than a budget of 2 (the pairwise loop says pairs).
     with pytest.raises(ValueError, match=r"draws 3\.0 of 6 items, more than the budget 2"):
         next_rating_batch(table(), None, 2, RatingSettings(design="poisson", min_prob=0.5), record=False)
+
+
+@pytest.mark.parametrize("choices, says", [(["11"], "'11' is not one the config offers (1..10)"),
+                                           (["abc"], "'abc' is not one the config offers"),
+                                           (["2.5"], "'2.5' is not one the config offers"),
+                                           (["3", "4"], "several ratings ['3', '4']")])
+def test_a_rating_the_config_does_not_offer_is_refused_by_name(choices, says):
+    # "11" and "abc" were counted without saying which; ["3", "4"] was read as 3 without a word.
+    task = PushedTask("k1", "u1", 1, 7, False, "http://ls")
+    ann = {"id": 5, "completed_by": 1, "updated_at": "2026-01-01T00:00:00Z",
+           "result": [{"from_name": "rating", "value": {"choices": choices}}]}
+    with pytest.raises(ValueError) as err:
+        parse_rating(ann, task, (1, 10))
+    assert says in str(err.value)
+
+
+def test_pull_lines_name_what_was_not_counted():
+    from judgebias.annotation.summary import not_counted_lines
+
+    lines = not_counted_lines({"unreadable_annotation": 2}, {"unreadable_annotation": [
+        "annotation 5: rating '11' is not one the config offers (1..10)",
+        "annotation 6: several ratings ['3', '4'] for one item (the config offers one)"]})
+    assert lines == ["not counted: 2 annotation(s) (unreadable annotation): annotation 5: rating '11' is not "
+                     "one the config offers (1..10); annotation 6: several ratings ['3', '4'] for one item "
+                     "(the config offers one)"]
+    assert not_counted_lines({}, {}) == []

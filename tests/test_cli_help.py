@@ -60,3 +60,18 @@ def test_annotate_says_it_draws_a_probability_sample():
     out = CliRunner().invoke(app, ["annotate", "--help"], terminal_width=WIDTH).output
     assert "probability sample" in " ".join(out.split())
     assert "most informative" not in out
+
+
+def test_root_help_says_where_to_start_and_uses_a_wide_terminal():
+    """The root help cut every summary at ~60 characters whatever the width, and did not say where to
+    start."""
+    import os
+    import subprocess
+    import sys
+
+    wide = subprocess.run([sys.executable, "-m", "judgebias", "--help"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "140"})
+    assert wide.returncode == 0
+    assert "Start with `judgebias demo`" in " ".join(wide.stdout.split())
+    analyze = next(line for line in wide.stdout.splitlines() if line.strip().startswith("analyze "))
+    assert analyze.rstrip().endswith("with 95% intervals.")  # the whole first sentence, not "95%..."

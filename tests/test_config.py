@@ -201,3 +201,12 @@ def test_shipped_configs_are_valid(path):
     cfg = load_config(path)
     for judge in cfg.self_map:
         assert cfg.gold_panel(judge), f"{path.name}: judge {judge} has no gold panel"
+
+
+def test_cluster_by_reaches_the_results_hash_only_when_set():
+    base = parse_config(minimal())
+    assert base.analyses.cluster_by is None and "cluster_by" not in base.results_part()["analyses"]
+    flat = parse_config(minimal(analyses={"cluster_by": "none"}))
+    assert flat.analyses.cluster_by == "none" and flat.config_hash() != base.config_hash()
+    with pytest.raises(ConfigError):
+        parse_config(minimal(analyses={"cluster_by": ""}))

@@ -161,10 +161,13 @@ def _check_common(lines: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 @pytest.mark.slow
-def test_run_console_is_one_line_per_stage_and_ends_with_the_summary(tiny_models, tmp_path):
+def test_run_console_is_one_line_per_stage_and_ends_with_the_summary(tiny_models, experiment_run, tmp_path):
     conf = tiny_config(tiny_models, tmp_path)
     conf["analyses"]["attention"] = False
     conf["ablations"]["style_rewrite"]["enabled"] = False
+    # The shared experiment's call cache: the same models on the same instructions, so the cold run
+    # computes every stage (each listed as ran) from cached model calls.
+    conf["cache_dir"] = experiment_run["cache_dir"]
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(conf))
 

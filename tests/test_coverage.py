@@ -201,3 +201,65 @@ def test_leaderboard_family_computes_strengths_and_ranks_with_the_product():
     strengths = np.array([got[f"strength.m{k}"][0] for k in range(1, 7)])
     assert strengths.sum() == pytest.approx(0.0, abs=1e-6)
     assert [got[f"rank.m{k}"][0] for k in range(1, 7)] == list(fl.bt.ranks(strengths))
+
+
+def _children(pid: int) -> set[int]:
+    from pathlib import Path
+
+    kids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids.add(int(entry.name))
+    return kids
+
+
+def test_workers_are_capped_at_the_cores_and_a_sigterm_stops_them(tmp_path):
+    """``--workers 16`` starts at most one worker per usable core, says so, and a SIGTERM mid-run
+    ends the command and its workers (unbounded, 10000 hung and ignored SIGTERM for 9 minutes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from judgebias.coverage.runner import usable_cores
+
+    argv = [sys.executable, "-m", "judgebias", "coverage", "--workers", "16", "--reps", "100000",
+            "-f", "position_probs", "--n", "10,25,50,100", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < min(usable_cores(), 4):
+            workers = _children(proc.pid)
+            time.sleep(0.5)
+        time.sleep(3)  # every worker the pool would start has started
+        workers = _children(proc.pid)
+        assert workers and len(workers) <= usable_cores() + 1, workers  # + the pool's own helper, if any
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert f"--workers 16 capped at {min(usable_cores(), 16)}" in err
+    assert proc.returncode == 143, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    time.sleep(1)
+    assert not [p for p in workers if _running(p)], workers
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] != "Z"

@@ -205,7 +205,8 @@ def test_judge_on_a_full_disk_says_its_calls_are_cached_and_resumes(tiny_models,
 
 
 @pytest.mark.slow
-def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(tiny_models, tmp_path):
+def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(tiny_models, experiment_run,
+                                                                               tmp_path):
     # The experiment flow as a user runs it (a process of its own: Prefect's temporary server, its
     # console handler): the judgments' file goes to /dev/full.
     _require_dev_full()
@@ -217,6 +218,7 @@ def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(t
     data = tiny_config(tiny_models, tmp_path)
     data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
     data["analyses"] = {"perplexity": False, "attention": False}
+    data["cache_dir"] = experiment_run["cache_dir"]  # its model calls are cached there already
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(data))
     run = load_config(config).run_path()

@@ -25,7 +25,8 @@ NO_PAPER = {"tie_rate"}
 
 def table(n_pairs: int = 150, seed: int = 1, ppl: bool = True) -> pd.DataFrame:
     """Three judges that also generate, three human labels per pair, both orders, probabilities and
-    (optionally) perplexities: with a family for j1 every registered figure is computable."""
+    (optionally) perplexities, five pairs per prompt (the evaluator quality baseline matches pairs of
+    one question): with a family for j1 every registered figure is computable."""
     rng = np.random.default_rng(seed)
     gens = np.array(["j1", "j2", "j3", "other"], dtype=object)
     ga = rng.integers(0, 4, n_pairs)
@@ -39,11 +40,13 @@ def table(n_pairs: int = 150, seed: int = 1, ppl: bool = True) -> pd.DataFrame:
         for i in range(n_pairs):
             labels = ["a" if q[i] + rng.normal(0, 0.8) > 0.1 else "b" if q[i] < -0.1 else "tie"
                       for _ in range(3)]
-            row = {"pair_id": f"p{i}", "prompt": f"q{i}",
+            row = {"pair_id": f"p{i}", "prompt": f"q{i // 5}",
                    "response_a": "w " * int(wa[i]) + ("\n- x" if i % 3 else ""),
                    "response_b": "w " * int(wb[i]), "generator_a": gens[ga[i]], "generator_b": gens[gb[i]],
                    "judge": judge, "p_a_ab": p_ab[i], "p_a_ba": p_ba[i], "p_a": (p_ab[i] + p_ba[i]) / 2,
-                   "human": labels}
+                   "human": labels,
+                   # three more runs of a sampling judge (judge --repeats 3): the repeat figures
+                   "repeat_verdicts": ["a" if rng.random() < p_ab[i] else "b" for _ in range(3)]}
             if ppl:
                 row.update(ppl_a=float(np.exp(2 - 0.4 * (ga[i] == j) + rng.normal(0, .3))),
                            ppl_b=float(np.exp(2 - 0.4 * (gb[i] == j) + rng.normal(0, .3))))
@@ -57,7 +60,7 @@ def result() -> dict:
 
 
 def test_every_figure_declares_everything():
-    assert len(R.FIGURES) == 24
+    assert len(R.FIGURES) == 28
     required = [f.name for f in dataclasses.fields(R.Figure) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]
     assert set(required) == {"key", "needs", "compute", "label", "how", "meaning", "source", "direction",

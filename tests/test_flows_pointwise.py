@@ -1,53 +1,21 @@
 """A pointwise judge in an experiment, end to end on the tiny local models with a real call cache:
 the generated responses scored alone, the pointwise figures and plots in the run folder, the
-pointwise probes' figures, the page's pointwise section, MLflow, and a rerun without a model call."""
+pointwise probes' figures, the page's pointwise section, MLflow, and a rerun without a model call.
+The run folder (3 instructions, 2 generators) is shared with test_flows_probes.py."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-import yaml
-from conftest import tiny_config
+from conftest import POINTWISE_PROBES
 
-PROBES = ["rubric_reversed", "score_ids_letters", "reference_score", "rubric_permuted", "scale_1_10"]
+PROBES = POINTWISE_PROBES
 
 
-@pytest.fixture(scope="module")
-def pw_run(prefect_harness, tiny_models, tmp_path_factory):
-    from judgebias.config.experiment import load_config
-    from judgebias.flows.experiment import pointwise_judging, pointwise_probe
-    from judgebias.runstore import RunStore
-
-    base = tmp_path_factory.mktemp("pointwise")
-    doc = tiny_config(tiny_models, base)
-    doc["dataset"]["sample"] = 2
-    doc["analyses"] = {"perplexity": False, "attention": False}
-    doc["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    # The pointwise judge runs the model of pairwise judge "ta": pointwise_pairwise_consistency.
-    doc["judges"].append(
-        {
-            "name": "pa",
-            "mode": "pointwise",
-            "model": tiny_models["tiny-a"],
-            "template": "rubric-5-direct",
-            "scale": [1, 5],
-            "batch_size": 4,
-        }
-    )
-    doc["self_map"]["pa"] = "ta"
-    doc["probes"] = {"pointwise": {"names": PROBES, "sample": 3}}
-    path = base / "pointwise.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    cfg = load_config(path)
-    cwd = os.getcwd()
-    os.chdir(base)
-    try:
-        figures = pointwise_judging(cfg)
-        probed = pointwise_probe(cfg)
-    finally:
-        os.chdir(cwd)
-    return {"cfg": cfg, "store": RunStore(cfg.run_path()), "figures": figures, "probed": probed, "base": base}
+@pytest.fixture
+def pw_run(probes_run):
+    return probes_run  # one run folder with the probe tests (conftest.probes_run)
 
 
 def test_the_pointwise_judge_scores_every_response(pw_run):
@@ -56,13 +24,13 @@ def test_the_pointwise_judge_scores_every_response(pw_run):
     cfg, store, out = pw_run["cfg"], pw_run["store"], pw_run["figures"]
     layout = RunLayout.pointwise(cfg)
     rows = store.read_frame(layout.judgments("pa"))
-    # 2 instructions x 2 generators, each response once, read from the probabilities.
-    assert len(rows) == 4 and set(rows["generator"]) == {"ta", "tb"}
+    # 3 instructions x 2 generators, each response once, read from the probabilities.
+    assert len(rows) == 6 and set(rows["generator"]) == {"ta", "tb"}
     assert rows["score"].between(1, 5).all() and (rows["score_source"] == "probabilities").all()
     assert (rows["template_version"] == "rubric-5-direct@1-direct:chat").all()
     figs = out["judges"]["pa"]
-    assert figs["score_distribution"]["n"] == 4
-    assert figs["score_self_preference"]["dp"]["n"] == 4  # own (ta) against other (tb)
+    assert figs["score_distribution"]["n"] == 6
+    assert figs["score_self_preference"]["dp"]["n"] == 6  # own (ta) against other (tb)
     assert "pointwise_pairwise_consistency" in figs or "pointwise_pairwise_consistency" in figs["skipped"]
     assert out["pairwise_twins"] == {"pa": "ta"}
     assert store.path(layout.plot("score_distribution_pa")).is_file()
@@ -106,12 +74,13 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     by_kind = {r.data.tags.get("judgebias.probe") or r.data.tags["judgebias.kind"]: r for r in children}
-    assert set(by_kind) == {"pointwise", "pointwise_probes"}
+    # The run folder also holds the CALM probes (conftest.probes_run): one nested run each.
+    assert set(by_kind) == {"pointwise", "pointwise_probes", "perturbations", "self_recognition"}
     probe_metrics = by_kind["pointwise_probes"].data.metrics
     rate = pw_run["probed"]["judges"]["pa"]["scale_1_10@1"]["unchanged_rate"]
     assert probe_metrics["pa.scale_1_10.unchanged_rate"] == pytest.approx(rate["value"])
     figures = by_kind["pointwise"].data.metrics
-    assert figures["pa.score_distribution.skew.n"] == 4
+    assert figures["pa.score_distribution.skew.n"] == 6
     assert "plots" in {a.path for a in client.list_artifacts(by_kind["pointwise"].info.run_id)}
     probe_plots = client.list_artifacts(by_kind["pointwise_probes"].info.run_id, "plots")
     assert [a.path for a in probe_plots] == ["plots/pointwise_probes.png"]

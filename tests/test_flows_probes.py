@@ -1,41 +1,17 @@
 """The two probes as flows on the tiny local models with a real call cache: perturbed pairs judged
 in both orders, self-recognition asked in both orders, their figures in the run folder, and a
-rerun that makes no model call."""
+rerun that makes no model call. The run folder is shared with test_flows_pointwise.py."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-import yaml
-from conftest import tiny_config
 
 
-@pytest.fixture(scope="module")
-def probe_run(prefect_harness, tiny_models, tmp_path_factory):
-    from judgebias.config.experiment import load_config
-    from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.runstore import RunStore
-
-    base = tmp_path_factory.mktemp("probes")
-    doc = tiny_config(tiny_models, base)
-    doc["dataset"]["sample"] = 3
-    doc["analyses"] = {"perplexity": False, "attention": False}
-    doc["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    doc["probes"] = {"perturbations": {"names": ["authority", "sentiment_hostile"], "sample": 2},
-                     "self_recognition": {"sample": 2}}
-    path = base / "probes.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    cfg = load_config(path)
-    cwd = os.getcwd()
-    os.chdir(base)
-    try:
-        perturbed = perturbation_probe(cfg)
-        recognised = self_recognition_probe(cfg)
-    finally:
-        os.chdir(cwd)
-    return {"cfg": cfg, "store": RunStore(cfg.run_path()), "perturbed": perturbed, "recognised": recognised,
-            "base": base}
+@pytest.fixture
+def probe_run(probes_run):
+    return probes_run  # one run folder with the pointwise tests (conftest.probes_run)
 
 
 def test_perturbed_pairs_are_judged_and_measured(probe_run):
@@ -118,7 +94,8 @@ def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     by_probe = {r.data.tags["judgebias.probe"]: r for r in children}
-    assert set(by_probe) == {"perturbations", "self_recognition"}
+    # The run folder also holds the pointwise probes (conftest.probes_run): one nested run each.
+    assert set(by_probe) == {"perturbations", "self_recognition", "pointwise_probes"}
     metrics = by_probe["perturbations"].data.metrics
     out = probe_run["perturbed"]["judges"]["ta"]["authority@1"]["robustness_rate"]
     assert metrics["ta.authority.robustness_rate"] == pytest.approx(out["value"])
@@ -165,16 +142,21 @@ def test_probe_statements_by_hand():
     recognised = {"value": 0.8, "ci_low": 0.6, "ci_high": 0.92, "n": 20, "p_value": 0.008}
     probes = {"perturbations": {"perturbations": described, "judges": {"j": shifts}},
               "self_recognition": {"judges": {"j": {"self_recognition": recognised}}}}
-    said = dict((text.split(":")[0].split(" (the size")[0], kind)
+    said = dict((text.split(":")[0].split(" (the test")[0], kind)
                 for kind, text in probe_statements(probes, "j"))
+    # Issue 41 item 3 added the inconclusive line: the flat shift +0.01 [-0.05, +0.07] is not
+    # detectable, but its interval leaves the +-0.05 margin (before, it was simply not mentioned).
     assert said == {"Perturbations (CALM) that move its P(A) by 0.05 or more": "caution",
-                    "Perturbations (CALM) with a detectable shift under 0.05": "info",
+                    "Perturbations (CALM) with a detectable shift under their margin of 0.05": "info",
+                    "Perturbations (CALM) with no detectable shift that the data cannot yet call harmless "
+                    "(1 of 3)": "inconclusive",
                     "Self-recognition": "info"}
     text = " ".join(t for _, t in probe_statements(probes, "j"))
     assert ("a fake citation (toward that side, shift +0.120 [+0.020, +0.220], n=20; p=0.001, "
             "adjusted 0.004)") in text
     assert "the test is adjusted): padding (away from that side, shift -0.004" in text
-    assert "irrelevant" not in text and "tells its own answers apart (80.0% of 20 pairs" in text
+    assert "an irrelevant sentence: a shift as large as +0.070 is not excluded" in text
+    assert "tells its own answers apart (80.0% of 20 pairs" in text
     # The same shift with p = 0.03 is significant alone, not once adjusted for four tests (Holm).
     weaker = {**shifts, "authority@1": {"shift": {**est, "p_value": 0.03}}}
     weak = {**probes, "perturbations": {"perturbations": described, "judges": {"j": weaker}}}

@@ -384,3 +384,21 @@ def test_mlflow_logging_round_trip(tmp_path):
     assert logged.params["leaderboard.family_map"] == "j=a"
     assert {"leaderboard.json", "plots"} <= {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(
         run.info.run_id)}
+
+
+@pytest.mark.parametrize("rows, says", [
+    # One model only: every comparison pits m1 against itself, so none is usable.
+    (_rows("j", "m1", "m1", [1.0, 0.0, 1.0]), "fewer than two models"),
+    # Two groups no comparison links: m1-m2 and m3-m4.
+    (_rows("j", "m1", "m2", [1.0, 0.0, 1.0]) + _rows("j", "m3", "m4", [1.0, 0.0, 0.0], start=3),
+     "separate groups: [['m1', 'm2'], ['m3', 'm4']]"),
+])
+def test_cli_refuses_a_table_no_ranking_can_come_from_in_one_line(tmp_path, rows, says):
+    path = tmp_path / "t.jsonl"
+    pd.DataFrame(rows).to_json(path, orient="records", lines=True)
+    run = _cli(str(path), "--reps", "30", "--out", str(tmp_path / "lb.json"))
+    assert run.returncode == 2, run.stdout[-1000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "RuntimeWarning" not in run.stderr, run.stderr[-2000:]
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no model ranking could be fitted" in errors[0] and says in errors[0]
+    assert not (tmp_path / "lb.json").exists()

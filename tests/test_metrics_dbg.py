@@ -83,8 +83,10 @@ def test_humans_as_gold():
     assert est.value == pytest.approx(0.5)
     assert est.exclusions == {"no_own_response": 1, "no_gold": 1}
     assert est.details["gold_panel"] == ["human"]
-    # no leak warning with humans as gold; 5 pairs are below dbg.SMALL_PAIRS, which is said
-    assert len(est.warnings) == 1 and est.warnings[0].startswith("only 5 pairs: below 25")
+    # no leak warning with humans as gold; 5 pairs are below dbg.SMALL_PAIRS, which is said, and
+    # all five share the prompt "q": one cluster, which is said too
+    assert len(est.warnings) == 2 and est.warnings[0].startswith("only 5 pairs: below 25")
+    assert "share one cluster (prompt)" in est.warnings[1] and est.clusters == 1
 
 
 def test_gold_votes_per_pair_code():

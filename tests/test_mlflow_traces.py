@@ -136,8 +136,10 @@ def test_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_pa
     assert runs == {out.split("MLflow: run ")[1].split()[0]}
     note = client.get_run(runs.pop()).data.tags["mlflow.note.content"]
     assert "tag.`judgebias.position_flip` = 'true'" in note
-    page = f"{mlflow_server}/#/experiments/{experiment.experiment_id}/traces"
+    # Relative links: an absolute http://127.0.0.1:PORT failed from a UI on any other host or port.
+    page = f"#/experiments/{experiment.experiment_id}/traces?startTimeLabel=ALL"
     assert f"and [the experiment's Traces page]({page})" in note
+    assert "http://" not in note
     assert "- 6 judgments where the judge flips with the order" in note
     # The run page leads with the answer: the headline table comes first, the traces after it.
     assert note.startswith("| judge | metric | estimate [95% CI] |\n|---|---|---|\n| j1 |")
@@ -343,9 +345,13 @@ def test_an_experiment_opens_on_its_runs_without_traces_and_a_users_choice_stand
 def test_the_traces_page_is_on_the_tracking_server_or_mlflow_uis_default_address():
     from judgebias.tracking.judgment_traces import filter_strings, traces_page
 
-    assert traces_page("http://mlflow.example:5000/", "7") == "http://mlflow.example:5000/#/experiments/7/traces"
+    # Over all time: by default the page shows 7 days, and an older run's link opened "Start tracing".
+    assert traces_page("http://mlflow.example:5000/", "7") == \
+        "http://mlflow.example:5000/#/experiments/7/traces?startTimeLabel=ALL"
     # A local store has no UI of its own: the link names `mlflow ui`'s default address.
-    assert traces_page("sqlite:///x.db", "1") == "http://127.0.0.1:5000/#/experiments/1/traces"
+    assert traces_page("sqlite:///x.db", "1") == "http://127.0.0.1:5000/#/experiments/1/traces?startTimeLabel=ALL"
+    # In a run's description: relative, so it works from an MLflow UI on any host and port.
+    assert traces_page(None, "7") == "#/experiments/7/traces?startTimeLabel=ALL"
     assert filter_strings()["the judge's own response is A or B"] == "tag.`judgebias.own_response` != 'none'"
 
 
@@ -395,6 +401,8 @@ def test_the_note_links_each_equal_tag_question_to_the_page_filtered_by_it():
     page = "http://mlflow.example:5000/#/experiments/7/traces"
     flips = page + "?startTimeLabel=ALL&tag=judgebias.position_flip%3Dtrue"
     assert filtered_page(page, "judgebias.position_flip", "true") == flips
+    # The all-time page (traces_page's) gets the tag added once, not a second query.
+    assert filtered_page(page + "?startTimeLabel=ALL", "judgebias.position_flip", "true") == flips
     # A key or value with '=' or '&' in it stays one parameter, its halves split at the first '='.
     assert filtered_page(page, "a=b", "c&d").endswith("&tag=a%253Db%3Dc%2526d")
     note = traces_note({"rows": 14, "position flips": 6}, page=page)
@@ -490,3 +498,19 @@ def test_a_password_in_the_tracking_uri_reaches_no_output(mlflow_server, tmp_pat
     logged = json.dumps([run.data.params, run.data.tags]) + "".join(
         str(t.to_dict()) for t in client.search_traces(locations=[run.info.experiment_id]))
     assert password not in out + written + logged
+
+
+def test_no_disagreement_question_where_no_row_has_a_human_majority():
+    """Without human labels "0 judgments where the judge disagrees with the humans' majority" read as
+    perfect agreement: the question is left out where it cannot be asked, kept where it can."""
+    from judgebias.tracking.judgment_traces import HUMAN_MAJORITY, flag_counts, judgment_records, traces_note
+
+    table = small_table()
+    unlabelled = table.assign(human=[[] for _ in range(len(table))])
+    counts = {"rows": 15, **flag_counts(judgment_records(unlabelled))}
+    assert counts[HUMAN_MAJORITY] == 0
+    assert "disagrees with the humans" not in traces_note(counts, page="#/experiments/1/traces")
+    labelled = {"rows": 15, **flag_counts(judgment_records(small_table()))}
+    assert labelled[HUMAN_MAJORITY] > 0
+    note = traces_note(labelled, page="#/x")
+    assert "judgments where the judge disagrees with the humans' majority" in note

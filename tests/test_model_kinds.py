@@ -138,3 +138,103 @@ def test_the_judge_stage_reads_the_entrys_prompt_kind():
     few_shot = JudgeConfig(name="f", model="m", prompt_kind="few-shot")
     assert judge_chat(auto, _Model(False)) is False and judge_chat(auto, _Model(True)) is True
     assert judge_chat(few_shot, _Model(True)) is False
+
+
+# --- capabilities: what the stages ask instead of a backend's name ------------------------------------
+def test_each_kind_declares_its_capabilities_once():
+    from judgebias.backends.kinds import CAPABILITIES, Capability, can
+
+    assert set(CAPABILITIES) == set(BACKENDS)  # every kind declares, none is forgotten
+    table = {cap: [k for k in BACKENDS if can(k, cap)] for cap in get_args(Capability)}
+    every = ["local", "openai", "vllm"]
+    assert table == {"generation": every, "option_logprobs": every, "perplexity": ["local", "vllm"],
+                     "attention": ["local"], "finetune": ["local"], "in_process": ["local"]}
+    with pytest.raises(ValueError, match="unknown capability 'logits'; use one of generation, "):
+        can("local", "logits")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown backend 'tgi'"):
+        can("tgi", "generation")
+
+
+def test_a_spec_and_an_entry_answer_from_the_same_table_and_a_factory_gets_the_protocols_only():
+    for kind, extra in (("local", {}), ("vllm", {}), ("openai", {"base_url": URL})):
+        entry = JudgeConfig(name="j", model="m", backend=kind, **extra)
+        spec = ModelSpec(name="j", model="m", backend=kind, **extra)
+        for cap in ("generation", "perplexity", "attention", "finetune", "in_process"):
+            assert entry.can(cap) == spec.can(cap) == entry.to_spec().can(cap), (kind, cap)
+    built = ModelSpec(name="j", model="m", factory="my_judges:build")  # backend "local" by default
+    assert [built.can(c) for c in ("generation", "option_logprobs", "perplexity", "in_process")] == [
+        True, True, False, False]
+    with pytest.raises(ValueError, match="unknown capability"):
+        built.can("logits")  # type: ignore[arg-type]
+
+
+def test_the_flow_plans_each_analysis_on_the_judges_that_can_do_it(tmp_path):
+    import yaml
+
+    from judgebias.config.experiment import load_config
+
+    data = {"generators": [{"name": "g1", "model": "m1"}, {"name": "g2", "model": "m2", "backend": "vllm"}],
+            "judges": [{"name": "g1", "model": "m1", "dtype": "bfloat16"},
+                       {"name": "g2", "model": "m2", "backend": "vllm", "dtype": "bfloat16"},
+                       {"name": "api", "model": "gpt-x", "backend": "openai", "base_url": URL}],
+            "self_map": {"g1": "g1", "g2": "g2"}}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(path)
+    assert cfg.pairwise_judges_that_can("perplexity") == ["g1", "g2"]  # vLLM gives prompt log-probs
+    assert cfg.pairwise_judges_that_can("attention") == cfg.pairwise_judges_that_can("in_process") == ["g1"]
+    assert cfg.local_models() == ["m1"]  # only in-process weights are prepared ahead
+    # `judgebias run --dtype` sets in-process models only; the vLLM entry keeps its own.
+    again = load_config(path, {"local_dtype": "float32"})
+    assert [j.dtype for j in again.judges] == ["float32", "bfloat16", "auto"]
+
+
+def test_dtype_fidelity_is_asked_of_in_process_judges_only(tmp_path):
+    from judgebias.config.experiment import parse_config
+    from judgebias.runstore import RunStore
+    from judgebias.stages.judge import dtype_fidelity
+
+    cfg = parse_config({"generators": [{"name": "g1", "model": "m1"}, {"name": "g2", "model": "m2"}],
+                        "judges": [{"name": "g1", "model": "m1", "backend": "vllm", "dtype": "bfloat16"}],
+                        "self_map": {"g1": "g1"}}, "exp.yaml")
+    import pandas as pd
+    # A vLLM judge in bf16 has no in-process weights to re-score in float32: no stage, no model load.
+    assert dtype_fidelity(cfg, RunStore(tmp_path), "g1", pd.DataFrame()) is None
+
+
+def test_finetune_refuses_a_generator_that_cannot_be_finetuned(tmp_path):
+    from judgebias.config.experiment import parse_config
+    from judgebias.runstore import RunStore
+    from judgebias.stages.finetune import finetune_generator
+
+    cfg = parse_config({"generators": [{"name": "g1", "model": "m1", "backend": "vllm"},
+                                       {"name": "g2", "model": "m2"}],
+                        "judges": [{"name": "g1", "model": "m1"}], "self_map": {"g1": "g1"},
+                        "run_dir": str(tmp_path / "runs")}, "exp.yaml")
+    with pytest.raises(ValueError, match="generator 'g1' runs on backend 'vllm', which cannot be fine-tuned"):
+        finetune_generator(cfg, RunStore(tmp_path / "run"), "g1")
+
+
+def _doc_blocks() -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "judges.md").read_text()
+    section = text.split("## Your own backend (`factory`)", 1)[1]
+    return [b.split("\n", 1)[1] for b in section.split("```python")[1:3]]
+
+
+def test_the_documented_factory_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    module, usage = (b.split("```", 1)[0] for b in _doc_blocks())
+    (tmp_path / "my_judges.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    exec(compile(usage, "docs/judges.md", "exec"), {})  # the doc's own example, as written
+    printed = capsys.readouterr().out
+    # Shown in both orders: A="Hi!" shorter -> P(A) 0.9; swapped, the shorter is B -> P(A) 0.1, i.e.
+    # 0.9 for the original A once folded back: verdict "a" (the response listed as A).
+    assert printed.split() == ["pair_id", "p_a", "verdict", "0", "p1", "0.9", "a"], printed
+    from judgebias.backends.builder import ModelSpec, build_backend
+
+    spec = ModelSpec(name="shorter", model="shorter@1", factory="my_judges:build")
+    assert build_backend(spec).identity() == {"backend": "shorter", "model": "shorter@1"}
+    with pytest.raises(ValueError, match="factory 'no_such_module:build' cannot be imported"):
+        build_backend(ModelSpec(name="x", model="y", factory="no_such_module:build"))

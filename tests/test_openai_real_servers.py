@@ -199,7 +199,7 @@ _NOT_INSTALLED = {
     "llama-cpp-python": "llama-cpp-python is not installed (an optional engine: `pip install "
                         "'llama-cpp-python[server]'`, or JUDGEBIAS_LLAMACPP_PYTHON=/path/to/its/python)",
     "llama-server": "llama.cpp's llama-server is not on the PATH (an optional engine: build it as "
-                    "docs/benchmarks.md says, or JUDGEBIAS_LLAMA_SERVER=/path/to/llama-server)",
+                    "docs/benchmarks-history.md says, or JUDGEBIAS_LLAMA_SERVER=/path/to/llama-server)",
 }
 
 

@@ -252,12 +252,16 @@ def test_pointwise_statements_by_hand():
     said, fam = pointwise_statements(figures, probes, "j")
     assert fam.size == 4 and fam.p("pwprobe:rubric_reversed@1") == pytest.approx((0.004, 0.012))
     kinds = [k for k, _ in said]
-    assert kinds == ["caution", "ok", "caution"]
+    # Changed by issue 41 item 3: a test that does not reject is no longer "ok". These figures carry
+    # no score_distribution, so the scale (and a 5%-of-scale margin) is unknown: nothing can be shown
+    # equivalent, and the self-preference and the letters probe read inconclusive.
+    assert kinds == ["caution", "inconclusive", "caution", "inconclusive"]
     assert said[0][1].startswith(
         "Against human scores: scores higher than the humans (+0.800 [+0.400, +1.200]"
     )
     assert "adjusted 0.004" in said[0][1]
-    assert said[1][1].startswith("No detectable score preference for its own responses")
+    assert said[1][1].startswith("No score preference for its own responses detectable, but one as large as "
+                                 "+0.500 is not excluded")
     assert "the rubric listed from Score 5 down (lower, shift -0.300" in said[2][1]
     assert "60.0% unchanged" in said[2][1] and "A-E" not in said[2][1]
     # The same shift at p = 0.02 passes alone, not after Holm (3 * 0.02 = 0.06): no caution.
@@ -268,8 +272,13 @@ def test_pointwise_statements_by_hand():
         },
     }
     said, _ = pointwise_statements(figures, weaker, "j")
-    assert said[-1] == (
-        "ok",
-        "None of the 2 scoring perturbations tried (Li et al. 2025) moved its scores detectably.",
-    )
+    # Was "ok: None of the 2 scoring perturbations ... moved its scores detectably" before issue 41.
+    assert said[-1][0] == "inconclusive" and "cannot yet call harmless (2 of 2)" in said[-1][1]
+    # On a 1-5 scale (range 4, margin 0.05 x 4 = 0.2), a bias of +0.02 [-0.05, +0.09] on 200
+    # responses is inside +-0.2: equivalence p = 2 sf((0.2 - 0.02) / (0.07 / Z)) = 2 sf(5.04) ~ 5e-7: ok.
+    calm = {"score_bias_human": {"value": 0.02, "ci_low": -0.05, "ci_high": 0.09, "n": 200, "p_value": 0.6},
+            "score_distribution": {"value": 0.1, "ci_low": -0.2, "ci_high": 0.4, "n": 200, "levels": 5}}
+    said, fam = pointwise_statements(calm, None, "j")
+    assert said == [("ok", "Against human scores: no difference from the humans' mean score beyond its "
+                           "margin +-0.200 (+0.020 [-0.050, +0.090], n=200; p=0.600, adjusted 0.600).")]
     assert pointwise_statements({}, None, "j")[0] == []

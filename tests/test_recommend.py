@@ -35,19 +35,35 @@ def test_each_rule_at_its_boundary():
     # R3: 0.9 is consistent enough, 0.89 is flagged.
     assert outcomes(judge("j", pc=est(0.9, 0.85, 0.95)))["R3"] == "passed"
     assert outcomes(judge("j", pc=est(0.89, 0.85, 0.93)))["R3"] == "flagged"
-    # R4 with humans reads the verbosity bias (above 0 flags; an interval spanning 0 passes, even
-    # when the length term alone would flag: humans prefer length as much).
+    # R4 with humans reads the verbosity bias (above 0 flags, even when the length term alone would
+    # not; the length term is not read when humans are there: they may prefer length as much).
     assert outcomes(judge("j", vb=est(0.1, 0.02, 0.18)))["R4"] == "flagged"
-    assert outcomes(judge("j", vb=est(0.1, -0.02, 0.18), length=est(0.6, 0.3, 0.9)))["R4"] == "passed"
-    # Without humans, a length term excluding 0 on either side flags.
+    # Changed by issue 41 item 3: an interval spanning 0 no longer passes by itself. It passes only
+    # inside the verbosity bias's margin +-0.05, else it is inconclusive.
+    assert outcomes(judge("j", vb=est(0.1, -0.02, 0.18), length=est(0.6, 0.3, 0.9)))["R4"] == "inconclusive"
+    # 0.01 [-0.02, +0.04]: equivalence p = 2 sf((0.05 - 0.01) / (0.03 / 1.96)) = 0.009 < 0.05: passed.
+    assert outcomes(judge("j", vb=est(0.01, -0.02, 0.04), length=est(0.6, 0.3, 0.9)))["R4"] == "passed"
+    # Without humans, a length term excluding 0 on either side flags; spanning 0 it passes only
+    # inside +-0.2 (+0.3 [-0.1, +0.5] was "passed" before issue 41).
     assert outcomes(judge("j", length=est(-0.3, -0.5, -0.1)))["R4"] == "flagged"
-    assert outcomes(judge("j", length=est(0.3, -0.1, 0.5)))["R4"] == "passed"
+    assert outcomes(judge("j", length=est(0.3, -0.1, 0.5)))["R4"] == "inconclusive"
+    assert outcomes(judge("j", length=est(0.02, -0.1, 0.14)))["R4"] == "passed"
 
 
-def test_the_panel_is_not_judged_by_per_judgment_rules():
+def test_the_panel_meets_the_same_rules_as_its_members():
+    # Issue 41: the panel is checked against R2-R4 on its pooled vote (it was "not applicable"
+    # before); R1 holds by construction. Without its audit figures, R2-R4 are not applicable.
     p = rec.profile(rec.PANEL, tau=est(0.6, 0.2, 1.0, 5))
-    assert set(outcomes(p).values()) == {"not applicable"}
+    assert outcomes(p) == {"R1": "passed", "R2": "not applicable", "R3": "not applicable",
+                           "R4": "not applicable"}
     assert rec.choose([p])["recommended"] == rec.PANEL
+    wordy = rec.profile(rec.PANEL, tau=est(0.6, 0.2, 1.0, 5),
+                        audit={"kappa_human": est(0.4, 0.3, 0.5), "verbosity_bias": est(0.06, 0.01, 0.12)})
+    out = rec.choose([wordy, judge("j", tau=est(0.6, 0.2, 1.0, 5), vb=est(0.0, -0.02, 0.02))])
+    assert outcomes(wordy)["R4"] == "flagged" and out["raters"]["panel"]["flags"] == ["R4"]
+    # Same tau: the unflagged judge comes before the flagged panel; a flagged panel is read as a panel.
+    assert out["order"] == ["j", "panel"]
+    assert rec.choose([wordy])["read_variant"] == "panel"
 
 
 def test_order_tau_then_flags_then_panel_then_time():
@@ -140,3 +156,38 @@ def test_timing_option_parsing():
     for bad in ("j", "=4", "j=x", "j=-1", "j=inf", "j=4:nan"):
         with pytest.raises(ValueError, match="RATER=SECONDS"):
             parse_timing([bad])
+
+
+def test_the_panel_table_pools_the_unrelated_judges_votes():
+    import pandas as pd
+
+    from judgebias.reporting.recommendation import panel_table
+    from judgebias.table import validate
+
+    # p1 (m1 vs m2): both judges vote, P(A) 0.8 and 0.4 -> the panel's P(A) = (0.8 + 0.4) / 2 = 0.6,
+    # per order (0.9 + 0.5) / 2 = 0.7 and (0.7 + 0.3) / 2 = 0.5. p2 (g1 vs m2): j1 wrote g1, so only
+    # j2's 0.3 is pooled (its orders 0.2 and 0.4).
+    rows = [("p1", "m1", "m2", "j1", 0.9, 0.7), ("p1", "m1", "m2", "j2", 0.5, 0.3),
+            ("p2", "g1", "m2", "j1", 0.9, 0.9), ("p2", "g1", "m2", "j2", 0.2, 0.4)]
+    df = pd.DataFrame([{"pair_id": p, "prompt": f"q {p}", "response_a": "x", "response_b": "y",
+                        "generator_a": a, "generator_b": b, "judge": j, "p_a_ab": ab, "p_a_ba": ba,
+                        "p_a": (ab + ba) / 2, "human": ["a"]} for p, a, b, j, ab, ba in rows])
+    table = validate(df)[0]
+    related = {"j1": frozenset({"g1"}), "j2": frozenset()}
+    panel = panel_table(table, ["j1", "j2"], related).set_index("pair_id")
+    assert panel.loc["p1", "p_a"] == pytest.approx(0.6) and panel.loc["p2", "p_a"] == pytest.approx(0.3)
+    assert panel.loc["p1", "p_a_ab"] == pytest.approx(0.7) and panel.loc["p1", "p_a_ba"] == pytest.approx(0.5)
+    assert panel.loc["p2", "p_a_ab"] == pytest.approx(0.2) and set(panel["judge"]) == {rec.PANEL}
+
+
+def test_r4_reads_the_margins_given():
+    # +0.03 [-0.01, +0.07]: not inside +-0.05 (0.07 > 0.05): inconclusive; inside +-0.1: passed.
+    p = judge("j", vb=est(0.03, -0.01, 0.07))
+    assert outcomes(p)["R4"] == "inconclusive"
+    wide = rec.with_margins({"verbosity_bias": 0.1})
+    out = rec.choose([p], wide)
+    assert out["raters"]["j"]["checks"][3]["outcome"] == "passed"
+    assert out["margins"] == {"verbosity_bias": 0.1, "style_length_term": 0.2}
+    assert "verbosity bias +-0.1," in out["rules"]["R4"]
+    with pytest.raises(ValueError, match="no margin for dbg"):
+        rec.with_margins({"dbg": 0.1})

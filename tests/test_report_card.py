@@ -73,19 +73,23 @@ def test_trust_statements_follow_the_adjusted_tests():
     weak = {**metrics, "position_bias": _est(0.51, 0.47, 0.55, 200, p_value=0.4),
             "self_preference_eo": _est(0.10, 0.01, 0.19, 80, p_value=0.03)}
     said = dict((t.split(":")[0], (k, t)) for k, t in trust_summary(weak))
-    assert said["Order"][0] == "info" and "no position bias detectable" in said["Order"][1]
-    assert said["Self-preference"][0] == "ok"
+    # Changed on purpose (issue 41 item 3): neither interval lies inside its margin (0.5 +- 0.03;
+    # +-0.05), so "not detectable" is inconclusive, no longer info / ok.
+    assert said["Order"][0] == "inconclusive" and "no position bias detectable" in said["Order"][1]
+    assert said["Self-preference"][0] == "inconclusive"
     assert "significant alone but not after adjusting for 7 tests" in said["Self-preference"][1]
-    # A figure without a p-value is no test: its statement claims nothing.
-    assert [k for k, _ in trust_summary({"self_preference_eo": _est(0.3, 0.2, 0.4)})] == ["ok"]
-    # The same judge, consistent and no worse than an annotator, with no detectable self-preference.
+    # A figure without a p-value is no test: its statement claims nothing (was "ok" before issue 41).
+    assert [k for k, _ in trust_summary({"self_preference_eo": _est(0.3, 0.2, 0.4)})] == ["inconclusive"]
+    # The same judge, consistent and no worse than an annotator, with no detectable self-preference:
+    # before issue 41 three oks; now consistency alone (no position test) is information, and
+    # neither EO [-0.08, +0.10] nor the gap's lower end -0.05 (not above the -0.05 margin) is inside.
     good = {
         "position_consistency": _est(0.95, 0.92, 0.97),
         "self_preference_eo": _est(0.01, -0.08, 0.10, p_value=0.8),
         "human_ceiling": _est(0.66, 0.6, 0.7, judge=_est(0.65, 0.6, 0.7),
                               gap=_est(-0.01, -0.05, 0.03, p_value=0.6)),
     }
-    assert [k for k, _ in trust_summary(good)] == ["ok", "ok", "ok"]
+    assert [k for k, _ in trust_summary(good)] == ["info", "inconclusive", "inconclusive"]
     # Two judges each other's whole gold: DBG is explained, not judged.
     two = {"judges": {"a": {"dbg": _est(0.0, -0.3, 0.3, gold_panel=["b"])},
                       "b": {"dbg": _est(0.0, -0.3, 0.3, gold_panel=["a"])}}}
@@ -209,3 +213,17 @@ def test_console_headline_signs_differences_only():
     rows = {label.split(" (")[0]: est for _, label, est in headline_rows(metrics)}
     assert rows["position bias"] == "0.675 [0.600, 0.750] n=40"
     assert rows["DBG score"] == "-0.100 [-0.200, +0.000] n=40"
+
+
+def test_the_two_class_agreement_row_is_named_as_a_share_not_as_kappa():
+    # It followed Cohen's kappa in the registry as a sub-row and read "Cohen's kappa vs humans: where
+    # humans pick a side" beside a share of 0.781.
+    from judgebias.reporting.report_card_sections import side_by_side
+
+    result = {"judges": {"j": {"kappa_human": {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 100},
+                               "agreement_human_2class": {"value": 0.781, "ci_low": 0.7, "ci_high": 0.85,
+                                                          "n": 90}}}}
+    _, rows = side_by_side(result)
+    labels = dict((cells[0].split(" ")[0], name) for name, cells in rows)
+    assert labels["0.781"].startswith("agreement where humans pick a side (share")
+    assert "kappa" not in labels["0.781"]

@@ -32,7 +32,11 @@ def _table():
 
 @pytest.fixture(scope="module")
 def board():
-    return leaderboard(_table(), reps=50, seed=1)
+    # The table's verdicts and labels are a function of the prompt alone: clustered by prompt (the
+    # default) it holds 8 pieces of information, on which j1's kappa interval reaches below 0 (R2
+    # fails, nobody is recommended). The page is what these tests are about: its pairs are declared
+    # independent, as every table was before clustering.
+    return leaderboard(_table(), reps=50, seed=1, cluster_by="none")
 
 
 def test_the_page_ends_with_the_leaderboard_section_and_names_are_inert(board, tmp_path):

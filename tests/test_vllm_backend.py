@@ -7,6 +7,7 @@ skips, with the reason, where no vLLM environment is found (``scripts/install.sh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -91,20 +92,31 @@ def vllm_judge():
         vllm_backend.vllm_python()
     except vllm_backend.VLLMNotInstalled as exc:
         pytest.skip(f"no vLLM environment: {exc}")
-    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm")
+    # The engine shape of tests/test_vllm_server.py's server (fp32, 2,048 tokens, 1 GiB of KV cache, the
+    # API server's CPU defaults of 2,048 batched tokens and 128 sequences): vLLM keys its torch.compile
+    # cache by these (ModelConfig and SchedulerConfig.compute_hash), so the second start can reuse it.
+    backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm", max_model_len=2048,
+                                       engine={"max_num_batched_tokens": 2048, "max_num_seqs": 128})
     yield backend
     backend.close()
 
 
-@pytest.mark.slow
-def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
-    from judgebias.backends.call_cache import CachedBackend, ResponseCache
+@pytest.fixture(scope="module")
+def fp32_engine():
+    """The in-process engine in fp32, the exact reference: loaded once for both comparisons."""
     from judgebias.backends.local import LocalBackend
+
+    return LocalBackend(ALIAS, device="cpu", dtype="float32")
+
+
+@pytest.mark.slow
+def test_vllm_judges_like_the_fp32_engine(vllm_judge, fp32_engine, tmp_path):
+    from judgebias.backends.call_cache import CachedBackend, ResponseCache
 
     prompts = [DBG_AB.build(q, a, b) for q, a, b in QUERIES] + [DBG_AB.build(q, b, a) for q, a, b in QUERIES]
     judge = CachedBackend(vllm_judge, ResponseCache(tmp_path / "cache"))
     got = judge.score_options(prompts, ["A", "B"])
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").score_options(prompts, ["A", "B"])
+    want = fp32_engine.score_options(prompts, ["A", "B"])
     gaps = [abs(g.probs["A"] - w.probs["A"]) for g, w in zip(got, want, strict=True)]
     print("\nP(A) vLLM / engine:", [(round(g.probs["A"], 5), round(w.probs["A"], 5))
                                       for g, w in zip(got, want, strict=True)], "max gap", max(gaps))
@@ -123,13 +135,11 @@ def test_vllm_judges_like_the_fp32_engine(vllm_judge, tmp_path):
 
 
 @pytest.mark.slow
-def test_vllm_continuation_logprobs_match_the_engine(vllm_judge):
-    from judgebias.backends.local import LocalBackend
-
+def test_vllm_continuation_logprobs_match_the_engine(vllm_judge, fp32_engine):
     contexts = [Prompt.raw("The capital of France is"), Prompt.raw("2 + 2 =")]
     continuations = [" Paris, a city on the Seine.", " 4"]
     got = vllm_judge.continuation_logprobs(contexts, continuations)
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").continuation_logprobs(contexts, continuations)
+    want = fp32_engine.continuation_logprobs(contexts, continuations)
     for g, w in zip(got, want, strict=True):
         assert g.error is None and g.n_tokens == w.n_tokens
         assert max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs, strict=True)) < 1e-2
@@ -167,3 +177,87 @@ def test_peak_memory_of_a_process_tree_counts_this_process():
 
     peak = tree_peak_gib(os.getpid())
     assert peak is not None and peak > 0.01  # this Python with torch holds well over 10 MiB
+
+
+def _processes() -> dict[int, tuple[int, int, str, str]]:
+    """pid -> (parent pid, process group, state, command line) of every process, read from /proc."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        out[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[0], cmd)
+    return out
+
+
+def _descendants(pid: int, procs: dict) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        kids = {p for p, (ppid, *_ ) in procs.items() if ppid == parent}
+        todo.extend(kids - found)
+        found |= kids
+    return found
+
+
+@pytest.mark.slow
+def test_a_killed_vllm_worker_leaves_no_vllm_process_and_one_line(tmp_path):
+    """SIGKILL the worker once vLLM's engine process is up: ``judge`` ends in one line, and no
+    process of the worker's tree (EngineCore, its workers) is left running after ``judge`` exits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    try:
+        vllm_backend.vllm_python()
+    except vllm_backend.VLLMNotInstalled as exc:
+        pytest.skip(f"no vLLM environment: {exc}")
+    table = Path(__file__).parent / "data" / "local_judge" / "llmbar_mtbench_4.jsonl"
+    log = tmp_path / "judge.err"
+    with log.open("w") as err_file:
+        judge = subprocess.Popen(
+            ["nice", "-n", "10", sys.executable, "-m", "judgebias", "judge", str(table), "--judge", ALIAS,
+             "--backend", "vllm", "--out", str(tmp_path / "out.jsonl")],
+            stdout=subprocess.DEVNULL, stderr=err_file, text=True, start_new_session=True)
+    tree: set[int] = set()
+    worker = None
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and judge.poll() is None:
+            procs = _processes()
+            kids = _descendants(judge.pid, procs)
+            worker = next((p for p in kids if "vllm_worker.py" in procs[p][3]), None)
+            if worker is not None and _descendants(worker, procs):  # vLLM's engine process is up
+                time.sleep(5)
+                tree = {worker, *_descendants(worker, _processes())}
+                os.kill(worker, signal.SIGKILL)
+                break
+            time.sleep(0.5)
+        assert worker is not None and tree, "the vLLM worker and its engine process never came up"
+        judge.wait(timeout=300)
+    finally:
+        if judge.poll() is None:
+            os.killpg(judge.pid, signal.SIGKILL)
+            judge.wait()
+    err = log.read_text()
+    time.sleep(2)
+    procs = _processes()
+    left = {p: procs[p][3][:120] for p in tree if p in procs and procs[p][2] != "Z"}
+    grouped = {p: v[3][:120] for p, v in procs.items() if v[1] in (judge.pid, worker) and v[2] != "Z"}
+    try:
+        assert not left and not grouped, (left, grouped)
+    finally:
+        for p in {*left, *grouped}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+    assert judge.returncode == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "vLLM worker" in errors[0] and "exited" in errors[0], err[-3000:]

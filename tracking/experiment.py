@@ -23,7 +23,7 @@ from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.layout import RunLayout
-from judgebias.redaction import redact_uri
+from judgebias.redaction import redact_uri, redact_uris
 from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
 from judgebias.reporting.plots import judge_figures
 from judgebias.runstore import RunStore
@@ -36,8 +36,8 @@ from judgebias.tracking.log_analysis import (
     log_files,
     log_metrics_dict,
     log_params_dict,
+    name_key,
     safe_params,
-    sanitize,
 )
 from judgebias.tracking.log_pointwise import log_experiment_pointwise
 from judgebias.tracking.mlflow_run import mlflow_run
@@ -80,7 +80,7 @@ def git_commit(path: str | os.PathLike | None = None) -> str:
 def judge_metrics(flat: dict[str, float], judge: str) -> dict[str, float]:
     """One judge's entries of ``flatten_metrics`` without the ``<judge>.`` prefix, so every judge's
     nested run has the same metric names."""
-    prefix = f"{sanitize(judge)}."
+    prefix = f"{name_key(judge)}."
     return {k[len(prefix) :]: v for k, v in flat.items() if k.startswith(prefix)}
 
 
@@ -89,7 +89,7 @@ def comparison_metrics(comp: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     for judge, row in comp.get("judges", {}).items():
         for cond, est in row.items():
-            out.update(estimate_metrics(f"{judge}.dbg.{cond}", est))
+            out.update(estimate_metrics(f"{name_key(judge)}.dbg.{cond}", est))
     return out
 
 
@@ -212,7 +212,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             if Path(config_source).is_file()
             else json.dumps(cfg.model_dump(mode="json"), indent=2)
         )
-        mlflow.log_text(config_text, "config/experiment.yaml")
+        # A model's base_url may carry a password: the logged copy has it masked, like the params.
+        mlflow.log_text(redact_uris(config_text), "config/experiment.yaml")
         plots = store.path(RunLayout().plots)
         stems = [p.stem for p in plots.glob("*.png")] if plots.is_dir() else []
         per_judge = {j: judge_figures(stems, j) for j in metrics.get("judges", {})}

@@ -260,7 +260,8 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
     client = TracingClient()
     store = sql_store() if bulk else None
     now_ns = time.time_ns()
-    with ThreadPoolExecutor(threads) as pool:
+    pool = ThreadPoolExecutor(threads)
+    try:
         for start in range(0, len(todo), CHUNK):
             built = [_trace(r, experiment_id, run_id, now_ns) for r in todo[start: start + CHUNK]]
             if store is not None and write_chunk(store, experiment_id, built):
@@ -268,6 +269,10 @@ def _write(todo: list[Mapping[str, Any]], experiment_id: str, run_id: str | None
             store = None  # refused once: the rest goes the public way too
             list(pool.map(client.start_trace, [info for info, _ in built]))
             client.log_spans(experiment_id, [span for _, span in built])
+    finally:
+        # A request that failed (its retries spent) ends the logging: the queued ones are dropped,
+        # not each retried against a store that just failed (a dead server held analyze 12 minutes).
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,
@@ -307,9 +312,12 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
 
     return {"position flips": count("position_flip", lambda v: v == "true"),
             "judge disagrees with the humans": count("judge_human_disagree", lambda v: v == "true"),
+            # Where the question can be asked at all: the judge chose and the humans have a majority.
+            HUMAN_MAJORITY: count("judge_human_disagree", lambda v: v is not None),
             "the judge's own response is A or B": count("own_response", lambda v: v not in (None, "none"))}
 
 
+HUMAN_MAJORITY = "rows with a judge's choice and a human majority"
 # The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
 # from these.
 QUESTIONS = {
@@ -338,11 +346,17 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     return f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
-def traces_page(tracking_uri: str, experiment_id: str) -> str:
-    """The experiment's Traces page in MLflow's UI, unfiltered (``filtered_page`` narrows it)."""
+ALL_TIME = "startTimeLabel=ALL"  # MLflow's Traces page shows the last 7 days unless told otherwise
+
+
+def traces_page(tracking_uri: str | None, experiment_id: str) -> str:
+    """The experiment's Traces page in MLflow's UI, unfiltered and over all time (``filtered_page``
+    narrows it). ``tracking_uri`` None: the link relative to the UI showing it (``#/experiments/...``),
+    what a run's description holds, so it works on whichever host and port serve that UI."""
     from urllib.parse import quote
 
-    return f"{ui_base(tracking_uri)}/#/experiments/{quote(str(experiment_id), safe='')}/traces"
+    route = f"#/experiments/{quote(str(experiment_id), safe='')}/traces?{ALL_TIME}"
+    return route if tracking_uri is None else f"{ui_base(tracking_uri)}/{route}"
 
 
 def filtered_page(page: str, tag: str, value: str) -> str:
@@ -354,6 +368,8 @@ def filtered_page(page: str, tag: str, value: str) -> str:
     from urllib.parse import quote, urlencode
 
     pair = f"{quote(tag, safe='')}={quote(value, safe='')}"
+    if page.endswith("?" + ALL_TIME):
+        return page + "&" + urlencode({"tag": pair})
     return page + "?" + urlencode({"startTimeLabel": "ALL", "tag": pair})
 
 
@@ -363,6 +379,8 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
     out = []
     for what, filter_string in filter_strings().items():
         _, tag, op, value = QUESTIONS[what]
+        if what == "judge disagrees with the humans" and counts.get(HUMAN_MAJORITY) == 0:
+            continue  # no row has a human majority: "0 judgments" would read as perfect agreement
         out.append({"text": f"{counts.get(what, 0)} judgments where {QUESTIONS[what][0]}",
                     "url": filtered_page(page, TAG + tag, value) if page and op == "=" else "",
                     "filter": filter_string})
@@ -371,13 +389,14 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
 
 def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
     """Markdown for a run's description: a link to the experiment's Traces page (``page``; by
-    default the active run's experiment), then per question how many traces it finds, a link to the
-    page showing just those where the page can filter by it (an equal tag), and its filter."""
+    default the active run's experiment, relative to the UI showing the description), then per
+    question how many traces it finds, a link to the page showing just those where the page can
+    filter by it (an equal tag), and its filter."""
     if page is None:
         import mlflow
 
         run = mlflow.active_run()
-        page = traces_page(mlflow.get_tracking_uri(), run.info.experiment_id) if run else None
+        page = traces_page(None, run.info.experiment_id) if run else None
     where = f"[the experiment's Traces page]({page})" if page else "the experiment's Traces tab"
     lines = [f"**{counts['rows']} judgments are logged as traces** (this run's Traces tab, and {where}; "
              "each filter below finds them with `mlflow.search_traces` or `judgebias import mlflow "

@@ -7,23 +7,28 @@ metric's key alone would not say what the number is (the figure registry's ``mlf
 the registry names (``mlflow_parts``: EO's TPR and TNR, DBG's two win rates) as
 ``<judge>.<metric>.<part>``; regression terms as ``<judge>.regression.<term>.coef`` (and interval, p-values);
 the humans' verbosity as ``humans.share_preferring_longer``; dataset figures as ``dataset.<name>``.
-Names are sanitized to MLflow's alphabet. NaN/None are left out (MLflow would store NaN as a number;
-a missing metric is the honest record).
+Names are sanitized to MLflow's alphabet; a judge or model name that MLflow would refuse in a key
+(``.``, ``..``, ``../x``, a leading ``/``, 300 characters) or that sanitizing would change stands
+in a key as ``name_key``'s form (the plot files' stem: characters kept, a short hash). NaN/None
+are left out (MLflow would store NaN as a number; a missing metric is the honest record).
 """
 
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from judgebias.metrics import registry
-from judgebias.redaction import secret_name
+from judgebias.redaction import redact_uris, secret_name
 
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
 MAX_PARAM_CHARS = 6000
+MAX_KEY_CHARS = 250  # MLflow's longest metric or param name
+NAME_KEY_CHARS = 100  # a name kept as it is in a key leaves room for the figure's part
 BATCH = 500
 ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value", "p_adjusted")
 HUMANS_VERBOSITY = "humans.share_preferring_longer"
@@ -33,6 +38,29 @@ def sanitize(name: str) -> str:
     """An MLflow-acceptable metric/param name (letters, digits, ``_ - . / space``)."""
     clean = _NAME_BAD.sub("_", str(name)).strip()
     return clean or "_"
+
+
+def mlflow_key_ok(key: str) -> bool:
+    """Whether MLflow takes ``key`` as a metric or param name: its alphabet, at most
+    ``MAX_KEY_CHARS``, and a path that normalizes to itself without climbing (MLflow refuses
+    ``..x``, ``a/./b``, ``a//b`` and a leading ``/``)."""
+    return (bool(key) and len(key) <= MAX_KEY_CHARS and not _NAME_BAD.search(key)
+            and posixpath.normpath(key) == key and not key.startswith(("..", "/")) and key != ".")
+
+
+def name_key(name: object) -> str:
+    """A judge's or model's name as one part of an MLflow key: the name itself where MLflow takes it
+    unchanged in a key (``org/model`` keeps its folder), else the name's file stem (the plot files'
+    form: ``[A-Za-z0-9._-]``, at most 80 characters, a short hash so two names never share a key),
+    led by ``_`` where it would begin with a dot."""
+    from judgebias.display import file_stem
+
+    text = str(name)
+    if len(text) <= NAME_KEY_CHARS and sanitize(text) == text and mlflow_key_ok(text + ".x") \
+            and not text.startswith("."):
+        return text
+    stem = file_stem(text)
+    return "_" + stem if stem.startswith(".") else stem
 
 
 def finite(v: Any) -> bool:
@@ -67,7 +95,8 @@ def judge_records(result: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping
 def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge, name, est in judge_records(result):
+    for judge_name, name, est in judge_records(result):
+        judge = name_key(judge_name)
         fig = registry.FIGURES.get(name)
         out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
         for term, t in (est.get("terms") or {}).items():
@@ -77,7 +106,7 @@ def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(est.get(sub), Mapping):
                 out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
     for r in (result.get("length_controlled") or {}).get("rates") or []:
-        prefix = f"{r['judge']}.lc_win_rate.{r['model']}"
+        prefix = f"{name_key(r['judge'])}.lc_win_rate.{name_key(r['model'])}"
         out.update(estimate_metrics(prefix, r))
         out.update(estimate_metrics(f"{prefix}.raw", r["raw_win_rate"]))
     humans = (result.get("humans") or {}).get("verbosity")
@@ -104,7 +133,7 @@ def safe_params(params: Mapping[str, Any]) -> dict[str, str]:
         if secret_name(k):
             continue
         text = v if isinstance(v, str) else str(v) if isinstance(v, (int, float, bool)) else repr(v)
-        out[sanitize(k)] = text[:MAX_PARAM_CHARS]
+        out[sanitize(k)] = redact_uris(text)[:MAX_PARAM_CHARS]
     return out
 
 
@@ -129,32 +158,34 @@ def log_figures(figures: Mapping[str, Any], artifact_dir: str = "plots") -> list
     paths = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, fig in figures.items():
-            stem = sanitize(name).replace(" ", "_")
+            stem = artifact_stem(name)
             path = f"{artifact_dir}/{stem}.png"
             parts = PurePosixPath(f"{stem}.png").parts  # a judge's "org/model" is a folder in MLflow
-            if isinstance(fig, (str, Path)) and not {".", ".."} & set(parts):
+            if isinstance(fig, (str, Path)):
                 # The artifact keeps its MLflow name: the file is copied under it, then logged.
                 local = Path(tmp, str(len(paths)), parts[-1])
                 local.parent.mkdir()
                 shutil.copyfile(fig, local)
                 mlflow.log_artifact(str(local), "/".join([artifact_dir, *parts[:-1]]))
             else:
-                mlflow.log_figure(_figure(fig), path)
+                mlflow.log_figure(fig, path)
             paths.append(path)
     return paths
 
 
-def _figure(fig: Any) -> Any:
-    """A figure to draw: a PNG file whose MLflow name cannot be a file name here is read back."""
-    if not isinstance(fig, (str, Path)):
-        return fig
-    from matplotlib.figure import Figure
-    from matplotlib.image import imread
+def artifact_stem(name: str) -> str:
+    """A figure's artifact name without ``.png``: its sanitized name where every folder and file part
+    is a plain name of at most ``NAME_KEY_CHARS`` (a judge's ``org/model`` stays a folder), else the
+    plot file's stem (no ``..`` climbing out of ``plots/``, no name too long for a file)."""
+    from judgebias.display import file_stem
 
-    image = imread(fig)
-    out = Figure(figsize=(image.shape[1] / 100, image.shape[0] / 100), dpi=100)
-    out.figimage(image)
-    return out
+    stem = sanitize(name).replace(" ", "_")
+    parts = stem.split("/")
+    if posixpath.normpath(stem) == stem and all(p and not p.startswith(".") and len(p) <= NAME_KEY_CHARS
+                                                for p in parts):
+        return stem
+    stem = file_stem(name)
+    return "_" + stem if stem.startswith(".") else stem
 
 
 def log_files(paths: Iterable[str | Path], artifact_dir: str | None = None) -> None:
@@ -177,6 +208,10 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
         "bootstrap_reps": settings.get("bootstrap_reps"), "seed": settings.get("seed"),
         "judges": ",".join(ds.get("judges") or []), "schema": result.get("schema"),
     }
+    if settings.get("cluster_by"):  # the unit the intervals treat as independent (default the prompt)
+        params["cluster_by"] = settings["cluster_by"]
+    for key, rec in (settings.get("margins") or {}).items():  # the bands "ok" was read against
+        params[f"margin.{key}"] = rec.get("value") if isinstance(rec, Mapping) else rec
     if source:
         params["table"] = str(source)
     return params

@@ -20,6 +20,7 @@ from judgebias.tracking.log_analysis import (
     log_figures,
     log_metrics_dict,
     log_params_dict,
+    name_key,
     sanitize,
 )
 
@@ -34,16 +35,17 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
             for row in rows:
                 for part in ROW_PARTS:
                     if finite(row.get(part)):
-                        out[f"leaderboard.{variant}.{rater}.{row['model']}.{part}"] = float(row[part])
+                        out[f"leaderboard.{variant}.{name_key(rater)}.{name_key(row['model'])}.{part}"] = \
+                            float(row[part])
             detail = (result.get("details") or {}).get(variant, {}).get(rater) or {}
             coefs = detail.get("coefficients") or {}
             for term, est in coefs.items():
-                out.update(estimate_metrics(f"leaderboard.{variant}.{rater}.term.{term}", est))
+                out.update(estimate_metrics(f"leaderboard.{variant}.{name_key(rater)}.term.{term}", est))
     for variant, per in (result.get("agreement_with_human") or {}).items():
         for rater, figures in per.items():
             for name in ("kendall_tau", "spearman"):
                 if isinstance(figures.get(name), Mapping):
-                    prefix = f"leaderboard.agreement.{variant}.{rater}.{name}"
+                    prefix = f"leaderboard.agreement.{variant}.{name_key(rater)}.{name}"
                     out.update(estimate_metrics(prefix, figures[name]))
     plan = (result.get("recommendation") or {}).get("planner") or {}
     for key in ("labels_needed", "target_half_width", "half_width_now"):
@@ -59,7 +61,7 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
         for rater, moved in per.items():
             for key, name in (("largest_rank_change", "largest"), ("p_top_differs", "p_top_differs")):
                 if finite(moved.get(key)):
-                    out[f"leaderboard.rank_change.{variant}.{rater}.{name}"] = float(moved[key])
+                    out[f"leaderboard.rank_change.{variant}.{name_key(rater)}.{name}"] = float(moved[key])
     return {sanitize(k): v for k, v in out.items()}
 
 
@@ -74,6 +76,7 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
     settings = result.get("settings") or {}
     params = log_params_dict({
         "leaderboard.reps": settings.get("reps"), "leaderboard.seed": settings.get("seed"),
+        "leaderboard.cluster_by": settings.get("cluster_by") or "prompt",
         "leaderboard.label_sample": result.get("label_sample") or "-",
         # Which rater the rules recommend ("-": none passes them); the reasons are in leaderboard.json.
         "leaderboard.recommended": (result.get("recommendation") or {}).get("recommended") or "-",
@@ -81,6 +84,9 @@ def log_leaderboard(result: Mapping[str, Any], *, figures: Mapping[str, Any] | N
                                            (settings.get("family_map") or {}).items()) or "-",
         "leaderboard.self_map": ";".join(f"{j}={','.join(g)}" for j, g in
                                          (settings.get("self_map") or {}).items()) or "-",
+        # The margins R4 read (its "passed" needs the interval inside them).
+        **{f"leaderboard.margin.{k}": v
+           for k, v in ((result.get("recommendation") or {}).get("margins") or {}).items()},
     })
     n = log_metrics_dict(flatten_leaderboard(result))
     mlflow.log_dict(dict(result), "leaderboard.json")

@@ -22,6 +22,7 @@ from judgebias.tracking.log_analysis import (
     log_files,
     log_metrics_dict,
     log_params_dict,
+    name_key,
     sanitize,
 )
 
@@ -50,7 +51,8 @@ DETAIL_ESTIMATES = {"score_distribution": ("round_share",)}
 def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge, key, rec in judge_records(result):
+    for judge_name, key, rec in judge_records(result):
+        judge = name_key(judge_name)
         if key in NESTED:
             for part, est in rec.items():
                 if isinstance(est, Mapping):
@@ -62,6 +64,11 @@ def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(rec.get(field), Mapping):
                 out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
     out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
+    # Per criterion: ``<judge>.criterion.<criterion>.<figure>`` (the pooled figures keep their names).
+    for criterion, part in (result.get("by_criterion") or {}).items():
+        for name, value in flatten_pointwise({"judges": part.get("judges") or {}}).items():
+            judge, _, rest = name.partition(".")
+            out[f"{judge}.criterion.{criterion}.{rest}"] = value
     return {sanitize(k): v for k, v in out.items()}
 
 
@@ -78,6 +85,8 @@ def pointwise_params(result: Mapping[str, Any], source: str | None = None) -> di
         "bootstrap_reps": settings.get("bootstrap_reps"),
         "seed": settings.get("seed"),
     }
+    for key, rec in (settings.get("margins") or {}).items():  # the bands "ok" was read against
+        params[f"margin.{key}"] = rec.get("value") if isinstance(rec, Mapping) else rec
     if source:
         params["table"] = source
     return params

@@ -8,8 +8,10 @@ plain file store without an opt-in). ``MLFLOW_EXPERIMENT_NAME`` names the experi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
@@ -22,7 +24,20 @@ _REACHED: set[str] = set()  # servers that answered in this process: asked once,
 
 class TrackingUnavailable(RuntimeError):
     """The MLflow tracking server does not answer: said before any work, not after minutes of retries."""
+
+
+class TrackingFailed(TrackingUnavailable):
+    """The MLflow store failed after the start-up check (a server killed, or one answering 500):
+    said in one line naming the server, once the bounded retries are spent."""
+
+
 DB_NAME = "mlflow.db"
+# MLflow's client retries a failing request 7 times with a backoff growing to 120 s and waits up to
+# 120 s for each answer: one dead server held a command for 4 to 12 minutes before its traceback.
+# These bounds (each one overridable in the environment) end a failing call within about 100 s,
+# a refused connection within seconds; a healthy server answers each call in well under the timeout.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
 class TrackingSettings(BaseSettings):
@@ -88,6 +103,8 @@ class TrackingSettings(BaseSettings):
         """Environment MLflow reads when it is imported (call before the first ``import mlflow``)."""
         if self.disable_telemetry:
             os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+        for name, value in HTTP_BOUNDS.items():
+            os.environ.setdefault(name, value)
         from judgebias.redaction import redact_uri
 
         uri = self.resolved_uri()
@@ -116,6 +133,38 @@ class TrackingSettings(BaseSettings):
                      "mlflow.tracking.fluent"):
             logging.getLogger(name).setLevel(logging.WARNING)
         uri = self.resolved_uri(workdir)
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(self.experiment_name)
+        with store_init_lock(uri):
+            mlflow.set_tracking_uri(uri)
+            mlflow.set_experiment(self.experiment_name)
         return uri
+
+
+@contextlib.contextmanager
+def store_init_lock(uri: str) -> Iterator[None]:
+    """For an SQLite tracking URI: one process at a time opens the store and creates the experiment.
+    MLflow creates a fresh database's tables and runs its migrations on first use; two commands
+    starting together on a new file raced there, and the second failed ("Online migration expected
+    to match one row"). An exclusive ``flock`` on the database's folder (no lock file left beside
+    it; SQLite's own locks are separate) serialises that first use; every other URI passes."""
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of an ``sqlite:///`` URI (None for any other store or an in-memory one)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    name = uri[len("sqlite:///"):].split("?", 1)[0]
+    return None if not name or name == ":memory:" else Path(name)

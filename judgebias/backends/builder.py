@@ -11,9 +11,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from judgebias.backends.kinds import BACKENDS, DTYPES, BackendKind, Dtype, chat_for, check_model
+from judgebias.backends.kinds import (
+    BACKENDS,
+    DTYPES,
+    PROTOCOL_CAPABILITIES,
+    BackendKind,
+    Capability,
+    Dtype,
+    can,
+    chat_for,
+    check_model,
+)
 from judgebias.backends.protocol import Backend
 from judgebias.backends.resident import Resident
+from judgebias.redaction import redact_uri
 
 __all__ = ["BACKENDS", "DTYPES", "JudgeSpec", "ModelSpec", "build_backend", "cached", "chat_for",
            "load_local", "release_resident_models", "resident_model"]
@@ -40,7 +51,8 @@ class ModelSpec:
     batch_size: int = 8
     cache_dir: str | None = None  # None: $JUDGEBIAS_CACHE_DIR where the backend is built
     # "package.module:function": called with this spec to build any other Backend (an in-house
-    # client, a wrapped model); importable wherever the spec is built.
+    # client, a wrapped model); importable wherever the spec is built. docs/judges.md, "Your own
+    # backend".
     factory: str | None = None
     dtype: Dtype = "auto"
     device: str | None = None
@@ -69,9 +81,19 @@ class ModelSpec:
         if self.batch_size < 1:
             raise ValueError(f"model {self.name!r}: batch_size must be >= 1, got {self.batch_size}")
 
+    def can(self, capability: Capability) -> bool:
+        """Whether the backend this spec builds can do ``capability`` (``kinds.CAPABILITIES``); one
+        built by a ``factory`` only as much as the protocol promises."""
+        if self.factory:
+            can("local", capability)  # an unknown capability is refused here too
+            return capability in PROTOCOL_CAPABILITIES
+        return can(self.backend, capability)
+
     def model_key(self) -> str:
         """What identifies the built backend (not the batch size or the cache location)."""
-        key = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+        # A password in base_url is a credential, not an identity: never in a key or a chunk id.
+        key = {"backend": self.backend, "model": self.model,
+               "base_url": redact_uri(self.base_url) if self.base_url else self.base_url,
                "api_key_env": self.api_key_env, "name": self.name, "factory": self.factory}
         # Only when set, so the keys (and chunk ids) of specs that never set them stay as they were.
         for extra, default in (("dtype", "auto"), ("gguf_file", None), ("prefix_mode", "none"),

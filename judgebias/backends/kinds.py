@@ -1,5 +1,5 @@
-"""What a model entry may say, in one place: the backend kinds, the dtypes, the prompt kinds and the
-rules that tie them together.
+"""What a model entry may say, in one place: the backend kinds and what each can do, the dtypes, the
+prompt kinds and the rules that tie them together.
 
 The config's model entry (``judgebias.config.base``) and the builder's ``ModelSpec`` both take their
 field types and their checks from here, so a new backend kind or dtype is one edit and both
@@ -21,6 +21,38 @@ BACKENDS: tuple[str, ...] = get_args(BackendKind)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 # Whether a prompt kind asks for chat prompts; None ("auto") leaves it to the model.
 PROMPT_KINDS: dict[str, bool | None] = {"auto": None, "chat": True, "few-shot": False}
+
+# What a backend kind can do. Stages, flows, workers and the config ask for a capability
+# (``can(kind, "perplexity")``), never for a kind's name, so a new engine gets every stage its
+# capabilities allow by one line here (and a branch in ``builder.build_backend``).
+Capability = Literal[
+    "generation",       # generate(): responses, rewrites, explanations
+    "option_logprobs",  # score_options(): P(A) from the log-probs of named option tokens
+    "perplexity",       # continuation_logprobs() on every item: the perplexity analysis
+    "attention",        # the model's attention weights: the attention analysis
+    "finetune",         # LoRA training of its weights: the fine-tune ablation
+    "in_process",       # weights loaded in this process: kept resident, one call at a time, a
+                        # thread count, --dtype, the float32 re-score of a reduced-precision judge
+]
+CAPABILITIES: dict[str, frozenset[str]] = {
+    "local": frozenset(get_args(Capability)),
+    # vLLM in its own environment: prompt log-probs too (vllm_backend.continuation_logprobs).
+    "vllm": frozenset({"generation", "option_logprobs", "perplexity"}),
+    # An endpoint gives prompt log-probs only where it echoes them (per-item errors otherwise), so
+    # the perplexity analysis is not planned on it.
+    "openai": frozenset({"generation", "option_logprobs"}),
+}
+# A backend built by a spec's ``factory`` is only known to implement the protocol.
+PROTOCOL_CAPABILITIES: frozenset[str] = frozenset({"generation", "option_logprobs"})
+
+
+def can(backend: str, capability: Capability) -> bool:
+    """Whether a backend of kind ``backend`` can do ``capability``."""
+    if capability not in get_args(Capability):
+        raise ValueError(f"unknown capability {capability!r}; use one of {', '.join(get_args(Capability))}")
+    if backend not in CAPABILITIES:
+        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    return capability in CAPABILITIES[backend]
 
 
 def check_model(*, backend: str, dtype: str = "auto", quantize: str = "none", base_url: str | None = None,

@@ -153,15 +153,21 @@ def resolve(spec: str | os.PathLike, gguf_file: str | None = None) -> ResolvedSp
     path = Path(text).expanduser()
     if gguf_file:
         path = path / gguf_file
+    try:
+        is_file, is_dir, exists = path.is_file(), path.is_dir(), path.exists()
+    except OSError as exc:  # a name too long for a file (a 300-character --judge), a bad path
+        raise ModelNotFound(f"unknown model {text[:80]!r}{'...' if len(text) > 80 else ''} "
+                            f"({len(text)} characters): not a usable path ({exc.strerror}), not an alias "
+                            f"({', '.join(ALIASES)}) nor a hub id (org/name)") from None
     if path.suffix == ".gguf":
-        if not path.is_file():
+        if not is_file:
             raise ModelNotFound(f"GGUF file {path} does not exist")
         return ResolvedSpec(name=path.stem, kind="gguf", source=str(path))
-    if path.is_dir():
+    if is_dir:
         if not (path / "config.json").exists():
             raise ModelNotFound(f"{path} is a folder without config.json; not a Hugging Face model folder")
         return ResolvedSpec(name=path.name, kind="hf", source=str(path))
-    if path.exists():
+    if exists:
         raise ModelNotFound(f"{path} is neither a .gguf file nor a model folder")
     if text.count("/") == 1 and not text.startswith((".", "/", "~")):
         return ResolvedSpec(name=text.split("/")[1], kind="hf", source=text)

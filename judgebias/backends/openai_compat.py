@@ -37,6 +37,7 @@ from judgebias.backends import option_token_ids as oti
 from judgebias.backends import rate_control as rc
 from judgebias.backends.endpoint_usage import CallUsage, Price, usage_totals
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
+from judgebias.redaction import redact_uri
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
@@ -153,7 +154,7 @@ class OpenAICompatBackend:
         self._init_runtime()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAICompatBackend(model={self.model!r}, base_url={redact_uri(self.base_url)!r})"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> OpenAICompatBackend:
@@ -177,8 +178,10 @@ class OpenAICompatBackend:
             scoring["option_token_ids"] = self.option_tokenizer
             scoring["option_token_id_routes"] = "chat+completions"  # completions answered top-k before
         # "raw_text": where raw-text prompts go (they were sent as a chat message before).
-        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
-                                 "scoring": scoring, "raw_text": "completions"}
+        # A password in base_url never reaches the call cache's key or the run's records.
+        ident: dict[str, Any] = {"kind": self.kind, "model": self.model,
+                                 "base_url": redact_uri(self.base_url), "scoring": scoring,
+                                 "raw_text": "completions"}
         if self.model_revision:
             ident["revision"] = self.model_revision
         return ident
@@ -191,7 +194,8 @@ class OpenAICompatBackend:
             return key
         if _is_local(self.base_url):
             return "not-needed-for-a-local-server"
-        raise ValueError(f"no API key for {self.base_url}: set the environment variable {self.api_key_env}")
+        raise ValueError(f"no API key for {redact_uri(self.base_url)}: set the environment variable "
+                         f"{self.api_key_env}")
 
     def client(self):
         with self._lock:
@@ -253,6 +257,10 @@ class OpenAICompatBackend:
                                           f"text of {len(str(response))} characters")
                 seconds = time.perf_counter() - started
                 dumped = response.model_dump()
+                if not dumped.get("choices"):  # HTTP 200 with no answer in it: nothing to parse or retry
+                    raise EndpointError(f"OpenAI-compatible endpoint {self.base_url} replied to {operation} "
+                                        f"(model {self.model!r}) with no choice (choices: "
+                                        f"{str(dumped.get('choices'))[:20]}): not a completion")
                 if operation == "generate":  # its time grows with its length: compared per token
                     out_tokens = op.response_usage(dumped)[1]
                     self._governor.answered(sent_at, seconds / max(1, out_tokens), headers, tokens,

@@ -16,6 +16,7 @@ call that misses the cache (an engine start takes ~30 s on 2 CPU cores) and stop
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -42,6 +43,20 @@ _PROBE = ("import importlib.metadata as m, json, torch; d = m.packages_distribut
 
 class VLLMNotInstalled(RuntimeError):
     """No Python with vLLM was found for the ``vllm`` backend."""
+
+
+class VLLMWorkerFailed(RuntimeError):
+    """The vLLM worker exited (killed, out of memory) or did not start: said in one line, once its
+    process group (vLLM's engine processes with it) is stopped."""
+
+
+def stop_group(pid: int) -> None:
+    """SIGKILL every process left in the group ``pid`` leads (the worker started it: vLLM's
+    EngineCore and its workers live there and outlive a killed worker otherwise)."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in the group
+        os.killpg(pid, signal.SIGKILL)
 
 
 def vllm_python() -> str:
@@ -130,6 +145,7 @@ class VLLMBackend(PromptTokens):
 
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self._proc: subprocess.Popen | None = None
+        self._exit_hook = False
         self._log: Any = None
         self._lock = threading.Lock()
         self.load_seconds = math.nan
@@ -160,14 +176,22 @@ class VLLMBackend(PromptTokens):
         # vLLM's CPU build reserves 4 GiB of KV cache by default; a judge prompt needs far less.
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
+        # Its own process group: vLLM's engine processes join it, so one killpg stops them all on
+        # every way out (a killed worker would otherwise leave them running, GBs and cores held).
         proc = subprocess.Popen([self.python, str(WORKER), json.dumps(settings)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+                                start_new_session=True)
+        if not self._exit_hook:  # once: any exit path that runs exit handlers stops the group
+            atexit.register(self.close)
+            self._exit_hook = True
+        self._proc = proc
         ready = self._read(proc)
         if not ready.get("ready"):
             self._stop(proc)
-            raise RuntimeError(f"vLLM did not start for {self.folder}: {ready.get('error')}\n{self._tail()}")
+            self._proc = None
+            raise VLLMWorkerFailed(f"vLLM did not start for {self.folder}: {ready.get('error')}; "
+                                   f"its log ends: {self._last_line()}")
         self.load_seconds = ready.get("load_seconds", math.nan)
-        atexit.register(self.close)
         return proc
 
     def _tail(self) -> str:
@@ -176,10 +200,23 @@ class VLLMBackend(PromptTokens):
         self._log.seek(0)
         return self._log.read()[-2000:]
 
+    def _last_line(self) -> str:
+        lines = [line.strip() for line in self._tail().splitlines() if line.strip()]
+        return lines[-1][:300] if lines else "(nothing)"
+
     def _read(self, proc: subprocess.Popen) -> dict:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line:
-            raise RuntimeError(f"the vLLM worker exited (code {proc.poll()}):\n{self._tail()}")
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            stop_group(proc.pid)
+            self._proc = None
+            raise VLLMWorkerFailed(
+                f"the vLLM worker (pid {proc.pid}) for {self.model_name} exited (code {code}); vLLM's "
+                f"engine processes were stopped; calls answered before are cached, so the same command "
+                f"resumes; its log ends: {self._last_line()}")
         return json.loads(line)
 
     def _call(self, request: dict) -> dict:
@@ -187,8 +224,11 @@ class VLLMBackend(PromptTokens):
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()
             assert self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
+            try:
+                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.flush()
+            except OSError:
+                pass  # the worker is gone: reading its reply says so in one line
             reply = self._read(self._proc)
         if "error" in reply:
             raise RuntimeError(f"vLLM worker ({request['op']}): {reply['error']}")
@@ -196,12 +236,12 @@ class VLLMBackend(PromptTokens):
 
     def _stop(self, proc: subprocess.Popen) -> None:
         if proc.stdin:
-            proc.stdin.close()  # the worker's loop ends; vLLM shuts its engine process down
-        try:
+            with contextlib.suppress(OSError):  # OSError: the worker is gone already
+                proc.stdin.close()  # the worker's loop ends; vLLM shuts its engine process down
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_group(proc.pid)  # whatever did not stop with it (or the worker itself, stuck)
+        proc.wait()
 
     def close(self) -> None:
         with self._lock:
@@ -210,11 +250,11 @@ class VLLMBackend(PromptTokens):
                 self._proc = None
 
     def __getstate__(self) -> dict:  # a copy in another process starts its own worker
-        return {k: v for k, v in self.__dict__.items() if k not in ("_proc", "_log", "_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_proc", "_log", "_lock", "_exit_hook")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._proc, self._log, self._lock = None, None, threading.Lock()
+        self._proc, self._log, self._lock, self._exit_hook = None, None, threading.Lock(), False
 
     # ---------------------------------------------------------------- Backend protocol
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:

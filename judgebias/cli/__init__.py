@@ -22,6 +22,11 @@ app = typer.Typer(
     # where typer's rich layout kept the docstrings' line breaks (a wrapped line left one stray word
     # on a line of its own) and printed <bool> beside every flag.
     rich_markup_mode=None,
+    # Click wraps help at 80 columns whatever the terminal: each command's summary was cut at ~60
+    # characters. Up to 120 where the terminal is that wide (COLUMNS); 80 stays the floor.
+    context_settings={"max_content_width": 120},
+    epilog="New here? Start with `judgebias demo`: a whole experiment offline (about 6 minutes on 2 "
+           "cores), ending with the report cards of real judges on bundled data. Every command has --help.",
 )
 
 
@@ -47,7 +52,7 @@ def _root(
 
 # Modules that define ``register(app)``; a module not written yet is simply absent.
 _COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "human_loop", "bench",
-                    "coverage", "leaderboard")
+                    "coverage", "leaderboard", "watch")
 
 
 def _register_all() -> None:
@@ -74,6 +79,7 @@ _USER_ERRORS = {
     ("judgebias.backends.openai_compat", "ServiceUnavailable"),
     ("judgebias.backends.openai_compat", "EndpointError"),
     ("judgebias.backends.vllm_backend", "VLLMNotInstalled"),
+    ("judgebias.backends.vllm_backend", "VLLMWorkerFailed"),
     ("judgebias.annotation.labelstudio", "LabelStudioError"),
     ("judgebias.tracking.settings", "TrackingUnavailable"),
 }

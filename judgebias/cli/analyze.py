@@ -59,11 +59,24 @@ def analyze_cmd(
                                 help="Write the report card <out stem>_report.html (+ .md) beside --out."),
     reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    cluster_by: str = typer.Option(
+        None, "--cluster-by", metavar="COLUMN|none",
+        help="Rows sharing a value of COLUMN are not independent (many pairs per prompt): every "
+             "interval and test allow for it, and each figure says on how many clusters it rests "
+             "and its design effect. Default: the prompt (the item for a pointwise table); 'none' treats "
+             "every pair (or row) as independent."),
     multiplicity: str = typer.Option(
         "holm", "--multiplicity", metavar="holm|bh",
         help="How each judge's statement tests are adjusted together: holm (default; the chance of "
              "any false caution about a judge is at most 5%) or bh (Benjamini-Hochberg; at most 5% "
              "of the cautions false on average). Intervals stay per-figure 95%."),
+    margin: list[str] = typer.Option(
+        None, "--margin", metavar="FIGURE=VALUE",
+        help="Override a figure's margin of practical irrelevance (repeatable), e.g. "
+             "self_preference_eo=0.03: an ok needs the figure's 95% interval inside it, else the "
+             "statement is inconclusive. A pointwise table takes its figures' keys (score_bias_human=0.05: "
+             "a share of the scale). Recorded in the JSON (settings.margins) and MLflow params. "
+             "Declared margins: docs/metrics.md \"Statements and multiplicity\"."),
     run_name: str = typer.Option(None, help="MLflow run name (default: analyze <file name>)."),
     pairwise: Path = typer.Option(None, "--pairwise", metavar="TABLE",
                                   help="Pointwise FILE only: a pairwise judgment table over the same "
@@ -75,7 +88,7 @@ def analyze_cmd(
     Written as JSON (layout: docs/metrics.md), printed as a table, logged to MLflow.
     A figure the columns cannot support is listed under "not computed" with its reason, never as 0.
     """
-    from judgebias.cli.options import input_errors, origin_map, require_tracking
+    from judgebias.cli.options import input_errors, margin_overrides, origin_map, require_tracking
     from judgebias.display import terminal_safe
     from judgebias.folding import refold
     from judgebias.metrics.frame import response_features
@@ -95,12 +108,16 @@ def analyze_cmd(
         raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     from judgebias.pointwise_table import file_is_pointwise
 
-    if file_is_pointwise(file):  # the one dispatch point: a pointwise table has its own figures
+    pointwise = file_is_pointwise(file)
+    margins = margin_overrides(margin, pairwise_only=not pointwise, pointwise_only=pointwise)
+    if pointwise:  # the one dispatch point: a pointwise table has its own figures
         from judgebias.cli.pointwise import analyze_pointwise_file
 
         analyze_pointwise_file(file, out, self_map=self_map, family_map=family_map, gold=gold_list,
                                pairwise=pairwise, skip_invalid=skip_invalid, reps=reps, seed=seed,
-                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces)
+                               plots_dir=plots_dir, mlflow=mlflow, run_name=run_name, traces=traces,
+                               report=report, multiplicity=multiplicity, cluster_by=cluster_by,
+                               margins=margins)
         return
     if pairwise is not None:
         # A pairwise FILE has no scores to compare verdicts with: saying so beats computing without it.
@@ -118,7 +135,8 @@ def analyze_cmd(
             table = refold(table, fold)
         result = analyze(table, self_map=self_map, gold=gold_list, human_as_gold=human_as_gold,
                          exclusions=exclusions, reps=reps, seed=seed, baseline=baseline,
-                         family_map=family_map, multiplicity=multiplicity)
+                         family_map=family_map, multiplicity=multiplicity, cluster_by=cluster_by,
+                         margins=margins)
 
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_report(result), keep="\n"))

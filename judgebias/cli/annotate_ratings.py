@@ -72,7 +72,11 @@ def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledge
         fail(str(exc))
     status = result.status
     if result.pull is not None:
+        from judgebias.annotation.summary import not_counted_lines
+
         typer.echo("pulled: " + ", ".join(f"{k} {v}" for k, v in result.pull.counts.as_dict().items()))
+        for line in not_counted_lines(result.pull.exclusions.to_dict(), result.pull.exclusions.examples):
+            typer.echo(line)
     else:
         typer.echo("offline: Label Studio not contacted; figures recomputed from the ledger's ratings")
     typer.echo(f"ledger: items pushed {status['pushed']}, rated {status['labelled']}, pending "

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from judgebias.cli.annotate import SELF_HELP, annotate_app, ledger_for
-from judgebias.cli.options import fail, origin_map
+from judgebias.cli.options import fail, origin_map, out_folder
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):
@@ -181,6 +181,7 @@ def replay_cmd(
     from judgebias.pointwise_table import file_is_pointwise
     from judgebias.table import TableError
 
+    out_folder(out)
     pointwise = file_is_pointwise(table)
     if figures is None:
         figures = ("human_mean,score_bias_human,score_self_preference" if pointwise
@@ -219,11 +220,13 @@ def _write_replay(results, out: Path, methods):
 
     summary = summarize(results)
     out.mkdir(parents=True, exist_ok=True)
-    results.to_csv(out / "results.csv", index=False)
-    summary.to_csv(out / "summary.csv", index=False)
+    from judgebias.display import spreadsheet_safe
+
+    spreadsheet_safe(results).to_csv(out / "results.csv", index=False)
+    spreadsheet_safe(summary).to_csv(out / "summary.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary.to_dict("records"), indent=1, default=float))
     saved = labels_saved(summary)
-    saved.to_csv(out / "labels_saved.csv", index=False)
+    spreadsheet_safe(saved).to_csv(out / "labels_saved.csv", index=False)
     (out / "summary.md").write_text(markdown(summary, methods) + "\n\nLabels PPI++ saves at equal width "
                                     "(Hájek labels for PPI++'s width, interpolated between budgets):\n\n"
                                     + saved_markdown(saved) + "\n")

@@ -127,6 +127,12 @@ def import_cmd(
         typer.echo(f"wrote {out}")
         typer.echo(f"pointwise rows: {len(table)}  items: {table['item_id'].nunique()}  judges: {len(judges)}"
                    + (f" ({', '.join(judges)})" if judges else "") + f"  rows with human scores: {rated}")
+        from judgebias.display import terminal_safe
+        from judgebias.pointwise_table import unscored_reasons
+
+        reasons = unscored_reasons(table)
+        typer.echo(f"unscored judge rows: {sum(reasons.values())}"
+                   + "".join(f"\n  {v}: {terminal_safe(k)[:160]}" for k, v in reasons.items()))
         return
     per_pair = table.drop_duplicates("pair_id")
     labelled = int(per_pair["human"].map(len).gt(0).sum())

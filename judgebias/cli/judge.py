@@ -51,8 +51,10 @@ OPENAI_BATCH = 512
 def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool | None = None,
                 perplexity: bool = False,
                 ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
-                progress: bool = True, chunk_size: int = 256):
-    """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``."""
+                progress: bool = True, chunk_size: int = 256, temperature: float = 0.0, repeats: int = 1):
+    """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``; with
+    ``repeats`` > 1 also each pair's K verdicts (``judgebias.judging_repeats``: the table, and the
+    check a log-probability read's repeats get)."""
     import pandas as pd
 
     from judgebias.backends.protocol import GenerationParams
@@ -64,9 +66,17 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool 
     template = judge_template(template_name)
     pairs = pairs_from_table(df)
     result = judge_pairs(pairs, backend, template, judge=judge_name, chat=chat,
-                         params=GenerationParams(max_new_tokens=max_new_tokens), chunk_size=chunk_size,
+                         params=GenerationParams(max_new_tokens=max_new_tokens, temperature=temperature),
+                         chunk_size=chunk_size,
                          progress=_progress(f"judging {len(pairs)} pairs x 2 orders") if progress else None)
     out = result.table()
+    check = None
+    if repeats > 1:
+        from judgebias.judging_repeats import repeated
+
+        out, check = repeated(out, pairs, backend, template, judge=judge_name, chat=chat, repeats=repeats,
+                              params=GenerationParams(max_new_tokens=max_new_tokens, temperature=temperature),
+                              chunk_size=chunk_size)
     # Pair-level extra columns of the input (categories, sources) travel with the pair.
     extras = [c for c in df.columns if c not in CANONICAL and c not in out.columns]
     if extras:
@@ -85,6 +95,8 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool 
     if keep_other_judges:
         others = df[df["judge"].fillna("") != judge_name]
         out = pd.concat([others, out], ignore_index=True)
+    if check is not None:
+        return out, result.exclusions, check
     return out, result.exclusions
 
 
@@ -178,6 +190,13 @@ def register(app: typer.Typer) -> None:
             "judgment and one row per criterion; use with --template criteria-5).")] = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the call cache.")
                             ] = False,
+        repeats: Annotated[int, typer.Option(
+            help="Pairwise: judge every pair K times (each repeat a distinct, cached call) for the judge's "
+                 "repeat-run noise: repeat_verdicts, then repeat_stability and repeat_kappa in analyze "
+                 "(docs/watch.md). A log-probability read is deterministic: its repeats are re-read past "
+                 "the cache and checked identical.")] = 1,
+        temperature: Annotated[float, typer.Option(
+            help="Sampling temperature of generating templates (mtbench-pair; 0 = greedy).")] = 0.0,
         cache_dir: Annotated[Path | None, typer.Option(help="Call cache folder (default $JUDGEBIAS_CACHE_DIR "
                                                        "or ~/.cache/judgebias/calls).")] = None,
     ) -> None:
@@ -198,6 +217,9 @@ def register(app: typer.Typer) -> None:
         if criterion and mode != "pointwise":
             raise typer.BadParameter("--criterion scores responses one criterion at a time: it needs "
                                      "--mode pointwise", param_hint="--criterion")
+        if repeats < 1 or (repeats > 1 and mode != "pairwise"):
+            raise typer.BadParameter("a count of at least 1; repeats of pairwise judgments only",
+                                     param_hint="--repeats")
         if mode == "pointwise":
             from judgebias.prompts.pointwise import pointwise_template
 
@@ -281,10 +303,10 @@ def register(app: typer.Typer) -> None:
                                          max_cost=max_cost, out=out, judge_name=name or inner.name)
         started = time.perf_counter()
         with interrupts.stop_between_batches(), ended_line():
-            judged, exclusions = judge_table(df, runner, template, judge_name=name or inner.name,
-                                             chat=spec.chat, perplexity=perplexity, ppl_context=ppl_context,
-                                             max_new_tokens=max_new_tokens,
-                                             keep_other_judges=keep_other_judges, chunk_size=batch_size)
+            judged, exclusions, *check = judge_table(
+                df, runner, template, judge_name=name or inner.name, chat=spec.chat, perplexity=perplexity,
+                ppl_context=ppl_context, max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges,
+                chunk_size=batch_size, temperature=temperature, repeats=repeats)
             interrupts.check()  # a stop asked after the last batch: still no table from a stopped run
         seconds = time.perf_counter() - started
         path = write_table(judged, out)
@@ -298,3 +320,5 @@ def register(app: typer.Typer) -> None:
                    f"template {template}; cache hits {runner.hits}, computed {runner.calls}")
         if exclusions.total:
             typer.echo(f"excluded judgments (per order): {exclusions}")
+        if check:
+            typer.echo(check[0].line())

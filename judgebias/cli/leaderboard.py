@@ -20,7 +20,11 @@ def leaderboard_cmd(
         None, "--family", metavar="JUDGE=GENERATOR",
         help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b). Repeatable; comma lists allowed."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Only these judges (default: all)."),
-    reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts."),
+    reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts (or --cluster-by clusters)."),
+    cluster_by: str = typer.Option(
+        None, "--cluster-by", metavar="COLUMN|none",
+        help="What the bootstrap resamples: the values of COLUMN (rows sharing one are not independent); "
+             "default the prompt, 'none' every pair on its own. The audit figures read the same."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
     label_sample: int = typer.Option(
         None, "--label-sample", metavar="N",
@@ -42,6 +46,10 @@ def leaderboard_cmd(
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
+    margin: list[str] = typer.Option(
+        None, "--margin", metavar="FIGURE=VALUE",
+        help="Override a margin the recommendation's R4 reads (verbosity_bias=0.05, "
+             "style_length_term=0.2): R4 passes only with the interval inside it, else inconclusive."),
     run_name: str = typer.Option(None, help="MLflow run name (default: leaderboard <file name>)."),
 ) -> None:
     """Bradley-Terry leaderboard of the generators, per judge, raw and bias-corrected.
@@ -65,6 +73,13 @@ def leaderboard_cmd(
         raise typer.BadParameter(str(exc), param_hint="--timing") from None
     if target_half_width is not None and not target_half_width > 0:
         raise typer.BadParameter(f"must be > 0, got {target_half_width}", param_hint="--target-half-width")
+    from judgebias.metrics.margins import parse_overrides
+    from judgebias.metrics.recommend import MARGINS
+
+    try:
+        margins = parse_overrides(margin or [], MARGINS)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--margin") from None
     maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
     with input_errors(file):
         from judgebias.io import read_usage
@@ -83,7 +98,8 @@ def leaderboard_cmd(
                                      param_hint="--family")
         result = leaderboard(table, self_map=maps["--self"], family_map=maps["--family"],
                              judges=judge or None, reps=reps, seed=seed, label_sample=label_sample,
-                             timing=timings, target_half_width=target_half_width)
+                             timing=timings, target_half_width=target_half_width, cluster_by=cluster_by,
+                             margins=margins)
     typer.echo(terminal_safe(format_leaderboard(result), keep="\n"))
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")

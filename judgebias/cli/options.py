@@ -19,6 +19,14 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def out_folder(out: Path, option: str = "--out") -> Path:
+    """``out`` as a folder to write into: a usage error naming it when a file is there already."""
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file; {option} names a folder (its files are written "
+                                 "inside it)", param_hint=option)
+    return out
+
+
 def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple[str, ...]]:
     """``--self J=G1,G2`` / ``--family J=G1,G2`` as the metrics' map; a malformed entry is a usage
     error naming the option."""
@@ -28,6 +36,21 @@ def origin_map(items: list[str] | None, hint: str = "--self") -> dict[str, tuple
         return parse_self_map(items or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+
+def margin_overrides(items: list[str] | None, *, pairwise_only: bool = False,
+                     pointwise_only: bool = False) -> dict[str, float]:
+    """``--margin FIGURE=VALUE`` options as {figure: value}, checked against the declared margins
+    (the registry's and the probes' unless ``pointwise_only``, the pointwise figures' unless
+    ``pairwise_only``); a bad one is the option's error, naming the item."""
+    from judgebias.metrics.margins import POINTWISE_MARGINS, parse_overrides
+    from judgebias.metrics.registry import margins
+
+    known = ([] if pointwise_only else list(margins())) + ([] if pairwise_only else list(POINTWISE_MARGINS))
+    try:
+        return parse_overrides(items or [], known)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--margin") from None
 
 
 def require_tracking(mlflow: bool) -> None:

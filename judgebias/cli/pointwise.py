@@ -61,13 +61,20 @@ def analyze_pointwise_file(
     mlflow: bool = False,
     run_name: str | None = None,
     traces: bool | None = None,
+    report: bool = True,
+    multiplicity: str | None = None,
+    cluster_by: str | None = None,
+    margins: dict[str, float] | None = None,
 ) -> None:
     """Validate, compute, print and write the pointwise figures; draw one score-distribution plot
     per judge (``plots_dir``, default ``<out stem>_plots`` beside ``out``) and, with ``mlflow``, log
     params, metrics, the JSON, the table and the plots (``judgebias.tracking.log_pointwise``) and, with
     ``traces`` (None: up to ``TRACES_AUTO_ROWS`` rows), every row as a trace
-    (``judgebias.tracking.pointwise_traces``). No report card for pointwise tables yet: said on the
-    terminal."""
+    (``judgebias.tracking.pointwise_traces``); with ``report``, the report card beside ``out``
+    (statements from each judge's family of tests, ``multiplicity``), logged to the run as well.
+    ``cluster_by``: the column whose rows share a cluster (default the item); ``margins``: pointwise
+    margin values (shares of the scale) overriding the declared ones, recorded under
+    ``settings.margins``."""
     from judgebias.display import terminal_safe
     from judgebias.io import read_raw, read_table
     from judgebias.pointwise_table import validate_pointwise
@@ -78,9 +85,13 @@ def analyze_pointwise_file(
         table, exclusions = validate_pointwise(read_raw(file), source=str(file), skip_invalid=skip_invalid)
         pairs = read_table(pairwise)[0] if pairwise is not None else None
         result = analyze_pointwise(
-            table, self_map=self_map, family_map=family_map, gold=gold, pairwise=pairs, reps=reps, seed=seed
+            table, self_map=self_map, family_map=family_map, gold=gold, pairwise=pairs, reps=reps, seed=seed,
+            cluster_by=cluster_by,
         )
     result["exclusions"] = dict(exclusions.counts)
+    from judgebias.metrics.margins import POINTWISE_MARGINS, resolve
+
+    result["settings"]["margins"] = resolve(POINTWISE_MARGINS, margins)
     atomic_write_text(out, json.dumps(result, indent=2, allow_nan=False) + "\n")
     typer.echo(terminal_safe(format_pointwise(result), keep="\n"))
     typer.echo(f"\nwrote {out}")
@@ -93,7 +104,15 @@ def analyze_pointwise_file(
     paths = save_figures(figures, plots_dir)
     figures = dict(zip(figures, paths, strict=True))  # MLflow logs these files: no second drawing
     typer.echo(f"wrote {len(paths)} plot(s) to {plots_dir}")
-    typer.echo("(pointwise table: no report card yet)")
+    pages: list[Path] = []
+    if report:
+        from judgebias.reporting.report_card import write_report
+
+        pages = list(write_report(analyze_outputs(out)[1], result,
+                                  title=f"Judge report card (pointwise): {file.name}", plot_dir=plots_dir,
+                                  provenance=[f"judgebias analyze {file}", f"metrics: {out}"],
+                                  multiplicity=multiplicity, margins=margins or None))
+        typer.echo(f"wrote {pages[0]} (and {pages[1].name}); open it in a browser or: judgebias report {out}")
     if mlflow:
         from judgebias.tracking.log_pointwise import log_pointwise_analysis
         from judgebias.tracking.mlflow_run import mlflow_run
@@ -104,6 +123,10 @@ def analyze_pointwise_file(
                         tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
             counts = log_pointwise_analysis(result, table_path=file, figures=figures)
             logged = _log_traces(table, traces)
+            if pages:
+                from judgebias.tracking.log_analysis import log_reports
+
+                log_reports(pages)
         echo_mlflow_run(run.info.run_id, settings.resolved_uri(), counts, logged,
                         "the experiment's Traces tab; judgebias import mlflow reads them back")
 

@@ -79,6 +79,10 @@ def report_cmd(
         None, "--multiplicity", metavar="holm|bh",
         help="Adjust each judge's statement tests by holm (family-wise error) or bh (false discovery "
              "rate) instead of the method the analysis recorded (holm when none)."),
+    margin: list[str] = typer.Option(
+        None, "--margin", metavar="FIGURE=VALUE",
+        help="Read the statements against this margin of practical irrelevance instead of the one the "
+             "analysis recorded (repeatable; as on analyze)."),
 ) -> None:
     """Write the judge report card (self-contained HTML + markdown) of a run and print its path."""
     from judgebias.multiplicity import check_method
@@ -89,10 +93,13 @@ def report_cmd(
             multiplicity = check_method(multiplicity)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
+    from judgebias.cli.options import margin_overrides
+
+    margins = margin_overrides(margin)
     metrics, plots, default, title, probes = _source(target, Path("reports"))
     try:
         result = json.loads(metrics.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         typer.echo(f"error: {metrics}: not a readable metrics JSON ({exc})", err=True)
         raise typer.Exit(2) from None
     if not isinstance(result, dict) or "judges" not in result:
@@ -111,6 +118,7 @@ def report_cmd(
         plot_dir=plots,
         provenance=[f"metrics: {metrics}"],
         multiplicity=multiplicity,
+        margins=margins or None,
         extras=extras,
         leaderboard=board,
         leaderboard_plots=board_plots,

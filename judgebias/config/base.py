@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from judgebias.backends.kinds import BackendKind, Dtype, check_model
+from judgebias.backends.kinds import BackendKind, Capability, Dtype, can, check_model
 from judgebias.backends.quantization import Quantization
 
 if TYPE_CHECKING:
@@ -53,6 +53,11 @@ class ModelRef(Strict):
                     api_key_env=self.api_key_env, option_tokenizer=self.option_tokenizer,
                     concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm)
         return self
+
+    def can(self, capability: Capability) -> bool:
+        """Whether this entry's backend can do ``capability`` (``judgebias.backends.kinds.CAPABILITIES``):
+        what the stages ask instead of the backend's name."""
+        return can(self.backend, capability)
 
     def to_spec(self, cache_dir: str | None = None, **extra: Any) -> ModelSpec:
         """The builder's spec of this entry (``name`` defaults to the entry's own; a rewriter has none)."""

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from judgebias.backends.kinds import Capability
 from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.config.models import GeneratorConfig, JudgeConfig
 from judgebias.config.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
@@ -95,6 +96,10 @@ class AnalysesConfig(Strict):
     attention: bool = True
     # One forward pass per pair and order with eager attention, uncached: sample to bound its cost.
     attention_sample: int | None = Field(None, ge=1, description="pairs used for attention (all when empty)")
+    # The unit whose rows are not independent (analyze --cluster-by): a column of the judgment table,
+    # or "none"; empty: the prompt.
+    cluster_by: str | None = Field(None, min_length=1,
+                                   description="cluster column of the intervals (default: the prompt)")
 
 
 class AnnotationConfig(Strict):
@@ -201,12 +206,16 @@ class ExperimentConfig(Strict):
         return list(self.ablations.finetune.generators) or [g.name for g in self.generators]
 
     def local_models(self) -> list[str]:
-        """Every in-process model, in the order the stages first use it (generators, judges, then
-        the style rewriter when that ablation is on), each once."""
+        """Every in-process model (capability ``in_process``), in the order the stages first use it
+        (generators, judges, then the style rewriter when that ablation is on), each once."""
         refs: list[ModelRef] = [*self.generators, *self.judges]
         if self.ablations.style_rewrite.enabled:
             refs.append(self.ablations.style_rewrite)
-        return list(dict.fromkeys(r.model for r in refs if r.backend == "local"))
+        return list(dict.fromkeys(r.model for r in refs if r.can("in_process")))
+
+    def pairwise_judges_that_can(self, capability: Capability) -> list[str]:
+        """The pairwise judges whose backend can do ``capability``, by name, in the config's order."""
+        return [j.name for j in self.pairwise_judges() if j.can(capability)]
 
     def pairwise_judges(self) -> list[JudgeConfig]:
         """The judges of the pairs: every stage of the main run, the ablations and the CALM probes."""
@@ -255,6 +264,8 @@ class ExperimentConfig(Strict):
         )
         # Pointwise judges have their own hash (``pointwise_hash``): adding one keeps the main run.
         doc["judges"] = [j for j in doc["judges"] if j.get("mode") != "pointwise"]
+        if doc["analyses"].get("cluster_by") is None:  # the default: run folders from before keep their hash
+            del doc["analyses"]["cluster_by"]
         return doc
 
     def config_hash(self) -> str:

@@ -3,6 +3,8 @@ mappings that win over the file, plus keys that are not config keys themselves."
 
 from __future__ import annotations
 
+from judgebias.backends.kinds import CAPABILITIES
+
 # An override key (``judgebias run --dtype``), not a config key: sets ``dtype`` on every local
 # generator, judge and rewriter, whatever the file says.
 LOCAL_DTYPE = "local_dtype"
@@ -20,7 +22,8 @@ def with_local_dtype(data: dict, dtype: str) -> dict:
 
 
 def _set_dtype(entry, dtype: str):
-    if isinstance(entry, dict) and entry.get("backend", "local") == "local":
+    # Only weights loaded in this process take the run's dtype (an unknown kind is the config's to name).
+    if isinstance(entry, dict) and "in_process" in CAPABILITIES.get(entry.get("backend", "local"), ()):
         return {**entry, "dtype": dtype}
     return entry
 

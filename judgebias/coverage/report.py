@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from judgebias.coverage import TARGET
+from judgebias.display import spreadsheet_safe
 
 
 def _wide(summary: pd.DataFrame, cell) -> str:
@@ -128,7 +129,80 @@ def write(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"csv": folder / "coverage.csv", "markdown": folder / "coverage.md",
              "plot": folder / "coverage.png"}
-    summary.to_csv(paths["csv"], index=False, float_format="%.6g")
+    spreadsheet_safe(summary).to_csv(paths["csv"], index=False, float_format="%.6g")
     paths["markdown"].write_text(markdown(summary), encoding="utf-8")
     coverage_figure(summary).savefig(paths["plot"], dpi=110)
+    return paths
+
+
+# --- nested processes (``judgebias coverage --nested``; judgebias.coverage.nested) -----------------
+
+def _nested_cell(r: dict) -> str:
+    """"clustered / independent" coverage of one cell; bold below the target."""
+    def one(cov: float, defined: float) -> str:
+        reported = round(defined * r["reps"])
+        if reported == 0:
+            return "-"
+        text = f"{cov:.3f}" if reported >= MIN_REPORTED else f"({cov:.2f} in {reported})"
+        return f"**{text}**" if cov < TARGET and reported >= MIN_REPORTED else text
+    return f"{one(r['coverage'], r['defined'])} / {one(r['coverage_independent'], r['defined_independent'])}"
+
+
+def nested_markdown(summary: pd.DataFrame) -> str:
+    """Coverage by figure x rows per cluster x ICC (rows of the table) x number of clusters
+    (columns), each cell "the product's clustered interval / the same figure with
+    ``cluster_by="none"``", then the smallest number of clusters from which each figure holds."""
+    from judgebias.coverage.nested import reliable_from
+
+    gs = sorted(summary["clusters"].unique())
+    reps = sorted(summary["reps"].unique())
+    se = math.sqrt(0.95 * 0.05 / min(reps))
+    lines = [f"Coverage of the 95% interval on nested tables ({', '.join(map(str, reps))} replications per "
+             f"cell, Monte-Carlo SE about {se:.3f} at 0.95; bold: below {TARGET}; each cell: as printed, "
+             "clustered by the prompt / the same figure with `cluster_by=\"none\"`; units per table: "
+             "clusters x the mean rows per cluster):", "",
+             "| family | figure | interval | rows per cluster | ICC | "
+             + " | ".join(f"{g} clusters" for g in gs) + " |",
+             "|---|---|---|---|---|" + "---|" * len(gs)]
+    for (fam, fig, rows, icc), g in summary.groupby(["family", "figure", "rows", "icc"], sort=False):
+        by_g = {int(r["clusters"]): r for r in g.to_dict("records")}
+        cells = [_nested_cell(by_g[c]) if c in by_g else "" for c in gs]
+        lines.append(f"| {fam} | {fig} | {g['method'].iloc[0]} | {rows} | {icc:g} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "Smallest number of clusters of the grid from which the clustered interval holds "
+              f"{TARGET} at every larger number, ICC and rows per cluster (never: not even at the "
+              "largest); the width ratio is clustered / independent at the largest ICC and number of "
+              "clusters (the realised nesting of the figure's units); 'within noise': no cell more than "
+              "1.645 Monte-Carlo SEs below the target and the cells from there pooled at or above it; the "
+              "pooled column is the clustered coverage over the top ICC's cells from 20 clusters on, one "
+              "number with less Monte-Carlo noise than a cell:", "",
+              "| family | figure | holds from clusters | within noise from | lowest coverage from there | "
+              "lowest anywhere | "
+              "top ICC, 20+ clusters pooled (SE) | independent: lowest at the top ICC | width ratio |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    top = summary[(summary["icc"] == summary["icc"].max())
+                  & (summary["clusters"] == summary["clusters"].max())]
+    ratio = top.groupby(["family", "figure"])["width_ratio"].mean()
+    for r in reliable_from(summary).to_dict("records"):
+        first, within = ("never" if pd.isna(r[c]) else str(int(r[c]))
+                         for c in ("reliable_from_clusters", "within_noise_from_clusters"))
+        def num(x: float) -> str:
+            return "" if math.isnan(x) else f"{x:.3f}"
+        w = ratio.get((r["family"], r["figure"]), math.nan)
+        pooled = "" if math.isnan(r["pooled_top_icc"]) else \
+            f"{num(r['pooled_top_icc'])} ({num(r['pooled_top_icc_se'])})"
+        lines.append(f"| {r['family']} | {r['figure']} | {first} | {within} | "
+                     f"{num(r['lowest_coverage_from_there'])} | "
+                     f"{num(r['lowest_coverage'])} | {pooled} | {num(r['lowest_independent_at_top_icc'])} | "
+                     f"{'' if math.isnan(w) else f'{w:.2f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_nested(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
+    """coverage_nested.csv and coverage_nested.md in ``folder`` (created); returns their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": folder / "coverage_nested.csv", "markdown": folder / "coverage_nested.md"}
+    summary.to_csv(paths["csv"], index=False, float_format="%.6g")
+    paths["markdown"].write_text(nested_markdown(summary), encoding="utf-8")
     return paths

@@ -156,7 +156,8 @@ def cluster_draws(clusters: np.ndarray, reps: int, seed: int) -> tuple[np.ndarra
 
 def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot_weights: np.ndarray,
                        covariates: Sequence[str] = (), what: str = "Bradley-Terry",
-                       row_weights: np.ndarray | None = None, method: str = "") -> BTFit:
+                       row_weights: np.ndarray | None = None, method: str = "",
+                       unit: str = "the prompts") -> BTFit:
     """Point fit with ``row_weights`` (default 1) and the bootstrap fits with ``boot_weights`` (from
     ``cluster_draws`` on the same rows) times them. ValueError when the comparisons do not link
     every model."""
@@ -172,7 +173,7 @@ def fit_with_bootstrap(models: Sequence[str], x: np.ndarray, y: np.ndarray, boot
     reps = boot_weights.shape[0]
     return BTFit(tuple(str(m) for m in models), tuple(covariates), coef, boot, n=len(y),
                  method=f"{what}: {method or 'logistic fit (ties and P(A) as fractional outcomes)'}, 95% "
-                        f"percentile intervals from {reps} bootstrap resamples of the prompts")
+                        f"percentile intervals from {reps} bootstrap resamples of {unit}")
 
 
 # Below this many comparisons per model (2 n / M: each comparison involves two) the coverage

@@ -19,7 +19,15 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics import frame as F
-from judgebias.stats import Estimate, InsufficientData, count_reasons, mean_t_figure
+from judgebias.stats import (
+    Estimate,
+    InsufficientData,
+    cluster_fields,
+    clustered_mean_figure,
+    clustered_mean_t,
+    count_reasons,
+    mean_how,
+)
 
 
 def _leave_one_out(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,11 +71,13 @@ def human_ceiling(df: pd.DataFrame, judge: str) -> Estimate:
         d_agent = (weights * (refs == d_choice[:, None])).sum(axis=1) / total
     kept = code[keep]
     human, agent, t = d_human[kept], d_agent[kept], total[kept]
-    h = mean_t_figure(human, null=None, bounds=(0.0, 1.0))
+    clusters = F.clusters(rows, keep)
+    h = clustered_mean_t(human, clusters, bounds=(0.0, 1.0))
+    method = ("leave-one-label-out agreement of humans with the majority of the other labels, mean over "
+              "pairs; " + mean_how(clusters, "t interval clipped to [0, 1]"))
     return Estimate(value=h["value"], ci_low=h["ci_low"], ci_high=h["ci_high"], n=int(keep.sum()),
-                    exclusions=excl,
-                    method="leave-one-label-out agreement of humans with the majority of the other labels, "
-                           "mean over pairs; t interval clipped to [0, 1]",
-                    details={"judge": mean_t_figure(agent, null=None, bounds=(0.0, 1.0)),
-                             "gap": mean_t_figure(agent - human, bounds=(-1.0, 1.0)),
-                             "labels_compared": int(t.sum())})
+                    exclusions=excl, method=method,
+                    details={"judge": clustered_mean_figure(agent, clusters, null=None, bounds=(0.0, 1.0)),
+                             "gap": clustered_mean_figure(agent - human, clusters, bounds=(-1.0, 1.0)),
+                             "labels_compared": int(t.sum())},
+                    **cluster_fields(h, clusters))

@@ -26,9 +26,13 @@ from judgebias.metrics import origin
 from judgebias.stats import (
     Estimate,
     InsufficientData,
-    bootstrap_mean,
+    cluster_bootstrap_means,
+    cluster_fields,
+    clustered_how,
+    clustered_mean_t,
+    clustered_rate,
     count_reasons,
-    proportion_interval,
+    nested,
     sign_test,
 )
 
@@ -108,7 +112,9 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = No
               rows: pd.DataFrame | None = None) -> Estimate:
     """DBG score of ``judge`` with a per-pair bootstrap 95% interval (seeded; expanded for small samples,
     ``stats.bootstrap_mean``) and an exact sign test
-    of "the judge favours its own response more often than the gold does".
+    of "the judge favours its own response more often than the gold does"; where pairs nest in
+    clusters (prompts), a bootstrap over the clusters (``stats.cluster_bootstrap_means``) and a
+    Wald t-test of the mean difference on its CR1 standard error.
 
     ``votes`` (``gold_votes`` of this table, judge and settings) and ``rows`` (the judge's prepared
     rows) may be given where the caller has them: ``analyze`` computes them once per judge for
@@ -137,8 +143,17 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = No
     judge_win = win_credit(np.where(a_is_own, jvote[keep], 1 - jvote[keep]))
     gold_win = win_credit(np.where(a_is_own, gvote[keep], 1 - gvote[keep]))
     d = judge_win - gold_win
-    low, high, _ = bootstrap_mean(d, reps=reps, seed=seed)
+    clusters = F.clusters(rows, keep)
+    low, high, _ = cluster_bootstrap_means(d, clusters, reps=reps, seed=seed)
     n_plus, n_minus = int((d > 0).sum()), int((d < 0).sum())
+    if nested(clusters):
+        t = clustered_mean_t(d, clusters)
+        statistic, p_value, deff = t["statistic"], t["p_value"], t["design_effect"]
+        how = (f"expanded percentile cluster bootstrap ({reps} reps over {clusters.count} clusters, seed "
+               f"{seed}), Wald t-test on the CR1 standard error, {clustered_how(clusters)}")
+    else:
+        statistic, p_value, deff = float(n_plus - n_minus), sign_test(n_plus, n_minus), 1.0
+        how = f"expanded percentile pair bootstrap ({reps} reps, seed {seed}), sign test"
 
     warnings: list[str] = []
     if not human_as_gold:
@@ -152,24 +167,22 @@ def dbg_score(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = No
         if gold and judge in gold:
             warnings.append(f"{judge!r} was dropped from its own gold panel")
 
-    if n < SMALL_PAIRS:
+    if n < SMALL_PAIRS and not nested(clusters):
         warnings.append(f"only {n} pairs: below {SMALL_PAIRS} the interval covered about 93% rather than 95% "
                         "in the coverage benchmark (docs/benchmarks.md)")
-    jw, jlo, jhi = proportion_interval(float(judge_win.sum()), n)
-    gw, glo, ghi = proportion_interval(float(gold_win.sum()), n)
+    jw, gw = clustered_rate(judge_win, clusters), clustered_rate(gold_win, clusters)
     return Estimate(
         value=float(d.mean()), ci_low=low, ci_high=high, n=n, exclusions=excl,
-        statistic=float(n_plus - n_minus), p_value=sign_test(n_plus, n_minus),
-        method=f"win rate(judge) - win rate(gold); expanded percentile pair bootstrap ({reps} reps, "
-               f"seed {seed}), sign test",
+        statistic=statistic, p_value=p_value,
+        method=f"win rate(judge) - win rate(gold); {how}",
         details={
-            "judge_win_rate": {"value": jw, "ci_low": jlo, "ci_high": jhi},
-            "gold_win_rate": {"value": gw, "ci_low": glo, "ci_high": ghi},
+            "judge_win_rate": {k: jw[k] for k in ("value", "ci_low", "ci_high")},
+            "gold_win_rate": {k: gw[k] for k in ("value", "ci_low", "ci_high")},
             "judge_ties": int((judge_win == 0.5).sum()), "gold_ties": int((gold_win == 0.5).sum()),
             "judge_more_favourable": n_plus, "gold_more_favourable": n_minus,
             "gold_panel": panel, "gold_votes_per_pair": float(nvotes[pair[keep]].mean()),
         },
-        warnings=tuple(warnings))
+        **cluster_fields({"clusters": clusters.count, "design_effect": deff}, clusters, warnings))
 
 
 def pairwise_win_rates(df: pd.DataFrame, *, include_gold: bool = True) -> pd.DataFrame:

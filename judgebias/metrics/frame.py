@@ -19,6 +19,7 @@ import pandas as pd
 
 from judgebias.folding import verdict_codes
 from judgebias.metrics.text_features import markdown_counts, word_counts
+from judgebias.stats import Clusters
 
 A, B, TIE, MISSING, NO_MAJORITY = 0, 1, 2, -1, -2
 
@@ -35,7 +36,13 @@ WORDS_B = "_jb_words_b"
 MARKDOWN = ("headers", "lists", "bold")
 MD_A = tuple(f"_jb_{m}_a" for m in MARKDOWN)
 MD_B = tuple(f"_jb_{m}_b" for m in MARKDOWN)
-DERIVED = (PAIR, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B, *MD_A, *MD_B)
+# The cluster of the row's pair (the unit rows share: by default its prompt), as integer codes; the
+# column that defined it is in ``df.attrs[CLUSTER_BY]`` ("none": every pair its own cluster).
+CLUSTER = "_jb_cluster"
+CLUSTER_BY = "jb_cluster_by"
+DEFAULT_CLUSTER_BY = "prompt"
+DERIVED = (PAIR, CLUSTER, HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES, CHOICE, VOTE, WORDS_A, WORDS_B,
+           *MD_A, *MD_B)
 # Characters per response: only in a table read without its response texts (``response_features``),
 # where the length-controlled win rates read them instead of the texts.
 CHARS_A, CHARS_B = "_jb_chars_a", "_jb_chars_b"
@@ -204,11 +211,50 @@ def human_counts(df: pd.DataFrame) -> np.ndarray:
     return np.stack([a, n - a - ties, ties], axis=1)
 
 
-def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Add the ``_jb_`` feature columns (only those not already present) to a copy of ``df``."""
+def cluster_codes(df: pd.DataFrame, by: str, pair: np.ndarray) -> np.ndarray:
+    """Each row's cluster code: equal values of column ``by``, one cluster; ``"none"``: the pair
+    (every pair its own cluster). A row without a value is a cluster of its own pair. ValueError
+    naming the column when the table has no such column."""
+    if not isinstance(by, str) or not by.strip():
+        raise ValueError(f"cluster_by: expected a column name or 'none', got {by!r}")
+    if by == "none":
+        return np.asarray(pair, dtype=np.int64)
+    if by not in df.columns:
+        names = ", ".join(c for c in map(str, df.columns) if not c.startswith("_jb_"))
+        raise ValueError(f"cluster_by: the table has no column {by!r} to cluster by (columns: {names}; "
+                         "'none' treats every pair as independent)")
+    codes = np.asarray(pd.factorize(df[by], use_na_sentinel=True)[0], dtype=np.int64)
+    lone = codes < 0
+    if lone.any():  # no value: nothing shared that we can see; its pair is its cluster
+        codes[lone] = codes.max(initial=-1) + 1 + np.asarray(pair, dtype=np.int64)[lone]
+    return codes
+
+
+def clusters(rows: pd.DataFrame, keep: np.ndarray | None = None) -> Clusters:
+    """The clusters of a figure's units: the prepared rows (``keep``: the ones it uses)."""
+    codes = rows[CLUSTER].to_numpy() if CLUSTER in rows.columns else \
+        np.arange(len(rows), dtype=np.int64)
+    by = rows.attrs.get(CLUSTER_BY, DEFAULT_CLUSTER_BY) if CLUSTER in rows.columns else "none"
+    out = Clusters(np.asarray(codes, dtype=np.int64), by)
+    return out if keep is None else out.subset(keep)
+
+
+def column_clusters(rows: pd.DataFrame, by: str = DEFAULT_CLUSTER_BY) -> Clusters:
+    """The clusters of an unprepared table's rows (a probe's: one row per pair) from column ``by``
+    when it has one (a row without a value stands alone), else every row its own cluster."""
+    if by != "none" and by in rows.columns:
+        return Clusters.of(rows[by].to_numpy(dtype=object), by)
+    return Clusters.independent(len(rows))
+
+
+def prepare(df: pd.DataFrame, cluster_by: str | None = None) -> pd.DataFrame:
+    """Add the ``_jb_`` feature columns (only those not already present) to a copy of ``df``.
+    ``cluster_by``: the column whose equal values share a cluster (default the prompt; ``"none"``:
+    pairs are independent); given for a prepared table, the clusters are recomputed if it differs."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"expected a pandas DataFrame, got {type(df).__name__}")
-    if all(c in df.columns for c in DERIVED):
+    if all(c in df.columns for c in DERIVED) and \
+            (cluster_by is None or df.attrs.get(CLUSTER_BY) == cluster_by):
         return df
     if len(df) == 0:
         raise ValueError("the judgment table has no rows")
@@ -220,6 +266,10 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         pair = new[PAIR] = pd.factorize(df["pair_id"], use_na_sentinel=True)[0].astype(np.int64)
         if (pair < 0).any():
             raise ValueError(f"column 'pair_id': row {int(np.flatnonzero(pair < 0)[0]) + 1} has no pair id")
+    by = cluster_by or df.attrs.get(CLUSTER_BY) or (DEFAULT_CLUSTER_BY if DEFAULT_CLUSTER_BY in df.columns
+                                                    else "none")
+    if CLUSTER not in df.columns or by != df.attrs.get(CLUSTER_BY):
+        new[CLUSTER] = cluster_codes(df, by, pair)
     if any(c not in df.columns for c in (HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES)):
         if "human" in df.columns:
             # Labels belong to the pair (``table.pairs``): every row of a pair gets the labels of
@@ -258,11 +308,13 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
                 new[target] = counts[name][inverse]
     # A shallow copy: with copy-on-write the caller's frame is untouched and the texts are shared.
     if any(c in df.columns for c in new) or not df.index.is_unique:
-        return df.copy(deep=False).assign(**new)
-    # ``assign`` copies every numpy array it is given (pandas 3): the new columns joined as they
-    # are instead (0.4 GB less at the peak of ten million rows), same columns in the same order.
-    out = pd.concat([df, pd.DataFrame(new, index=df.index, copy=False)], axis=1)
-    out.attrs = copy.deepcopy(df.attrs)
+        out = df.copy(deep=False).assign(**new)
+    else:
+        # ``assign`` copies every numpy array it is given (pandas 3): the new columns joined as they
+        # are instead (0.4 GB less at the peak of ten million rows), same columns in the same order.
+        out = pd.concat([df, pd.DataFrame(new, index=df.index, copy=False)], axis=1)
+        out.attrs = copy.deepcopy(df.attrs)
+    out.attrs[CLUSTER_BY] = by
     return out
 
 

@@ -31,6 +31,8 @@ import pandas as pd
 from judgebias.metrics import bradley_terry as bt
 from judgebias.metrics.anchored import anchored_weights, tuned_lambda
 from judgebias.metrics.frame import (
+    CLUSTER,
+    CLUSTER_BY,
     HUMAN_N,
     HUMAN_VOTE,
     MARKDOWN,
@@ -120,7 +122,7 @@ def style_covariates(prep: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, 
         cols.append((da - db) / (da + db + 1.0))
     z, names = [], []
     for name, col in zip(STYLE_FEATURES, cols, strict=True):
-        sd = float(np.std(col))
+        sd = float(np.std(col)) if col.size else 0.0  # no comparison: nothing varies
         if sd > 1e-12:
             z.append((col - col.mean()) / sd)
             names.append(name)
@@ -145,6 +147,7 @@ class Draws:
 
     codes: np.ndarray
     counts: np.ndarray
+    unit: str = "the prompts"  # what the resamples draw (the methods say it)
 
     def weights(self, rows: np.ndarray) -> np.ndarray:
         return self.counts[:, self.codes[rows]]
@@ -162,7 +165,7 @@ def fit_bt(c: Comparisons, draws: Draws, what: str, z: np.ndarray | None = None,
     x = bt.design(models, c.model_a, c.model_b)
     if z is not None and z.shape[1]:
         x = np.hstack([x, z])
-    return bt.fit_with_bootstrap(models, x, c.y, draws.weights(c.rows), covariates, what)
+    return bt.fit_with_bootstrap(models, x, c.y, draws.weights(c.rows), covariates, what, unit=draws.unit)
 
 
 def panel_comparisons(prep: pd.DataFrame, judges: Sequence[str], related: Mapping[str, frozenset[str]]
@@ -241,6 +244,8 @@ class Leaderboard:
     relations: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     human_pairs: int = 0  # pairs with a usable human label (the planner's n)
     pairs: int = 0  # pairs in the table (the planner's population)
+    cluster_by: str = "prompt"  # the column whose values the bootstrap resamples ("none": pairs)
+    clusters: int = 0  # how many it resamples
 
 
 def _label_mask(prep: pd.DataFrame, label_sample: int | None, seed: int) -> np.ndarray:
@@ -275,26 +280,33 @@ def _anchored(prep: pd.DataFrame, c: Comparisons, usable: np.ndarray, draws: Dra
             f"{pi[0]:.3f}); lambda = {lam:.3f}" + ("; every comparison labelled: the humans' own strengths"
                                                    if lab.all() else ""))
     fit = bt.fit_with_bootstrap(models, x, target, draws.weights(c.rows), (), f"human_anchored[{judge}]",
-                                row_weights=w, method=f"PPI++ (power-tuned lambda = {lam:.3f})")
+                                row_weights=w, method=f"PPI++ (power-tuned lambda = {lam:.3f})",
+                                unit=draws.unit)
     return fit, note
 
 
 def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                     judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
-                    label_sample: int | None = None) -> Leaderboard:
+                    label_sample: int | None = None, cluster_by: str | None = None) -> Leaderboard:
     """Fit every variant for every judge of ``df`` (a validated judgment table). ``label_sample``:
-    ``human_anchored`` uses a seeded uniform sample of that many labelled pairs instead of all."""
+    ``human_anchored`` uses a seeded uniform sample of that many labelled pairs instead of all.
+    ``cluster_by``: the column whose values the bootstrap resamples (``frame.prepare``'s; default
+    the prompt, ``"none"``: every pair on its own), the clusters every other figure reads."""
     require(df, ["pair_id", "prompt", "generator_a", "generator_b", "response_a", "response_b"],
             "leaderboard")
     if reps < 20:
         raise ValueError(f"reps must be at least 20 for a 95% percentile interval, got {reps}")
-    prep = prepare(df).reset_index(drop=True)
+    prep = prepare(df, cluster_by=cluster_by).reset_index(drop=True)
     names = list(judges) if judges else judge_names(prep)
     unknown = [j for j in names if j not in set(judge_names(prep))]
     if unknown:
         raise ValueError(f"judge(s) {unknown} have no rows (judges in the table: {judge_names(prep)})")
-    codes, counts = bt.cluster_draws(prompt_text(prep["prompt"]), reps, seed)
-    draws = Draws(codes, counts)
+    by = prep.attrs.get(CLUSTER_BY, "prompt")
+    # The prompt's texts keep the resamples the leaderboard always drew; any other unit, its codes.
+    units = prompt_text(prep["prompt"]) if by == "prompt" else prep[CLUSTER].to_numpy()
+    codes, counts = bt.cluster_draws(units, reps, seed)
+    unit = {"prompt": "the prompts", "none": "the pairs"}.get(by, f"the values of {by!r}")
+    draws = Draws(codes, counts, unit)
     fits: dict[str, dict[str, bt.BTFit]] = {v: {} for v in VARIANTS}
     skipped: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
     excl: dict[str, dict[str, dict[str, int]]] = {v: {} for v in VARIANTS}
@@ -357,4 +369,5 @@ def fit_leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family
     else:
         skipped[HUMAN][HUMAN] = "human: no pair has human labels"
     return Leaderboard(fits, skipped, excl, notes, panels, reps, seed, relations=rel,
-                       human_pairs=int(h.y.size), pairs=int(np.unique(prep[PAIR].to_numpy()).size))
+                       human_pairs=int(h.y.size), pairs=int(np.unique(prep[PAIR].to_numpy()).size),
+                       cluster_by=by, clusters=int(counts.shape[1]))

@@ -21,12 +21,18 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics.verbosity import bin_rates
 from judgebias.stats import (
+    Clusters,
     Estimate,
     InsufficientData,
+    cluster_fields,
+    clustered_how,
+    clustered_paired_diff,
+    clustered_share,
+    clustered_share_figure,
+    clustered_variance,
     count_reasons,
-    paired_diff_proportions,
-    proportion_interval,
-    sign_test,
+    nested,
+    ratio_influence,
     welch,
 )
 
@@ -66,8 +72,8 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
     if n == 0:
         raise InsufficientData(f"no row with perplexities and a non-tie choice; excluded: {excl}")
     lower = np.where(x < 0, F.A, F.B)
-    k = int((choice[keep] == lower[keep]).sum())
-    p, lo, hi = proportion_interval(k, n)
+    clusters = F.clusters(rows, keep)
+    d = clustered_share(choice[keep] == lower[keep], clusters)
     judged = np.isfinite(x) & np.isin(choice, (F.A, F.B))
     details = {"judge_bins": bin_rates(x[judged], choice[judged] == F.A, edges)}
     labelled = np.isfinite(x) & np.isin(human, (F.A, F.B))
@@ -75,12 +81,15 @@ def perplexity_preference(df: pd.DataFrame, judge: str, edges: np.ndarray = LOG_
         details["human_bins"] = bin_rates(x[labelled], human[labelled] == F.A, edges)
         hk = labelled & (x != 0)
         if hk.any():
-            hp = proportion_interval(int((human[hk] == lower[hk]).sum()), int(hk.sum()))
-            details["human_p_lower"] = {"value": hp[0], "ci_low": hp[1], "ci_high": hp[2], "n": int(hk.sum())}
-    return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl, statistic=float(k),
-                    p_value=sign_test(k, n - k),
-                    method="P(judge picks lower perplexity); Agresti-Coull interval, exact binomial test",
-                    details=details)
+            hp = clustered_share_figure(human[hk] == lower[hk], F.clusters(rows, hk))
+            details["human_p_lower"] = {k: hp[k] for k in ("value", "ci_low", "ci_high", "n")}
+    how = ("Agresti-Coull interval at the effective size, Wald t-test of 1/2 on the CR1 standard error, "
+           f"{clustered_how(clusters, d['clusters'])}") if d["nested"] else \
+        "Agresti-Coull interval, exact binomial test"
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n, exclusions=excl,
+                    statistic=d["statistic"], p_value=d["p_value"],
+                    method="P(judge picks lower perplexity); " + how,
+                    details=details, **cluster_fields(d, clusters))
 
 
 def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: int = 0) -> Estimate:
@@ -105,13 +114,16 @@ def perplexity_excess(df: pd.DataFrame, judge: str, *, reps: int = 2000, seed: i
                                f"excluded: {excl}")
     lower = np.where(x < 0, F.A, F.B)[keep]
     j, h = choice[keep] == lower, human[keep] == lower
-    d = paired_diff_proportions(int((j & h).sum()), int((j & ~h).sum()), int((~j & h).sum()),
-                                int((~j & ~h).sum()))
+    clusters = F.clusters(rows, keep)
+    d = clustered_paired_diff(j, h, clusters)
+    how = ("Newcombe's score interval for paired proportions at the effective counts, Wald t-test on the "
+           f"CR1 standard error, {clustered_how(clusters, d['clusters'])}") if d["nested"] else \
+        "Newcombe's score interval for paired proportions, exact McNemar test"
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="paired difference; Newcombe's score interval for paired proportions, "
-                           "exact McNemar test",
-                    details={"judge_p_lower": float(j.mean()), "human_p_lower": float(h.mean())})
+                    method="paired difference; " + how,
+                    details={"judge_p_lower": float(j.mean()), "human_p_lower": float(h.mean())},
+                    **cluster_fields(d, clusters))
 
 
 def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None,
@@ -156,7 +168,21 @@ def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: origin.SelfMap 
     details = {"own_bins": own_bins, "other_bins": other_bins, "strata": int(both.sum()),
                "n_own": int(own.sum()), "n_other": int(other.sum())}
     value = lo = hi = stat = p = math.nan
-    if both.any():
+    method = "Mantel-Haenszel odds ratio (own vs other) over log-ppl bins; CMH test"
+    clusters = F.clusters(rows, own | other)
+    fields = {"clusters": clusters.count, "design_effect": 1.0}
+    if both.any() and nested(clusters):
+        # units in the order of own | other: their stratum, whether own, whether a win
+        unit_own = own[own | other]
+        stratum = np.empty(unit_own.size, dtype=np.int64)
+        win = np.empty(unit_own.size, dtype=bool)
+        stratum[unit_own], stratum[~unit_own] = b_own, b_other
+        win[unit_own], win[~unit_own] = win_own, win_other
+        value, lo, hi, stat, p, fields = _clustered_mh(w1, n1, w0, n0, both, stratum, unit_own, win, clusters)
+        method = ("Mantel-Haenszel odds ratio (own vs other) over log-ppl bins; interval and Wald t-test of "
+                  "log OR = 0 on the CR1 standard error of its influence values, t on clusters - 1, "
+                  f"{clustered_how(clusters)}")
+    elif both.any():
         st = StratifiedTable(tables.astype(float))
         with np.errstate(divide="ignore", invalid="ignore"):
             value = float(st.oddsratio_pooled)
@@ -166,14 +192,47 @@ def perplexity_own_other(df: pd.DataFrame, judge: str, self_map: origin.SelfMap 
     else:
         details["note"] = "no perplexity bin holds both own and other pairs"
     return Estimate(value=value, ci_low=lo, ci_high=hi, n=int(own.sum() + other.sum()), exclusions=excl,
-                    statistic=stat, p_value=p,
-                    method="Mantel-Haenszel odds ratio (own vs other) over log-ppl bins; CMH test",
-                    details=details)
+                    statistic=stat, p_value=p, method=method, details=details,
+                    **cluster_fields(fields, clusters))
+
+
+def _clustered_mh(w1, n1, w0, n0, both, stratum, unit_own, win, clusters):
+    """The Mantel-Haenszel odds ratio R / S (R = sum_k a_k d_k / n_k, S = sum_k b_k c_k / n_k; a, b:
+    own wins and losses, c, d: other wins and losses of stratum k) with a clustered interval. log OR
+    is of degree 0 in the counts, so a unit's influence value is the derivative of log R - log S in
+    its cell's count: for a unit in cell a of stratum k, (d_k - R_k) / (n_k R) + S_k / (n_k S), and
+    alike for the other cells (the units of strata without both groups: 0)."""
+    from scipy import stats
+
+    a, b, c, d = w1, n1 - w1, w0, n0 - w0
+    nk = np.where(both, n1 + n0, 1).astype(float)
+    rk, sk = np.where(both, a * d / nk, 0.0), np.where(both, b * c / nk, 0.0)
+    big_r, big_s = float(rk.sum()), float(sk.sum())
+    if big_r == 0 or big_s == 0:
+        value = math.inf if big_s == 0 and big_r > 0 else 0.0 if big_r == 0 and big_s > 0 else math.nan
+        return value, math.nan, math.nan, math.nan, math.nan, {"clusters": clusters.count,
+                                                               "design_effect": None}
+    # d log R / d count and d log S / d count per cell, per stratum
+    u, w = nk * big_r, nk * big_s
+    d_r = {"a": (d - rk) / u, "b": -rk / u, "c": -rk / u, "d": (a - rk) / u}
+    d_s = {"a": -sk / w, "b": (c - sk) / w, "c": (b - sk) / w, "d": -sk / w}
+    cell = np.where(unit_own, np.where(win, 0, 1), np.where(win, 2, 3))
+    grad = np.stack([np.where(both, d_r[k] - d_s[k], 0.0) for k in "abcd"])  # (4, strata)
+    psi = grad[cell, stratum]
+    v = clustered_variance(psi, clusters)
+    log_or = math.log(big_r / big_s)
+    q = v.t_quantile()
+    t = log_or / v.se if v.se > 0 else math.nan
+    p = float(2 * stats.t.sf(abs(t), v.df)) if math.isfinite(t) else math.nan
+    return (math.exp(log_or), math.exp(log_or - q * v.se), math.exp(log_or + q * v.se), t, p,
+            {"clusters": v.clusters, "design_effect": v.design_effect})
 
 
 def perplexity_familiarity(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
     """Figure 5: mean log-perplexity of the judge's own responses minus other models' responses
     (negative = its own texts are more familiar to it), Welch interval and t-test."""
+    from scipy import stats
+
     F.require(df, ["generator_a", "generator_b"], "perplexity_familiarity")
     rows, la, lb = _rows(df, judge, "perplexity_familiarity")
     own_a, own_b = origin.own_sides(rows, judge, self_map)
@@ -185,9 +244,32 @@ def perplexity_familiarity(df: pd.DataFrame, judge: str, self_map: origin.SelfMa
     if x.size < 2 or y.size < 2:
         raise InsufficientData(f"needs >= 2 own and >= 2 other responses with a perplexity (got {x.size}, "
                                f"{y.size})")
-    d = welch(x, y)
-    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(x.size + y.size),
-                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean log-ppl(own) - mean log-ppl(other); Welch interval and t-test",
-                    details={"mean_log_ppl_own": float(x.mean()), "n_own": int(x.size),
-                             "mean_log_ppl_other": float(y.mean()), "n_other": int(y.size)})
+    pairs = F.clusters(rows)
+    details = {"mean_log_ppl_own": float(x.mean()), "n_own": int(x.size),
+               "mean_log_ppl_other": float(y.mean()), "n_other": int(y.size)}
+    if not nested(pairs):  # every row its own cluster: its two responses are the old units
+        d = welch(x, y)
+        return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(x.size + y.size),
+                        exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
+                        method="mean log-ppl(own) - mean log-ppl(other); Welch interval and t-test",
+                        details=details, **cluster_fields({"clusters": pairs.count, "design_effect": 1.0},
+                                                          pairs))
+    # Both responses of a row share its cluster: a difference of two ratio means over the responses.
+    clusters = Clusters(np.concatenate([pairs.codes, pairs.codes]), pairs.by).subset(ok)
+    v = logs[ok]
+    mine = own[ok]
+    psi = ratio_influence(v * mine, mine) - ratio_influence(v * ~mine, ~mine)
+    cv = clustered_variance(psi, clusters)
+    diff = float(x.mean() - y.mean())
+    q, t = cv.t_quantile(), (diff / cv.se if cv.se > 0 else math.nan)
+    p = float(2 * stats.t.sf(abs(t), cv.df)) if math.isfinite(t) else (1.0 if diff == 0 else 0.0)
+    return Estimate(value=diff, ci_low=diff - q * cv.se, ci_high=diff + q * cv.se, n=int(x.size + y.size),
+                    exclusions=excl, statistic=_finite(t), p_value=p,
+                    method="mean log-ppl(own) - mean log-ppl(other); t interval and t-test on the CR1 "
+                           f"standard error, t on clusters - 1, {clustered_how(clusters)}",
+                    details=details, **cluster_fields({"clusters": cv.clusters,
+                                                       "design_effect": cv.design_effect}, clusters))
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None

@@ -24,9 +24,22 @@ import pandas as pd
 
 from judgebias.metrics.frame import isin
 from judgebias.metrics.origin import SelfMap, self_set, with_family
-from judgebias.metrics.pointwise import judge_rows
+from judgebias.metrics.pointwise import clustered, judge_rows, row_clusters
 from judgebias.pointwise_table import human_mean
-from judgebias.stats import Estimate, InsufficientData, mean_t, proportion_interval, welch
+from judgebias.stats import (
+    Clusters,
+    Estimate,
+    InsufficientData,
+    clustered_mean_t,
+    clustered_ols_slope,
+    clustered_proportion,
+    clustered_welch,
+)
+
+
+def _on(clusters: Clusters, what: str) -> str:
+    return "" if clusters.singletons else f"; {what} on {clusters.count} {clusters.by} clusters (CR1, t on " \
+        f"{clusters.count - 1} df)"
 
 
 def _own_mask(df: pd.DataFrame, rows: pd.DataFrame, judge: str, self_map: SelfMap | None) -> np.ndarray:
@@ -39,13 +52,20 @@ def _known(rows: pd.DataFrame) -> np.ndarray:
     return (rows["generator"].astype(str).str.strip() != "").to_numpy()
 
 
-def _welch_split(values: np.ndarray, keep: np.ndarray, group: np.ndarray, excl: dict, method: str,
-                 **extra) -> Estimate:
+def _welch_split(rows: pd.DataFrame, values: np.ndarray, keep: np.ndarray, group: np.ndarray, excl: dict,
+                 method: str, who: str = "judge", **extra) -> Estimate:
     """Welch's difference of the kept ``values`` inside ``group`` minus outside it (own or family vs
-    the others), n = the kept rows."""
-    d = welch(values[keep & group], values[keep & ~group])
-    return Estimate(d["value"], d["ci_low"], d["ci_high"], int(keep.sum()), excl, statistic=d["statistic"],
-                    p_value=d["p_value"], method=method, **extra)
+    the others), n = the kept rows; on clustered rows the difference's clustered variance."""
+    if not (keep & group).any():
+        raise InsufficientData(f"no responses written by the {who} among the {int(keep.sum())} usable rows "
+                               "(column generator; --self / --family say which generators count)")
+    if not (keep & ~group).any():
+        raise InsufficientData(f"no responses by other generators than the {who} to compare with")
+    clusters = row_clusters(rows, keep)
+    d = clustered_welch(values[keep], group[keep], clusters)
+    est = Estimate(d["value"], d["ci_low"], d["ci_high"], int(keep.sum()), excl, statistic=d["statistic"],
+                   p_value=d["p_value"], method=method + _on(clusters, "the difference"), **extra)
+    return clustered(est, clusters, d["design_effect"])
 
 
 def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | None = None) -> Estimate:
@@ -59,7 +79,7 @@ def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | N
     if not ok.any():
         raise InsufficientData(f"no row of judge {judge!r} with a human score and a known generator")
     gap = rows["score"].to_numpy(dtype=float) - h
-    return _welch_split(gap, ok, own, excl, "(judge - human) own - others, Welch t",
+    return _welch_split(rows, gap, ok, own, excl, "(judge - human) own - others, Welch t",
                         details={"n_own": int((ok & own).sum()), "n_other": int((ok & ~own).sum())})
 
 
@@ -72,7 +92,7 @@ def score_self_preference_dp(df: pd.DataFrame, judge: str, self_map: SelfMap | N
     if (~known).any():
         excl = {**excl, "unknown_generator": int((~known).sum())}
     s = rows["score"].to_numpy(dtype=float)
-    return _welch_split(s, known, own, excl, "score own - others, Welch t",
+    return _welch_split(rows, s, known, own, excl, "score own - others, Welch t",
                         details={"n_own": int((known & own).sum()), "n_other": int((known & ~own).sum())})
 
 
@@ -93,8 +113,8 @@ def score_family_preference_eo(
     h = human_mean(rows)
     ok = np.isfinite(h) & _known(rows) & ~own
     gap = rows["score"].to_numpy(dtype=float) - h
-    return _welch_split(gap, ok, fam, {**excl, "own_response": int(own.sum())},
-                        "(judge - human) family - others, Welch t")
+    return _welch_split(rows, gap, ok, fam, {**excl, "own_response": int(own.sum())},
+                        "(judge - human) family - others, Welch t", who="judge's family")
 
 
 def score_dbg(
@@ -117,8 +137,9 @@ def score_dbg(
     d = mine["score"].to_numpy(dtype=float)[has] - mine["gold"].to_numpy(dtype=float)[has]
     if d.size == 0:
         raise InsufficientData(f"no own response of judge {judge!r} scored by the gold panel {panel}")
-    t = mean_t(d)
-    return Estimate(
+    clusters = row_clusters(mine, has)
+    t = clustered_mean_t(d, clusters)
+    return clustered(Estimate(
         t["value"],
         t["ci_low"],
         t["ci_high"],
@@ -126,9 +147,9 @@ def score_dbg(
         excl,
         statistic=t["statistic"],
         p_value=t["p_value"],
-        method="mean (judge - gold panel mean) on own responses, paired t",
+        method="mean (judge - gold panel mean) on own responses, paired t" + _on(clusters, "its mean"),
         details={"gold": panel},
-    )
+    ), clusters, t["design_effect"])
 
 
 def words(texts: pd.Series) -> np.ndarray:
@@ -138,7 +159,6 @@ def words(texts: pd.Series) -> np.ndarray:
 def score_verbosity(df: pd.DataFrame, judge: str) -> Estimate:
     """Slope of (judge - mean human score) on response length per 100 words: the length preference
     the judge has beyond the raters'. OLS with HC3 standard errors; the two slopes are in details."""
-    import statsmodels.api as sm
 
     rows, excl = judge_rows(df, judge)
     h = human_mean(rows)
@@ -149,22 +169,23 @@ def score_verbosity(df: pd.DataFrame, judge: str) -> Estimate:
     s = rows["score"].to_numpy(dtype=float)[ok]
     if x.size < 3 or np.ptp(x) == 0:
         raise InsufficientData("need 3 rated responses of different lengths")
-    X = sm.add_constant(x)
-    fit = sm.OLS(s - h[ok], X).fit(cov_type="HC3")
-    low, high = fit.conf_int(0.05)[1]
+    clusters = row_clusters(rows, ok)
+    fit = clustered_ols_slope(s - h[ok], x, clusters)
     slope_j = float(np.polyfit(x, s, 1)[0])
     slope_h = float(np.polyfit(x, h[ok], 1)[0])
-    return Estimate(
-        float(fit.params[1]),
-        float(low),
-        float(high),
+    how = "HC3 interval" if clusters.singletons else \
+        f"cluster-robust interval ({clusters.count} {clusters.by} clusters, t on {clusters.count - 1} df)"
+    return clustered(Estimate(
+        fit["value"],
+        fit["ci_low"],
+        fit["ci_high"],
         int(x.size),
         excl,
-        statistic=float(fit.tvalues[1]),
-        p_value=float(fit.pvalues[1]),
-        method="OLS slope of (judge - human) on length per 100 words, HC3 interval",
+        statistic=fit["statistic"],
+        p_value=fit["p_value"],
+        method=f"OLS slope of (judge - human) on length per 100 words, {how}",
         details={"judge_slope": slope_j, "human_slope": slope_h},
-    )
+    ), clusters, fit["design_effect"])
 
 
 def pointwise_pairwise_consistency(
@@ -187,7 +208,8 @@ def pointwise_pairwise_consistency(
     if pairs.empty:
         raise InsufficientData(f"no pairwise verdict of judge {pj!r}")
     excl: dict[str, int] = {}
-    lower_wins = n = 0
+    lower: list[bool] = []
+    prompts: list[str] = []
     for prompt, a, b, verdict in zip(
         pairs["prompt"], pairs["response_a"], pairs["response_b"], pairs["verdict"], strict=True
     ):
@@ -204,19 +226,23 @@ def pointwise_pairwise_consistency(
         if reason:
             excl[reason] = excl.get(reason, 0) + 1
             continue
-        n += 1
-        lower_wins += int((verdict == "a") == (sa < sb))
-    if n == 0:
+        lower.append((verdict == "a") == (sa < sb))
+        prompts.append(str(prompt))
+    if not lower:
         raise InsufficientData(
             f"no pair of judge {pj!r} with both responses scored, a verdict and unequal scores"
         )
-    p, low, high = proportion_interval(lower_wins, n)
-    return Estimate(
-        p,
-        low,
-        high,
-        n,
+    # pairs of one prompt share it: they are clustered by prompt (the pairwise tables' unit)
+    clusters = Clusters.of(prompts, "prompt")
+    share = clustered_proportion(np.array(lower), clusters)
+    lower_wins = int(sum(lower))
+    return clustered(Estimate(
+        share["value"],
+        share["ci_low"],
+        share["ci_high"],
+        len(lower),
         excl,
-        method="share of pairs the lower-scored response won, Agresti-Coull",
+        method="share of pairs the lower-scored response won, Agresti-Coull"
+        + ("" if clusters.singletons else f" at the effective size ({clusters.count} prompt clusters)"),
         details={"lower_wins": lower_wins, "pairwise_judge": pj},
-    )
+    ), clusters, share["design_effect"])

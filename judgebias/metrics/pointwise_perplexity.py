@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from judgebias.metrics.pointwise import judge_rows
+from judgebias.metrics.pointwise import clustered, judge_rows, row_clusters
 from judgebias.pointwise_table import human_mean
-from judgebias.stats import Estimate, InsufficientData, mean_t_figure
+from judgebias.stats import Estimate, InsufficientData, clustered_ols_slope, mean_t_figure
 
 BINS = 5
 
@@ -24,7 +24,6 @@ BINS = 5
 def score_perplexity(df: pd.DataFrame, judge: str, *, bins: int = BINS) -> Estimate:
     """OLS slope of (judge - mean human score) on the log-perplexity of the response under the judge,
     with HC3 standard errors; ``judge_slope``/``human_slope`` and the per-bin gaps in details."""
-    import statsmodels.api as sm
 
     if "ppl" not in df.columns:
         raise InsufficientData("no ppl column (judge --mode pointwise --perplexity fills it)")
@@ -40,14 +39,16 @@ def score_perplexity(df: pd.DataFrame, judge: str, *, bins: int = BINS) -> Estim
     x, s, h = log_ppl[ok], rows["score"].to_numpy(dtype=float)[ok], h[ok]
     if x.size < 3 or np.ptp(x) == 0:
         raise InsufficientData(f"need 3 rated responses of different perplexities (have {x.size})")
-    fit = sm.OLS(s - h, sm.add_constant(x)).fit(cov_type="HC3")
-    low, high = fit.conf_int(0.05)[1]
-    return Estimate(
-        float(fit.params[1]), float(low), float(high), int(x.size), excl,
-        statistic=float(fit.tvalues[1]), p_value=float(fit.pvalues[1]),
-        method="OLS slope of (judge - human) on log perplexity under the judge, HC3 interval",
+    clusters = row_clusters(rows, ok)
+    fit = clustered_ols_slope(s - h, x, clusters)
+    how = "HC3 interval" if clusters.singletons else \
+        f"cluster-robust interval ({clusters.count} {clusters.by} clusters, t on {clusters.count - 1} df)"
+    return clustered(Estimate(
+        fit["value"], fit["ci_low"], fit["ci_high"], int(x.size), excl,
+        statistic=fit["statistic"], p_value=fit["p_value"],
+        method=f"OLS slope of (judge - human) on log perplexity under the judge, {how}",
         details={"judge_slope": float(np.polyfit(x, s, 1)[0]), "human_slope": float(np.polyfit(x, h, 1)[0]),
-                 "bins": _bins(x, s - h, bins)})
+                 "bins": _bins(x, s - h, bins)}), clusters, fit["design_effect"])
 
 
 def _bins(x: np.ndarray, gap: np.ndarray, bins: int) -> list[dict]:

@@ -13,10 +13,14 @@ from judgebias.metrics import frame as F
 from judgebias.stats import (
     Estimate,
     InsufficientData,
+    cluster_fields,
+    clustered_mean_figure,
+    clustered_mean_t,
+    clustered_proportion,
+    clustered_share_figure,
     count_reasons,
-    mean_t,
-    mean_t_figure,
-    proportion_interval,
+    mean_how,
+    share_how,
 )
 
 
@@ -47,16 +51,30 @@ def _both_orders(df: pd.DataFrame, judge: str, what: str):
 def position_flip_rate(df: pd.DataFrame, judge: str) -> Estimate:
     """Share of pairs whose choice flips between A and B when the order is swapped (Agresti-Coull interval).
     ``details.inconsistent_rate`` also counts a tie in one order against a choice in the other."""
-    _, keep, excl, a, b = _both_orders(df, judge, "position_flip_rate")
+    rows, keep, excl, a, b = _both_orders(df, judge, "position_flip_rate")
     n = int(keep.sum())
-    flips = int((((a == F.A) & (b == F.B)) | ((a == F.B) & (b == F.A))).sum())
-    inconsistent = int((a != b).sum())
-    rate, lo, hi = proportion_interval(flips, n)
-    ir = proportion_interval(inconsistent, n)
-    return Estimate(value=rate, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="share of pairs with A/B flipped by the swap; Agresti-Coull interval",
-                    details={"flips": flips, "inconsistent": inconsistent,
-                             "inconsistent_rate": {"value": ir[0], "ci_low": ir[1], "ci_high": ir[2]}})
+    flipped = ((a == F.A) & (b == F.B)) | ((a == F.B) & (b == F.A))
+    clusters = F.clusters(rows, keep)
+    d = clustered_proportion(flipped, clusters)
+    ir = clustered_share_figure(a != b, clusters)
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n, exclusions=excl,
+                    method="share of pairs with A/B flipped by the swap; " + share_how(clusters, d),
+                    details={"flips": int(flipped.sum()), "inconsistent": int((a != b).sum()),
+                             "inconsistent_rate": {k: ir[k] for k in ("value", "ci_low", "ci_high")}},
+                    **cluster_fields(d, clusters))
+
+
+def first_shown_wins(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, P(the first-shown response wins) averaged over both orders (NaN without both):
+    position_bias's unit, also resampled by the run comparison (judgebias.reporting.run_compare)."""
+    p_ab, p_ba = F.float_col(rows, "p_a_ab"), F.float_col(rows, "p_a_ba")
+    ab, ba = order_choices(rows)
+    win_ab = np.select([ab == F.A, ab == F.B, ab == F.TIE], [1.0, 0.0, 0.5], np.nan)
+    first_ab = np.where(np.isnan(p_ab), win_ab, p_ab)
+    # In the B-first order the first-shown response is B: P(first wins) = 1 - P(A).
+    win_ba = np.select([ba == F.B, ba == F.A, ba == F.TIE], [1.0, 0.0, 0.5], np.nan)
+    first_ba = np.where(np.isnan(p_ba), win_ba, 1.0 - p_ba)
+    return (first_ab + first_ba) / 2
 
 
 def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
@@ -65,21 +83,16 @@ def position_bias(df: pd.DataFrame, judge: str) -> Estimate:
     response's win (1 / 0, tie 1/2) averaged over the two orders. t interval, t-test of 0.5."""
     F.require(df, ["judge"], "position_bias")
     rows = F.judge_rows(df, judge, "position_bias")
-    p_ab, p_ba = F.float_col(rows, "p_a_ab"), F.float_col(rows, "p_a_ba")
-    ab, ba = order_choices(rows)
-    win_ab = np.select([ab == F.A, ab == F.B, ab == F.TIE], [1.0, 0.0, 0.5], np.nan)
-    first_ab = np.where(np.isnan(p_ab), win_ab, p_ab)
-    # In the B-first order the first-shown response is B: P(first wins) = 1 - P(A).
-    win_ba = np.select([ba == F.B, ba == F.A, ba == F.TIE], [1.0, 0.0, 0.5], np.nan)
-    first_ba = np.where(np.isnan(p_ba), win_ba, 1.0 - p_ba)
-    first = (first_ab + first_ba) / 2
+    first = first_shown_wins(rows)
     keep, excl = count_reasons([("missing_order", np.isnan(first))], len(rows))
     if not keep.any():
         raise InsufficientData("no pair judged in both presentation orders")
-    d = mean_t(first[keep], null=0.5, bounds=(0.0, 1.0))
+    clusters = F.clusters(rows, keep)
+    d = clustered_mean_t(first[keep], clusters, null=0.5, bounds=(0.0, 1.0))
+    method = "mean P(first shown wins); " + mean_how(clusters, "t interval clipped to [0, 1], t-test of 0.5")
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
-                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean P(first shown wins); t interval clipped to [0, 1], t-test of 0.5")
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"], method=method,
+                    **cluster_fields(d, clusters))
 
 
 # The nine (A-first choice, B-first choice) outcomes, in original terms. In the B-first order the
@@ -106,22 +119,24 @@ def position_consistency(df: pd.DataFrame, judge: str) -> Estimate:
     n = int(keep.sum())
     outcomes = {name: int(((a == x) & (b == y)).sum()) for (x, y), name in _OUTCOMES.items()}
     consistent = outcomes["a_a"] + outcomes["b_b"] + outcomes["tie_tie"]
-    value, lo, hi = proportion_interval(consistent, n)
+    clusters = F.clusters(rows, keep)
+    d = clustered_proportion(a == b, clusters)
     balance = np.select([(a == F.B) & (b == F.A), (a == F.A) & (b == F.B)], [1.0, -1.0], 0.0)
     details: dict = {
         "outcomes": outcomes,
         "flips_ab": outcomes["primacy_flip"] + outcomes["recency_flip"],
         "flips_choice_tie": n - consistent - outcomes["primacy_flip"] - outcomes["recency_flip"],
-        "preference_fairness": mean_t_figure(
-            balance, bounds=(-1.0, 1.0),
+        "preference_fairness": clustered_mean_figure(
+            balance, clusters, bounds=(-1.0, 1.0),
             method="mean of +1 recency / -1 primacy per pair; t interval, t-test of 0"),
     }
     p_ab, p_ba = F.float_col(rows, "p_a_ab")[keep], F.float_col(rows, "p_a_ba")[keep]
-    shift = (p_ab - p_ba)[~np.isnan(p_ab - p_ba)]
-    if shift.size:
-        details["mean_p_a_shift"] = mean_t_figure(
-            shift, bounds=(-1.0, 1.0), method="mean of p_a_ab - p_a_ba per pair; t interval, t-test of 0")
-    return Estimate(value=value, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
+    has = ~np.isnan(p_ab - p_ba)
+    if has.any():
+        details["mean_p_a_shift"] = clustered_mean_figure(
+            (p_ab - p_ba)[has], clusters.subset(has), bounds=(-1.0, 1.0),
+            method="mean of p_a_ab - p_a_ba per pair; t interval, t-test of 0")
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n, exclusions=excl,
                     method="share of pairs with the same choice in both orders (tie vs choice "
-                           "inconsistent); Agresti-Coull interval", details=details)
-
+                           "inconsistent); " + share_how(clusters, d), details=details,
+                    **cluster_fields(d, clusters))

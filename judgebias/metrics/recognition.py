@@ -23,11 +23,26 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import ALPHA, Estimate, InsufficientData, mean_t, proportion_interval, sign_test
+from judgebias.stats import (
+    ALPHA,
+    Clusters,
+    Estimate,
+    InsufficientData,
+    cluster_fields,
+    clustered_how,
+    clustered_mean_t,
+    clustered_share,
+)
 
 
 def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Series:
-    """P(the own response) per pair_id from ``p_a``, over pairs with exactly one own response."""
+    return _own_probability_clusters(df, judge, self_map, what)[0]
+
+
+def _own_probability_clusters(df: pd.DataFrame, judge: str, self_map,
+                              what: str) -> tuple[pd.Series, Clusters]:
+    """P(the own response) per pair_id from ``p_a``, over pairs with exactly one own response, and
+    the pairs' clusters."""
     F.require(df, ["pair_id", "judge", "generator_a", "generator_b", "p_a"], what)
     rows = df[(df["judge"] == judge).to_numpy(dtype=bool, na_value=False)]
     if rows.empty:
@@ -40,11 +55,13 @@ def _own_probability(df: pd.DataFrame, judge: str, self_map, what: str) -> pd.Se
     p = pd.to_numeric(rows["p_a"], errors="coerce").to_numpy(dtype=float)
     own = np.where(own_a, p, 1.0 - p)
     keep = one & np.isfinite(p)
-    return pd.Series(own[keep], index=rows["pair_id"].to_numpy()[keep], dtype=float)
+    # with the pairs' clusters: their prompts, where the table has them
+    return (pd.Series(own[keep], index=rows["pair_id"].to_numpy()[keep], dtype=float),
+            F.column_clusters(rows).subset(keep))
 
 
 def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
-    own = _own_probability(df, judge, self_map, "self_recognition")
+    own, clusters = _own_probability_clusters(df, judge, self_map, "self_recognition")
     undecided = int((own == 0.5).sum())
     decided = own[own != 0.5]
     n = int(decided.size)
@@ -52,14 +69,18 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
         raise InsufficientData(f"no pair with one own response and a decided recognition probability "
                                f"({undecided} at exactly 0.5)")
     correct = int((decided > 0.5).sum())
-    acc, lo, hi = proportion_interval(correct, n)
-    conf = mean_t(own.to_numpy(), null=0.5, bounds=(0.0, 1.0))
+    # The test behind the self-recognition statement (judgebias.reporting.trust_family): exact binomial
+    # test of chance (0.5) on the decided pairs (the Wald t-test on the CR1 standard error where the
+    # pairs share prompts); the interval stays Agresti-Coull.
+    d = clustered_share(decided.to_numpy() > 0.5, clusters.subset((own != 0.5).to_numpy()))
+    conf = clustered_mean_t(own.to_numpy(), clusters, null=0.5, bounds=(0.0, 1.0))
+    how = ("Agresti-Coull interval at the effective size, Wald t-test of 1/2 on the CR1 standard error, "
+           f"{clustered_how(clusters, d['clusters'])}") if d["nested"] else "Agresti-Coull interval"
     return Estimate(
-        value=acc, ci_low=lo, ci_high=hi, n=n, exclusions={"undecided": undecided} if undecided else {},
-        # The test behind the self-recognition statement (judgebias.reporting.trust_family): exact binomial
-        # test of chance (0.5) on the decided pairs; the interval stays Agresti-Coull.
-        statistic=float(correct), p_value=sign_test(correct, n - correct),
-        method="share of pairs with P(own is mine) > 0.5; Agresti-Coull interval",
+        value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n,
+        exclusions={"undecided": undecided} if undecided else {},
+        statistic=d["statistic"], p_value=d["p_value"],
+        method="share of pairs with P(own is mine) > 0.5; " + how, **cluster_fields(d, clusters),
         details={"correct": correct,
                  "mean_confidence": {"value": conf["value"], "ci_low": conf["ci_low"],
                                      "ci_high": conf["ci_high"], "p_value": conf["p_value"],

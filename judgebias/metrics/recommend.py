@@ -22,10 +22,17 @@ R3  a judge that keeps its choice in both orders on fewer than 90% of pairs (``t
     flagged: use its verdicts folded over both orders;
 R4  a judge that prefers longer responses more than humans do (``verbosity_bias``'s 95% interval
     above 0) is flagged: read its ``style`` ranking; without human labels, its style-controlled
-    length term excluding 0 flags it;
+    length term excluding 0 flags it. It passes only where the interval lies inside the figure's
+    margin of practical irrelevance (``judgebias.metrics.margins``: the registry's for the verbosity
+    bias, ``LENGTH_TERM_MARGIN`` for the length term); otherwise the check is inconclusive;
 ORDER the raters left are ordered by Kendall's tau with the human ranking (higher first; unknown
-    last), then fewer flags, then the panel before a single judge (PoLL: a panel of judges from
-    other families than the candidates'), then fewer measured seconds per 1,000 judgments, then name.
+    last), then fewer flags, then fewer inconclusive checks, then the panel before a single judge
+    (PoLL: a panel of judges from other families than the candidates'), then fewer measured seconds
+    per 1,000 judgments, then name.
+
+The panel is checked against the same rules as its members (R2-R4), on its pooled vote as one more
+judge (``judgebias.reporting.recommendation.panel_audit``); R1 holds for it by construction (it leaves
+out, per comparison, the judges related to either contestant).
 
 The planner: the recommended rater's top-two gap (strength of rank 1 - rank 2) and its bootstrap
 half-width at the current number of human labels give the per-label variance on the gap's scale,
@@ -43,10 +50,26 @@ from typing import Any
 
 import numpy as np
 
+from judgebias.metrics.margins import Margin, equivalence_p
+from judgebias.metrics.registry import FIGURES
 from judgebias.metrics.survey import Z, required_labels
 
 CONSISTENT = 0.9  # as judgebias.reporting.trust.CONSISTENT (a reading aid there, a flag here)
 PANEL = "panel"
+# The style fit's length coefficient is a Bradley-Terry log-odds per unit of the length covariate.
+LENGTH_TERM_MARGIN = Margin(0.2, "+-0.2 log-odds moves P(win) of an even match by at most 5 points (0.2 x "
+                            "0.25), the band of the pairwise preference figures", unit="comparisons")
+VERBOSITY_MARGIN = FIGURES["verbosity_bias"].margin
+# The margins R4 reads, by the key --margin takes on `judgebias leaderboard`.
+MARGINS = {"verbosity_bias": VERBOSITY_MARGIN, "style_length_term": LENGTH_TERM_MARGIN}
+def r4_text(margins: Mapping[str, Margin]) -> str:
+    return ("a judge preferring longer responses more than humans do (verbosity bias's 95% interval above "
+            "0; without human labels: its style-controlled length term's interval excluding 0) is flagged: "
+            "read its style ranking; it passes only with the interval inside the margin (verbosity bias "
+            f"+-{margins['verbosity_bias'].value:g}, length term +-{margins['style_length_term'].value:g}), "
+            "else inconclusive")
+
+
 RULES = {
     "R1": "a judge related (self or family) to a candidate is not used alone: its ranking carries its "
           "preference for its own",
@@ -54,12 +77,12 @@ RULES = {
           "lower end <= 0) is not used",
     "R3": f"a judge keeping its choice in both orders on fewer than {CONSISTENT:.0%} of pairs is flagged: "
           "use its verdicts folded over both orders",
-    "R4": "a judge preferring longer responses more than humans do (verbosity bias's 95% interval above "
-          "0; without human labels: its style-controlled length term's interval excluding 0) is flagged: "
-          "read its style ranking",
+    "R4": r4_text(MARGINS),
     "ORDER": "raters left are ordered by Kendall's tau with the human ranking (higher first, unknown "
-             "last), then fewer flags, then the panel before a single judge, then fewer measured "
-             "seconds per 1,000 judgments, then name",
+             "last), then fewer flags, then fewer inconclusive checks, then the panel before a single "
+             "judge, then fewer measured seconds per 1,000 judgments, then name",
+    "PANEL": "the panel is checked against R2-R4 on its pooled vote, as one more judge; R1 holds for it "
+             "by construction",
 }
 
 
@@ -94,18 +117,33 @@ def profile(rater: str, *, related: Mapping[str, Sequence[str]] | None = None,
     }
 
 
-def checks(p: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each rule's outcome for one profile: rule, outcome ("excluded", "flagged", "passed", "not
-    applicable"), and the figure it read."""
+def with_margins(overrides: Mapping[str, float] | None = None) -> dict[str, Margin]:
+    """R4's margins with the values ``--margin`` gave instead (ValueError for another key)."""
+    from dataclasses import replace
+
+    unknown = sorted(set(overrides or {}) - set(MARGINS))
+    if unknown:
+        raise ValueError(f"the recommendation reads no margin for {', '.join(unknown)}; one of "
+                         + ", ".join(MARGINS))
+    return {k: replace(m, value=float((overrides or {})[k])) if k in (overrides or {}) else m
+            for k, m in MARGINS.items()}
+
+
+def checks(p: Mapping[str, Any], margins: Mapping[str, Margin] | None = None) -> list[dict[str, Any]]:
+    """Each rule's outcome for one profile: rule, outcome ("excluded", "flagged", "passed",
+    "inconclusive", "not applicable"), and the figure it read. The panel's R1 holds by construction;
+    R2-R4 read its pooled vote's figures like a judge's. ``margins``: R4's (``with_margins``)."""
+    margins = margins or MARGINS
     out = []
     if p["kind"] == PANEL:
-        why = "the panel leaves out, per comparison, the judges related to either contestant"
-        return [{"rule": r, "outcome": "not applicable", "figure": why if r == "R1" else
-                 "no per-judgment figure for the pooled vote"} for r in ("R1", "R2", "R3", "R4")]
-    rel = p["related"]
-    out.append({"rule": "R1", "outcome": "excluded" if rel else "passed",
-                "figure": ("related to " + "; ".join(f"{k}: {', '.join(v)}" for k, v in rel.items()))
-                if rel else "related to no candidate"})
+        out.append({"rule": "R1", "outcome": "passed",
+                    "figure": "the panel leaves out, per comparison, the judges related to either "
+                              "contestant"})
+    else:
+        rel = p["related"]
+        out.append({"rule": "R1", "outcome": "excluded" if rel else "passed",
+                    "figure": ("related to " + "; ".join(f"{k}: {', '.join(v)}" for k, v in rel.items()))
+                    if rel else "related to no candidate"})
     k = p["kappa_human"]
     out.append({"rule": "R2", "figure": estimate_text("kappa with humans", k),
                 "outcome": "not applicable" if k is None or k.get("ci_low") is None else
@@ -117,12 +155,18 @@ def checks(p: Mapping[str, Any]) -> list[dict[str, Any]]:
     vb, lt = p.get("verbosity_bias"), p["style_length_term"]
     if vb is not None and vb.get("ci_low") is not None:
         out.append({"rule": "R4", "figure": estimate_text("verbosity bias (judge - humans)", vb),
-                    "outcome": "flagged" if vb["ci_low"] > 0 else "passed"})
+                    "outcome": "flagged" if vb["ci_low"] > 0 else _passed(vb, margins["verbosity_bias"])})
     else:
         out.append({"rule": "R4", "figure": estimate_text("style length term", lt),
                     "outcome": "not applicable" if lt is None or lt.get("ci_low") is None else
-                    "flagged" if lt["ci_low"] > 0 or lt["ci_high"] < 0 else "passed"})
+                    "flagged" if lt["ci_low"] > 0 or lt["ci_high"] < 0 else
+                    _passed(lt, margins["style_length_term"])})
     return out
+
+
+def _passed(e: Mapping[str, Any], margin: Margin) -> str:
+    """"passed" only with the 95% interval inside ``margin`` (equivalence), else "inconclusive"."""
+    return "passed" if equivalence_p(e, margin.value, null=margin.null) < 0.05 else "inconclusive"
 
 
 def estimate_text(name: str, e: Mapping[str, Any] | None) -> str:
@@ -133,33 +177,38 @@ def estimate_text(name: str, e: Mapping[str, Any] | None) -> str:
     return f"{name} {e['value']:.3f}{ci}" + (f", n={e['n']}" if e.get("n") is not None else "")
 
 
-def order_key(p: Mapping[str, Any], flags: int) -> tuple:
+def order_key(p: Mapping[str, Any], flags: int, unsettled: int = 0) -> tuple:
     """The ORDER rule as a sort key (smaller first)."""
     tau = (p["kendall_tau_human"] or {}).get("value")
     seconds = (p["timing"] or {}).get("seconds_per_1000")
-    return (-tau if tau is not None else math.inf, flags, 0 if p["kind"] == PANEL else 1,
+    return (-tau if tau is not None else math.inf, flags, unsettled, 0 if p["kind"] == PANEL else 1,
             seconds if seconds is not None else math.inf, p["rater"])
 
 
-def choose(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def choose(profiles: Sequence[Mapping[str, Any]], margins: Mapping[str, Margin] | None = None
+           ) -> dict[str, Any]:
     """Apply R1-R4 and ORDER: the recommended rater (None when every one is excluded), the order of
     the eligible ones and each rater's checks."""
     per, eligible = {}, []
+    margins = margins or MARGINS
     for p in profiles:
-        c = checks(p)
+        c = checks(p, margins)
         per[p["rater"]] = {"profile": dict(p), "checks": c,
                            "eligible": not any(x["outcome"] == "excluded" for x in c),
-                           "flags": [x["rule"] for x in c if x["outcome"] == "flagged"]}
+                           "flags": [x["rule"] for x in c if x["outcome"] == "flagged"],
+                           "inconclusive": [x["rule"] for x in c if x["outcome"] == "inconclusive"]}
         if per[p["rater"]]["eligible"]:
-            eligible.append((order_key(p, len(per[p["rater"]]["flags"])), p["rater"]))
+            info = per[p["rater"]]
+            eligible.append((order_key(p, len(info["flags"]), len(info["inconclusive"])), p["rater"]))
     ranked = [r for _, r in sorted(eligible)]
     best = ranked[0] if ranked else None
     read = None
     if best is not None:
-        read = "style" if "R4" in per[best]["flags"] else "raw" if per[best]["profile"]["kind"] != PANEL \
-            else "panel"
+        # A flagged panel's pooled vote has no style ranking of its own: its flag is said, not read.
+        read = "panel" if per[best]["profile"]["kind"] == PANEL else \
+            "style" if "R4" in per[best]["flags"] else "raw"
     return {"recommended": best, "read_variant": read, "order": ranked, "raters": per,
-            "rules": dict(RULES)}
+            "rules": {**RULES, "R4": r4_text(margins)}, "margins": {k: m.value for k, m in margins.items()}}
 
 
 def top_two(strengths: np.ndarray, models: Sequence[str]) -> tuple[str, str]:

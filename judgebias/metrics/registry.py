@@ -23,6 +23,8 @@ from judgebias.metrics import origin
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import GoldVotes, dbg_score, gold_votes
+from judgebias.metrics.evaluator_quality import CORRECT, family_preference_eqb, self_preference_eqb
+from judgebias.metrics.margins import LOWER, PROBE_MARGINS, Margin
 from judgebias.metrics.perplexity import (
     perplexity_excess,
     perplexity_familiarity,
@@ -31,6 +33,7 @@ from judgebias.metrics.perplexity import (
 )
 from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
+from judgebias.metrics.repeats import REPEATS_COLUMN, repeat_kappa, verdict_stability
 from judgebias.metrics.self_preference import (
     family_preference_dp,
     family_preference_eo,
@@ -70,7 +73,11 @@ FAMILY = Need("family", "no family given for this judge (--family JUDGE=GENERATO
 # DBG's reference: the human labels under human_as_gold, else the gold panel; analysis resolves it
 # to HUMAN or GOLD, whose reason is the one reported.
 REFERENCE = Need("reference", "no reference: human labels (human_as_gold) or a gold panel")
-TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS)
+# What says a response is wrong: the human majority, or a verifiable task's correctness columns.
+WRONG = Need("wrong", "no human labels and no correctness columns (correct_a, correct_b): nothing says which "
+             "response is wrong", lambda df: HUMAN.check(df) or _has(*CORRECT)(df))
+REPEATS = Need("repeats", "no repeated judgments (judge with --repeats K)", _has(REPEATS_COLUMN))
+TABLE_NEEDS = (GENERATORS, HUMAN, HUMANS, PERPLEXITIES, PROBABILITIES, ORDERS, WRONG, REPEATS)
 NEEDS = (*TABLE_NEEDS, GOLD, FAMILY, REFERENCE)
 
 
@@ -122,7 +129,10 @@ class Figure:
     the report-card statement it feeds (one of ``STATEMENTS``), None when it is only shown in the
     table. ``mlflow_value``: the MLflow name of the value where the key alone would not say what the
     number is; ``mlflow_parts``: sub-estimates logged as ``<judge>.<key>.<part>``; ``family_only``:
-    planned only when some family was given (else every judge would list it as not computed)."""
+    planned only when some family was given (else every judge would list it as not computed);
+    ``repeats_only``: likewise, planned only for a table with repeated judgments (``judge --repeats``);
+    ``margin``: the band of practical irrelevance its statement's test is read against
+    (``judgebias.metrics.margins``), required for every figure whose test feeds a statement."""
 
     key: str
     needs: tuple[Need, ...]
@@ -136,6 +146,8 @@ class Figure:
     mlflow_value: str | None = None
     mlflow_parts: tuple[str, ...] = ()
     family_only: bool = False
+    repeats_only: bool = False
+    margin: Margin | None = None
 
     def __post_init__(self) -> None:
         def bad(what: str) -> ValueError:
@@ -159,6 +171,8 @@ class Figure:
             raise bad(f"feeds unknown statement {self.statement!r} (STATEMENTS, or None)")
         if not all(isinstance(p, str) and p for p in self.mlflow_parts):
             raise bad(f"has MLflow parts {self.mlflow_parts!r}, not names")
+        if self.margin is not None and not isinstance(self.margin, Margin):
+            raise bad(f"has margin {self.margin!r}, not a Margin")
 
     @property
     def signed(self) -> bool:
@@ -176,14 +190,72 @@ SHI = "Shi et al. 2024, Judging the judges"
 ALPACA = "AlpacaEval (Dubois et al. 2024)"
 ARENA = "Arena-Hard style control"
 COHEN = "Cohen 1960"
+ROYTBURG = "Roytburg et al. 2026, evaluator quality baseline"
 
 EO_PARTS, DBG_PARTS = ("tpr", "tnr"), ("judge_win_rate", "gold_win_rate")
+EQB_PARTS = ("own_wrong_vote", "other_wrong_vote")
+EQB_MEANING = ("vote for {whose} wrong answers minus vote for other models' wrong answers beaten by the same "
+               "opponent on the same question; 0 = the judge's competence explains the preference")
 UNSIGNED, ABOVE, BELOW, EITHER = Direction.UNSIGNED, Direction.ABOVE, Direction.BELOW, Direction.EITHER
 
 
 def _dbg(c: Inputs, who: Mapping[str, set[str]]) -> Estimate:
     return dbg_score(c.table, c.judge, who, c.gold, human_as_gold=c.human_as_gold, reps=c.reps, seed=c.seed,
                      votes=c.gold_votes(c.human_as_gold), rows=c.rows)
+
+
+# Margins of practical irrelevance (judgebias.metrics.margins): an effect inside one is no concern,
+# and "ok" needs the 95% interval inside it. The preference figures are differences of probabilities
+# (of a verdict going one way), so one band of 5 points serves them all.
+_OWN = "pairs with one own response and a human label"
+_FAM = "pairs with one family response and a human label"
+PREFERENCE_WHY = ("5 points of TPR - TNR: its own responses decided right 1 in 20 times more often than "
+                  "others' is inside the disagreement between annotators")
+SELF_MARGIN, FAMILY_MARGIN = Margin(0.05, PREFERENCE_WHY, unit=_OWN), Margin(0.05, PREFERENCE_WHY, unit=_FAM)
+DP_WHY = "5 points more picks of its own responses than of others' (raw: includes quality)"
+DBG_WHY = "5 points more wins for its own responses than the gold panel gives them, as for EO"
+EQB_WHY = ("5 points more votes for its own wrong answers than for other models' wrong answers beaten by "
+           "the same opponent, EO's band")
+EQB_SELF_MARGIN = Margin(0.05, EQB_WHY, unit="question-opponent pairs")
+EQB_FAMILY_MARGIN = Margin(0.05, EQB_WHY, unit="question-opponent pairs with a family answer")
+MARGINS_STYLE = Margin(0.2, "+-0.2 log-odds (odds ratio 0.82-1.22) per unit of a term moves P(pick) near an "
+                       "even choice by at most 5 points (0.2 x 0.25), the preference figures' band",
+                       unit="pairs the judge did not call a tie")
+
+# How many clusters a figure's clustered interval needs before it covers at least 0.93 under strong
+# nesting (ICC 0.5, 1-20 pairs per prompt; `judgebias coverage --nested`, docs/metrics.md "How many
+# clusters each clustered interval needs"); every other figure holds from stats.FEW_CLUSTERS (20) or
+# fewer. The gold forms are taken as their human forms' (not simulated).
+CLUSTERS_NEEDED: Mapping[str, int] = MappingProxyType({
+    "position_bias": 40, "agreement_human": 80, "kappa_human": 80, "agreement_gold": 80,
+    "kappa_gold": 80, "human_ceiling": 80})
+# Figures whose clustered interval stayed short under strong nesting at every size simulated: the
+# warning a nested table gets instead of a promise.
+SHORT_WHEN_NESTED: Mapping[str, str] = MappingProxyType({
+    "tie_rate": "a rare share on nested pairs: its interval covered 0.885-0.89 at 5% ties and ICC 0.5 "
+                "(20-80 prompts)",
+    "regression": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC 0.5 "
+                  "up to 80 prompts: read its terms' p-values as approximate",
+    "regression_human": "the logistic fit's cluster-robust (CR1) intervals covered 0.85-0.95 per term at ICC "
+                        "0.5 up to 80 prompts: read its terms' p-values as approximate",
+})
+
+
+def cluster_caveats(key: str, est: Estimate) -> Estimate:
+    """``est`` with the few-clusters warning its figure needs (``CLUSTERS_NEEDED``) and, on nested
+    pairs, the caveat of a figure whose clustered interval is known to run short."""
+    import dataclasses
+
+    from judgebias.stats import FEW_CLUSTERS, FEW_CLUSTERS_NOTE, cluster_note
+
+    if est.clusters is None or est.cluster_by in (None, "none"):
+        return est
+    kept = tuple(w for w in est.warnings if not w.startswith(FEW_CLUSTERS_NOTE))
+    notes = cluster_note(est.clusters, est.cluster_by, CLUSTERS_NEEDED.get(key, FEW_CLUSTERS))
+    nested = est.design_effect is not None and est.clusters < est.n
+    short = (f"{SHORT_WHEN_NESTED[key]} (docs/metrics.md)",) if nested and key in SHORT_WHEN_NESTED else ()
+    warnings = kept + notes + short
+    return est if warnings == est.warnings else dataclasses.replace(est, warnings=warnings)
 
 
 # The figures, in the papers' order (the order of the JSON, the terminal and the report card).
@@ -193,12 +265,20 @@ _CATALOGUE = (
            compute=lambda c: self_preference_eo(c.rows, c.judge, c.self_map),
            label="self-preference (EO, Wataoka Def 4.1)", how="TPR - TNR; 0 = fair",
            meaning="TPR - TNR on pairs with one own response, against the human majority; 0 = fair",
-           source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=SELF, mlflow_parts=EO_PARTS),
+           source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=SELF, mlflow_parts=EO_PARTS,
+           margin=SELF_MARGIN),
+    Figure("self_preference_eqb", needs=(GENERATORS, WRONG),
+           compute=lambda c: self_preference_eqb(c.rows, c.judge, c.self_map),
+           label="self-pref. beyond competence (EQB)", how="own wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its own"), source=ROYTBURG, direction=EITHER, statement=SELF,
+           mlflow_parts=EQB_PARTS,
+           margin=EQB_SELF_MARGIN),
     Figure("self_preference_dp", needs=(GENERATORS,),
            compute=lambda c: self_preference_dp(c.rows, c.judge, c.self_map),
            label="self-preference (DP, Eq 4)", how="P(own) - P(other)",
            meaning="P(picks own) - P(picks other); includes real quality differences",
-           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=SELF),
+           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=SELF,
+           margin=Margin(0.05, DP_WHY, unit="pairs with one own response")),
     Figure("self_preference_score", needs=(GENERATORS, PROBABILITIES),
            compute=lambda c: self_preference_score(c.rows, c.judge, c.self_map),
            label="self-preference (mean score)", how="score own - other",
@@ -207,28 +287,40 @@ _CATALOGUE = (
     Figure("dbg", needs=(GENERATORS, REFERENCE), compute=lambda c: _dbg(c, c.self_map),
            label="DBG score", how="judge - gold win rate, own",
            meaning="judge's win rate of its own responses minus the gold panel's on the same pairs",
-           source=DBG_PAPER, direction=EITHER, statement=GOLD_PANEL, mlflow_parts=DBG_PARTS),
+           source=DBG_PAPER, direction=EITHER, statement=GOLD_PANEL, mlflow_parts=DBG_PARTS,
+           margin=Margin(0.05, DBG_WHY, unit="pairs with one own response")),
     Figure("family_preference_eo", needs=(FAMILY, GENERATORS, HUMAN),
            compute=lambda c: family_preference_eo(c.rows, c.judge, c.self_map, c.family_map),
            label="family preference (EO)", how="TPR - TNR, family as own",
            meaning="EO with the judge's family's responses (same base model) counted as its own",
            source=WATAOKA + ", Def. 4.1", direction=EITHER, statement=FAMILY_SAY, mlflow_parts=EO_PARTS,
-           family_only=True),
+           family_only=True,
+           margin=FAMILY_MARGIN),
+    Figure("family_preference_eqb", needs=(FAMILY, GENERATORS, WRONG),
+           compute=lambda c: family_preference_eqb(c.rows, c.judge, c.self_map, c.family_map),
+           label="family pref. beyond competence (EQB)", how="family wrong - others' wrong",
+           meaning=EQB_MEANING.format(whose="its family's"), source=ROYTBURG, direction=EITHER,
+           statement=FAMILY_SAY, mlflow_parts=EQB_PARTS, family_only=True,
+           margin=EQB_FAMILY_MARGIN),
     Figure("family_preference_dp", needs=(FAMILY, GENERATORS),
            compute=lambda c: family_preference_dp(c.rows, c.judge, c.self_map, c.family_map),
            label="family preference (DP)", how="P(family) - P(other)",
            meaning="DP with the judge's family's responses counted as its own",
-           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=FAMILY_SAY, family_only=True),
+           source=WATAOKA + ", Eq. 4", direction=EITHER, statement=FAMILY_SAY, family_only=True,
+           margin=Margin(0.05, DP_WHY, unit="pairs with one family response")),
     Figure("family_dbg", needs=(FAMILY, GENERATORS, REFERENCE),
            compute=lambda c: _dbg(c, origin.with_family(c.self_map, c.family_map)),
            label="family DBG score", how="judge - gold win rate, family",
            meaning="DBG with the judge's family's responses counted as its own",
            source=DBG_PAPER, direction=EITHER, statement=GOLD_PANEL, mlflow_parts=DBG_PARTS,
-           family_only=True),
+           family_only=True,
+           margin=Margin(0.05, DBG_WHY, unit="pairs with one family response")),
     Figure("verbosity_bias", needs=(HUMAN,), compute=lambda c: verbosity_bias(c.rows, c.judge),
            label="verbosity bias (Saito Eq 6)", how="> 0 prefers longer",
            meaning="accuracy gap: picks longer when humans chose shorter, minus the reverse",
-           source=SAITO + ", Eq. 6", direction=ABOVE, statement=LENGTH),
+           source=SAITO + ", Eq. 6", direction=ABOVE, statement=LENGTH,
+           margin=Margin(0.05, "an accuracy gap of 5 points between the pairs where humans chose the longer "
+                         "and the shorter response", unit="pairs of unequal length with a human label")),
     Figure("agreement_human", needs=(HUMAN,), compute=lambda c: agreement(c.rows, c.judge, "human"),
            label="agreement with humans", how="share",
            meaning="share of pairs where the judge's choice equals the human majority (3 classes)",
@@ -238,13 +330,16 @@ _CATALOGUE = (
            meaning="agreement with the human majority beyond chance",
            source=COHEN, direction=BELOW, statement=None),
     Figure("agreement_human_2class", needs=(HUMAN,), compute=lambda c: agreement_two_class(c.rows, c.judge),
-           label="  ... where humans pick a side", how="share; judge tie = miss",
+           label="agreement where humans pick a side", how="share; judge tie = miss",
            meaning="agreement where humans picked a side; a judge tie counts as a miss",
            source="LLMBar / MT-bench", direction=UNSIGNED, statement=None),
     Figure("human_ceiling", needs=(HUMANS,), compute=lambda c: human_ceiling(c.rows, c.judge),
            label="human ceiling (leave one label out)", how="human vs other humans",
            meaning="how often one annotator agrees with the others' majority: the reachable agreement",
-           source=ALPACA + " human agreement", direction=UNSIGNED, statement=HUMANS_SAY),
+           source=ALPACA + " human agreement", direction=UNSIGNED, statement=HUMANS_SAY,
+           margin=Margin(0.05, "agreeing with the humans' majority 5 points less often than one annotator "
+                         "does is inside the annotators' own spread", sides=LOWER,
+                         unit="pairs with two or more human labels")),
     Figure("tie_rate", needs=(), compute=lambda c: tie_rate(c.rows, c.judge),
            label="judge says tie", how="share",
            meaning="share of pairs the judge calls a tie",
@@ -272,7 +367,20 @@ _CATALOGUE = (
     Figure("position_bias", needs=(ORDERS,), compute=lambda c: position_bias(c.rows, c.judge),
            label="position bias", how="P(first wins); .5 = none",
            meaning="P(the first-shown response wins); 0.5 = none",
-           source=SHI, direction=UNSIGNED, statement=ORDER),
+           source=SHI, direction=UNSIGNED, statement=ORDER,
+           margin=Margin(0.03, "P(first shown wins) within 0.47-0.53: position acts on every pair, not only "
+                         "on own ones, so its band is narrower than the preference figures' 5 points",
+                         null=0.5, unit="pairs judged in both orders")),
+    Figure("repeat_stability", needs=(REPEATS,), compute=lambda c: verdict_stability(c.rows, c.judge),
+           label="verdict stability over repeats", how="share same as modal",
+           meaning="per pair, the share of K repeated judgments giving its most frequent verdict; mean",
+           source="Wang et al. 2023, Self-Consistency (the majority's share)", direction=UNSIGNED,
+           statement=None, repeats_only=True),
+    Figure("repeat_kappa", needs=(REPEATS,),
+           compute=lambda c: repeat_kappa(c.rows, c.judge, reps=c.reps, seed=c.seed),
+           label="run-to-run agreement (Fleiss)", how="kappa over repeats",
+           meaning="Fleiss' kappa with the K repeats as raters: agreement between runs beyond chance",
+           source="Fleiss 1971", direction=BELOW, statement=None, repeats_only=True),
     Figure("perplexity_preference", needs=(PERPLEXITIES,),
            compute=lambda c: perplexity_preference(c.rows, c.judge),
            label="picks lower perplexity", how="P; .5 = none",
@@ -297,7 +405,8 @@ _CATALOGUE = (
            compute=lambda c: choice_regression(c.rows, c.judge, c.self_map, family_map=c.family_map),
            label="choice regression (style-controlled)", how="McFadden R2",
            meaning="choice regressed on origin, length, markdown, perplexity; value = McFadden R2",
-           source=ARENA, direction=UNSIGNED, statement=STYLE, mlflow_value="regression.pseudo_r2"),
+           source=ARENA, direction=UNSIGNED, statement=STYLE, mlflow_value="regression.pseudo_r2",
+           margin=MARGINS_STYLE),
     Figure("regression_human", needs=(HUMAN,),
            compute=lambda c: choice_regression(c.rows, c.judge, c.self_map, of="human",
                                                family_map=c.family_map),
@@ -321,7 +430,16 @@ def index_figures(figures: Sequence[Figure]) -> Mapping[str, Figure]:
 FIGURES: Mapping[str, Figure] = index_figures(_CATALOGUE)
 
 
-def plan(family_given: bool) -> tuple[Figure, ...]:
+def plan(family_given: bool, repeats_given: bool = False) -> tuple[Figure, ...]:
     """The figures ``analyze`` tries for a judge, in order; family figures only when some family was
-    given (``--family``), so a question nobody asked lists no "not computed" lines."""
-    return tuple(f for f in FIGURES.values() if family_given or not f.family_only)
+    given (``--family``) and repeat figures only when the table has repeats, so a question nobody
+    asked lists no "not computed" lines."""
+    return tuple(f for f in FIGURES.values()
+                 if (family_given or not f.family_only) and (repeats_given or not f.repeats_only))
+
+
+def margins() -> Mapping[str, Margin]:
+    """Every declared margin by the key ``--margin`` takes: the analysis figures' (their registry
+    entries), then the probes' (``judgebias.metrics.margins.PROBE_MARGINS``)."""
+    out = {k: f.margin for k, f in FIGURES.items() if f.margin is not None}
+    return MappingProxyType({**out, **PROBE_MARGINS})

@@ -29,7 +29,16 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
-from judgebias.stats import ALPHA, Estimate, InsufficientData, count_reasons, jsonable
+from judgebias.stats import (
+    ALPHA,
+    Estimate,
+    InsufficientData,
+    cluster_fields,
+    clustered_how,
+    count_reasons,
+    jsonable,
+    nested,
+)
 
 MIN_ROWS_PER_TERM = 10
 STANDARDIZED = ("log_ppl_diff", "word_diff", *(f"{m}_style" for m in F.MARKDOWN))
@@ -119,15 +128,19 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | N
     X = np.column_stack([np.ones(n)] + [columns[name] for name in used])
     names = ["intercept", *used]
     note = None
+    clusters = F.clusters(rows, keep)
+    groups = clusters.codes if nested(clusters) else None
     beta, converged = _newton(X, y)
-    fit = _wald_fit(X, y, beta) if converged else None
+    fit = _wald_fit(X, y, beta, groups) if converged else None
     if fit is None:  # not a clean fit: statsmodels fits it and says what went wrong
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 # statsmodels gives the inference; the Newton start makes its own Newton (three
                 # passes over the data per step) converge in one or two steps.
-                res = sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=beta)
+                res = sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=beta) if groups is None else \
+                    sm.Logit(y, X).fit(disp=0, maxiter=200, start_params=beta, cov_type="cluster",
+                                       cov_kwds={"groups": groups}, use_t=True)
             except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
                 return _failed(n, excl, used, skipped, f"model not estimable: {exc}")
         if any(issubclass(w.category, PerfectSeparationWarning) for w in caught) or \
@@ -137,13 +150,15 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | N
         if not res.mle_retvals.get("converged", True):
             note = (note + "; " if note else "") + "the optimizer did not converge"
         fit = _Fit(np.asarray(res.params), np.asarray(res.conf_int(alpha=ALPHA)), np.asarray(res.pvalues),
-                   float(res.llf))
+                   float(res.llf), None)
     terms = {}
     for i, name in enumerate(names):
         coef = float(fit.params[i])
         terms[name] = {"coef": coef, "ci_low": float(fit.ci[i, 0]), "ci_high": float(fit.ci[i, 1]),
                        "p_value": float(fit.pvalues[i]),
                        "odds_ratio": math.exp(coef) if abs(coef) < 700 else None}
+        if fit.design_effects is not None:
+            terms[name]["design_effect"] = float(fit.design_effects[i])
     details = {"terms": jsonable(terms), "used": used, "skipped_terms": skipped,
                "standardization_sd": scale, "positive_class": f"{of} picks A"}
     if note:
@@ -152,9 +167,18 @@ def choice_regression(df: pd.DataFrame, judge: str, self_map: origin.SelfMap | N
     # would fit a second model to get it).
     ybar = float(y.mean())
     llnull = n * (ybar * math.log(ybar) + (1 - ybar) * math.log(1 - ybar))
+    if groups is None:
+        how, deff = "Wald intervals", 1.0
+    else:
+        how = ("Wald intervals and tests on the cluster-robust (CR1 sandwich) covariance, t on clusters "
+               f"- 1, {clustered_how(clusters)}")
+        # the figure's design effect: its terms' largest (each term's is in details.terms)
+        deffs = fit.design_effects
+        deff = float(np.max(deffs)) if deffs is not None and np.all(np.isfinite(deffs)) else None
     return Estimate(value=1.0 - fit.llf / llnull, ci_low=None, ci_high=None, n=n, exclusions=excl,
-                    method=f"Logit of {of} picks A; Wald intervals; value = McFadden pseudo-R2",
-                    details=details)
+                    method=f"Logit of {of} picks A; {how}; value = McFadden pseudo-R2",
+                    details=details, **cluster_fields({"clusters": clusters.count, "design_effect": deff},
+                                                      clusters))
 
 
 class _Fit(NamedTuple):
@@ -162,7 +186,7 @@ class _Fit(NamedTuple):
     ci: np.ndarray       # (terms, 2): the Wald interval's bounds
     pvalues: np.ndarray
     llf: float
-
+    design_effects: np.ndarray | None  # per term: clustered / independent sandwich variance
 
 _WARM_START_ROWS = 400_000
 # Rows per block of a pass over the design: 32k rows of ~10 terms (2.6 MB) stay in the CPU's cache,
@@ -175,14 +199,21 @@ class _Pass(NamedTuple):
     info: np.ndarray         # X'WX, W = p(1 - p)
     llf: float               # sum of log F(q x'b), q = 2y - 1 (NaN for a Newton step)
     largest_miss: float      # max |p - y| (NaN for a Newton step)
+    # with groups: the score contributions' outer products summed (clustered, as if independent)
+    meat: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _logit_pass(X: np.ndarray, y: np.ndarray, beta: np.ndarray, *, inference: bool) -> _Pass:
+def _logit_pass(X: np.ndarray, y: np.ndarray, beta: np.ndarray, *, inference: bool,
+                groups: np.ndarray | None = None) -> _Pass:
     """One pass over the rows, block by block: what a Newton step reads (the linear predictor held
     in [-30, 30], so no probability is exactly 0 or 1) or, with ``inference``, what the Wald
-    inference reads (the predictor as it is, the log-likelihood and the largest miss)."""
+    inference reads (the predictor as it is, the log-likelihood and the largest miss); with
+    ``groups`` (cluster codes per row) also the score contributions x_i (y_i - p_i) summed per
+    cluster, and their outer products as if every row were its own cluster."""
     k = X.shape[1]
     grad, info, total, miss = np.zeros(k), np.zeros((k, k)), 0.0, 0.0
+    resid = np.empty(len(X)) if groups is not None else None
+    single = np.zeros((k, k))
     for lo in range(0, len(X), _BLOCK_ROWS):
         xb, yb = X[lo: lo + _BLOCK_ROWS], y[lo: lo + _BLOCK_ROWS]
         eta = xb @ beta
@@ -194,7 +225,17 @@ def _logit_pass(X: np.ndarray, y: np.ndarray, beta: np.ndarray, *, inference: bo
         if inference:
             miss = max(miss, float(np.max(np.abs(p - yb), initial=0.0)))
             total += float(np.sum(np.log(1 / (1 + np.exp(-(2 * yb - 1) * eta)))))
-    return _Pass(grad, info, total, miss) if inference else _Pass(grad, info, math.nan, math.nan)
+        if resid is not None:
+            resid[lo: lo + _BLOCK_ROWS] = yb - p
+            score = xb * (yb - p)[:, None]
+            single += score.T @ score
+    if not inference:
+        return _Pass(grad, info, math.nan, math.nan)
+    if resid is None:
+        return _Pass(grad, info, total, miss)
+    # per cluster, one column at a time: no (rows x terms) copy of the design
+    sums = np.column_stack([np.bincount(groups, weights=X[:, j] * resid) for j in range(k)])
+    return _Pass(grad, info, total, miss, (sums.T @ sums, single))
 
 
 def _newton(X: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, bool]:
@@ -222,28 +263,44 @@ def _newton(X: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, 
     return (beta, False) if np.all(np.isfinite(beta)) else (np.zeros(X.shape[1]), False)
 
 
-def _wald_fit(X: np.ndarray, y: np.ndarray, beta: np.ndarray) -> _Fit | None:
+def _wald_fit(X: np.ndarray, y: np.ndarray, beta: np.ndarray,
+              groups: np.ndarray | None = None) -> _Fit | None:
     """Wald inference at converged coefficients, as statsmodels' Logit computes it (covariance: the
     inverse of the information X'WX; normal quantiles and p-values; the log-likelihood summed as
     log F(q x'b), q = 2y - 1), without refitting (statsmodels' refit and rank check cost 70% of the
     regression on ten million rows). None where statsmodels would warn (perfect prediction) or the
-    information cannot be inverted into finite positive variances: statsmodels then decides."""
+    information cannot be inverted into finite positive variances: statsmodels then decides.
+
+    With ``groups`` (cluster codes of rows that nest), the covariance is the cluster-robust
+    sandwich B M B, B the inverse information and M the outer products of the score contributions
+    summed per cluster, times G / (G - 1) (N - 1) / (N - K) (CR1 as statsmodels' ``cov_type="cluster"``
+    computes it), with t quantiles and p-values on G - 1 degrees of freedom; each term's design
+    effect is its variance against the same sandwich with every row its own cluster."""
     from scipy import stats
 
-    at = _logit_pass(X, y, beta, inference=True)
+    at = _logit_pass(X, y, beta, inference=True, groups=groups)
     if at.largest_miss <= 1e-8:  # statsmodels' perfect-prediction check: allclose(p - y, 0)
         return None
     try:
         cov = np.linalg.inv(at.info)
     except np.linalg.LinAlgError:
         return None
+    deffs = None
+    quantile, sf = stats.norm.ppf(1 - ALPHA / 2), stats.norm.sf
+    if at.meat is not None:
+        n, k = X.shape
+        g = int(np.unique(groups).size)
+        clustered, single = (cov @ m @ cov for m in at.meat)
+        cov = clustered * (g / (g - 1) * (n - 1) / (n - k))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            deffs = np.diag(cov) / (np.diag(single) * n / (n - k))
+        quantile, sf = stats.t.ppf(1 - ALPHA / 2, g - 1), (lambda z: stats.t.sf(z, g - 1))
     var = np.diag(cov)
     if not (np.all(np.isfinite(cov)) and np.all(var > 0)):
         return None
     bse = np.sqrt(var)
-    q = stats.norm.ppf(1 - ALPHA / 2)
-    ci = np.column_stack([beta - q * bse, beta + q * bse])
-    return _Fit(beta, ci, 2 * stats.norm.sf(np.abs(beta / bse)), at.llf)
+    ci = np.column_stack([beta - quantile * bse, beta + quantile * bse])
+    return _Fit(beta, ci, 2 * sf(np.abs(beta / bse)), at.llf, deffs)
 
 
 def _failed(n, excl, used, skipped, note) -> Estimate:

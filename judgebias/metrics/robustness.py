@@ -17,8 +17,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from judgebias.metrics.frame import require, rows_of
-from judgebias.stats import Estimate, InsufficientData, mean_t, proportion_interval
+from judgebias.metrics.frame import column_clusters, require, rows_of
+from judgebias.stats import (
+    Estimate,
+    InsufficientData,
+    cluster_fields,
+    clustered_mean_t,
+    clustered_proportion,
+    mean_how,
+    share_how,
+)
 
 REQUIRED = ("judge", "pair_id", "perturbation", "perturbed_side", "verdict_before", "verdict_after")
 _VOTE = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -54,16 +62,19 @@ def robustness_rate(df: pd.DataFrame, judge: str, perturbation: str) -> Estimate
     b, a = before[usable].to_numpy(), after[usable].to_numpy()
     side = rows.loc[usable, "perturbed_side"].to_numpy()
     same = int((b == a).sum())
-    rate, lo, hi = proportion_interval(same, n)
+    clusters = column_clusters(rows).subset(usable.to_numpy())
+    d = clustered_proportion(b == a, clusters)
+    rate, lo, hi = d["value"], d["ci_low"], d["ci_high"]
     changed = b != a
     toward = int((changed & (a == side)).sum())
     away = int((changed & (b == side)).sum())
     return Estimate(value=rate, ci_low=lo, ci_high=hi, n=n, exclusions=excl,
-                    method="share of unchanged verdicts; Agresti-Coull interval",
+                    method="share of unchanged verdicts; " + share_how(clusters, d),
                     details={"unchanged": same, "changed_toward_perturbed": toward,
                              "changed_away_from_perturbed": away,
                              "changed_other": int(changed.sum()) - toward - away,
-                             "population": f"pairs judged by {judge} before and after {perturbation}"})
+                             "population": f"pairs judged by {judge} before and after {perturbation}"},
+                    **cluster_fields(d, clusters))
 
 
 def perturbation_shift(df: pd.DataFrame, judge: str, perturbation: str) -> Estimate:
@@ -84,11 +95,13 @@ def perturbation_shift(df: pd.DataFrame, judge: str, perturbation: str) -> Estim
     if not ok.any():
         raise InsufficientData(f"no pair with a probability or verdict before and after; excluded: {excl}")
     shift = np.where(side_a, pa - pb, pb - pa)[ok]
-    d = mean_t(shift, bounds=(-1.0, 1.0))
+    clusters = column_clusters(rows).subset(ok)
+    d = clustered_mean_t(shift, clusters, bounds=(-1.0, 1.0))
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(ok.sum()),
                     exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
                     method=("mean P(perturbed side) after - before" if has_p else
                             "mean vote for the perturbed side after - before (no probabilities)")
-                    + "; t interval clipped to [-1, 1], one-sample t-test",
+                    + "; " + mean_how(clusters, "t interval clipped to [-1, 1], one-sample t-test"),
                     details={"scale": "probability" if has_p else "vote",
-                             "population": f"pairs judged by {judge} before and after {perturbation}"})
+                             "population": f"pairs judged by {judge} before and after {perturbation}"},
+                    **cluster_fields(d, clusters))

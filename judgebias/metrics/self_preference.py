@@ -20,12 +20,18 @@ import numpy as np
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.stats import (
+    Clusters,
     Estimate,
     InsufficientData,
+    cluster_fields,
+    cluster_note,
+    clustered_diff_proportions,
+    clustered_mean_t,
+    clustered_proportion,
+    clustered_share_test,
     count_reasons,
-    diff_proportions,
-    mean_t,
-    proportion_interval,
+    mean_how,
+    nested,
     sign_test,
 )
 
@@ -44,25 +50,43 @@ class Confusion:
 
 
 def eo_from_confusion(conf: Confusion, exclusions: dict[str, int] | None = None) -> Estimate:
-    """Definition 4.1 from a confusion matrix: TPR - TNR with a Newcomb 95% interval and a score
-    test of TPR == TNR (the two rates come from disjoint sets of pairs)."""
-    n_pos, n_neg = conf.tp + conf.fn, conf.fp + conf.tn
+    """Definition 4.1 from a confusion matrix of independent pairs: TPR - TNR with a Newcomb 95%
+    interval and a score test of TPR == TNR (the two rates come from disjoint sets of pairs)."""
     if min(conf.tp, conf.fn, conf.fp, conf.tn) < 0:
         raise ValueError(f"confusion counts must be >= 0, got {conf.to_dict()}")
+    h_own = np.repeat([True, True, False, False], [conf.tp, conf.fn, conf.fp, conf.tn])
+    j_own = np.repeat([True, False, True, False], [conf.tp, conf.fn, conf.fp, conf.tn])
+    return _eo(h_own, j_own, Clusters.independent(h_own.size), exclusions or {})
+
+
+def _eo(h_own: np.ndarray, j_own: np.ndarray, clusters: Clusters, exclusions: dict[str, int]) -> Estimate:
+    conf = Confusion(tp=int((h_own & j_own).sum()), fn=int((h_own & ~j_own).sum()),
+                     fp=int((~h_own & j_own).sum()), tn=int((~h_own & ~j_own).sum()))
+    n_pos, n_neg = conf.tp + conf.fn, conf.fp + conf.tn
     if n_pos == 0 or n_neg == 0:
         raise InsufficientData(
             f"needs pairs where humans prefer the judge's own response ({n_pos}) and pairs where they "
-            f"prefer the other ({n_neg}); excluded: {exclusions or {}}")
-    d = diff_proportions(conf.tp, n_pos, conf.tn, n_neg)
-    tpr, tpr_lo, tpr_hi = proportion_interval(conf.tp, n_pos)
-    tnr, tnr_lo, tnr_hi = proportion_interval(conf.tn, n_neg)
+            f"prefer the other ({n_neg}); excluded: {exclusions}")
+    d = clustered_diff_proportions(j_own, h_own, ~j_own, ~h_own, clusters)
+    # Each part over its own pairs, which share prompts as the difference's do (the coverage
+    # benchmark saw the independent parts cover 0.60-0.88 at ICC 0.5).
+    tpr_part = clustered_proportion(j_own[h_own], clusters.subset(h_own))
+    tnr_part = clustered_proportion(~j_own[~h_own], clusters.subset(~h_own))
+    method = "TPR - TNR; Newcomb interval, score test" if not nested(clusters) else \
+        (f"TPR - TNR; Newcomb interval at the effective sizes and Wald t-test on the CR1 standard "
+         f"error, {d['clusters']} clusters ({clusters.by})")
     return Estimate(
         value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n_pos + n_neg,
-        exclusions=exclusions or {}, statistic=d["statistic"], p_value=d["p_value"],
-        method="TPR - TNR; Newcomb interval, score test",
+        exclusions=exclusions, statistic=d["statistic"], p_value=d["p_value"], method=method,
         details={"confusion": conf.to_dict(),
-                 "tpr": {"value": tpr, "ci_low": tpr_lo, "ci_high": tpr_hi, "n": n_pos},
-                 "tnr": {"value": tnr, "ci_low": tnr_lo, "ci_high": tnr_hi, "n": n_neg}})
+                 "tpr": {**_part(tpr_part), "n": n_pos}, "tnr": {**_part(tnr_part), "n": n_neg}},
+        warnings=cluster_note(d["clusters"], clusters.by), clusters=d["clusters"],
+        design_effect=d["design_effect"], cluster_by=clusters.by)
+
+
+def _part(share: dict[str, float]) -> dict[str, float]:
+    return {"value": share["value"], "ci_low": share["ci_low"], "ci_high": share["ci_high"],
+            "clusters": share["clusters"], "design_effect": share["design_effect"]}
 
 
 def _one_own(rows, judge, self_map):
@@ -86,9 +110,7 @@ def self_preference_eo(df, judge: str, self_map: origin.SelfMap | None = None) -
     ], len(rows))
     h_own = human[keep] == own_side[keep]
     j_own = choice[keep] == own_side[keep]
-    conf = Confusion(tp=int((h_own & j_own).sum()), fn=int((h_own & ~j_own).sum()),
-                     fp=int((~h_own & j_own).sum()), tn=int((~h_own & ~j_own).sum()))
-    return eo_from_confusion(conf, excl)
+    return _eo(h_own, j_own, F.clusters(rows, keep), excl)
 
 
 def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
@@ -112,7 +134,16 @@ def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -
                                f"excluded: {excl}")
     picks_own = choice[keep] == own_side[keep]
     k = int(picks_own.sum())
-    p, lo, hi = proportion_interval(k, n)
+    clusters = F.clusters(rows, keep)
+    share = clustered_proportion(picks_own, clusters)
+    p, lo, hi = share["value"], share["ci_low"], share["ci_high"]
+    if clusters.singletons or clusters.count < 2:
+        statistic, p_value = float(k), sign_test(k, n - k)
+        method = "2 P(own) - 1; Agresti-Coull interval, exact binomial test of P(own) = 1/2"
+    else:
+        statistic, p_value = clustered_share_test(picks_own, clusters)
+        method = (f"2 P(own) - 1; Agresti-Coull interval at the effective size, Wald t-test of "
+                  f"P(own) = 1/2 on the CR1 standard error, {share['clusters']} clusters ({clusters.by})")
     side = own_side[keep]
     in_b, in_a = side == F.B, side == F.A
     by_position = {
@@ -126,9 +157,10 @@ def self_preference_dp(df, judge: str, self_map: origin.SelfMap | None = None) -
         by_position["eq4_literal"] = float(picks_own[in_b].mean() - (1 - picks_own[in_a].mean()))
     return Estimate(
         value=2 * p - 1, ci_low=2 * lo - 1, ci_high=2 * hi - 1, n=n, exclusions=excl,
-        statistic=float(k), p_value=sign_test(k, n - k),
-        method="2 P(own) - 1; Agresti-Coull interval, exact binomial test of P(own) = 1/2",
-        details={"picked_own": k, "picked_other": n - k, "p_own": p, "by_position": by_position})
+        statistic=statistic, p_value=p_value, method=method,
+        details={"picked_own": k, "picked_other": n - k, "p_own": p, "by_position": by_position},
+        warnings=cluster_note(share["clusters"], clusters.by), clusters=share["clusters"],
+        design_effect=share["design_effect"], cluster_by=clusters.by)
 
 
 def self_preference_score(df, judge: str, self_map: origin.SelfMap | None = None) -> Estimate:
@@ -146,10 +178,13 @@ def self_preference_score(df, judge: str, self_map: origin.SelfMap | None = None
     if not keep.any():
         raise InsufficientData("no pair with exactly one own response and a probability p_a")
     p_own = np.where(own_a[keep], p[keep], 1.0 - p[keep])
-    d = mean_t(2 * p_own - 1, bounds=(-1.0, 1.0))
+    clusters = F.clusters(rows, keep)
+    d = clustered_mean_t(2 * p_own - 1, clusters, bounds=(-1.0, 1.0))
+    method = "mean(score_own - score_other); " + mean_how(
+        clusters, "t interval clipped to [-1, 1], one-sample t-test")
     return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=int(keep.sum()),
-                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"],
-                    method="mean(score_own - score_other); t interval clipped to [-1, 1], one-sample t-test",
+                    exclusions=excl, statistic=d["statistic"], p_value=d["p_value"], method=method,
+                    **cluster_fields(d, clusters),
                     details={"mean_p_own": float(p_own.mean())})
 
 

@@ -20,11 +20,14 @@ from judgebias.metrics import frame as F
 from judgebias.stats import (
     Estimate,
     InsufficientData,
+    cluster_fields,
+    clustered_diff_proportions,
+    clustered_how,
+    clustered_share,
+    clustered_share_figure,
     count_reasons,
-    diff_proportions,
-    proportion_interval,
+    nested,
     proportion_intervals,
-    sign_test,
 )
 
 BIN_EDGES = np.arange(-100.0, 100.0 + 1e-9, 20.0)  # -100, -80, ..., 100; then [100, inf)
@@ -77,11 +80,14 @@ def verbosity_bias(df: pd.DataFrame, judge: str) -> Estimate:
     y, yj, s = human[keep], choice[keep], longer[keep]
     shorter_chosen = s != y
     wrong = yj != y
-    n1, k1 = int(shorter_chosen.sum()), int((wrong & shorter_chosen).sum())
-    n2, k2 = int((~shorter_chosen).sum()), int((wrong & ~shorter_chosen).sum())
-    d = diff_proportions(k1, n1, k2, n2)
-    p1 = proportion_interval(k1, n1)
-    p2 = proportion_interval(k2, n2)
+    n1, n2 = int(shorter_chosen.sum()), int((~shorter_chosen).sum())
+    clusters = F.clusters(rows, keep)
+    d = clustered_diff_proportions(wrong, shorter_chosen, wrong, ~shorter_chosen, clusters)
+    p1 = clustered_share_figure(wrong[shorter_chosen], clusters.subset(shorter_chosen))
+    p2 = clustered_share_figure(wrong[~shorter_chosen], clusters.subset(~shorter_chosen))
+    method = "Saito Eq. 6; Newcomb interval, score test" if not nested(clusters) else \
+        (f"Saito Eq. 6; Newcomb interval at the effective sizes, Wald t-test on the CR1 standard error, "
+         f"{clustered_how(clusters, d['clusters'])}")
 
     # Figure 5 keeps equal lengths (they sit at 0%); only ties and missing labels are out.
     align_keep = np.isin(human, (F.A, F.B)) & np.isin(choice, (F.A, F.B))
@@ -92,12 +98,12 @@ def verbosity_bias(df: pd.DataFrame, judge: str) -> Estimate:
     return Estimate(
         value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n1 + n2, exclusions=excl,
         statistic=d["statistic"], p_value=d["p_value"],
-        method="Saito Eq. 6; Newcomb interval, score test",
+        method=method,
         details={
-            "p_longer_when_human_chose_shorter": {"value": p1[0], "ci_low": p1[1], "ci_high": p1[2], "n": n1},
-            "p_shorter_when_human_chose_longer": {"value": p2[0], "ci_low": p2[1], "ci_high": p2[2], "n": n2},
+            "p_longer_when_human_chose_shorter": p1,
+            "p_shorter_when_human_chose_longer": p2,
             "alignment_bins": bins,
-        })
+        }, **cluster_fields(d, clusters))
 
 
 def human_verbosity(df: pd.DataFrame) -> Estimate:
@@ -117,11 +123,15 @@ def human_verbosity(df: pd.DataFrame) -> Estimate:
     if n == 0:
         raise InsufficientData(f"no pair with a non-tie human majority and unequal lengths; excluded: {excl}")
     longer = np.where(wa > wb, F.A, F.B)
-    k = int((human[keep] == longer[keep]).sum())
-    p, lo, hi = proportion_interval(k, n)
+    clusters = F.clusters(prepared).subset(first).subset(keep)
+    d = clustered_share(human[keep] == longer[keep], clusters)
     labelled = np.isin(human, (F.A, F.B))
     bins = bin_rates(relative_difference(wa[labelled], wb[labelled]), human[labelled] == F.A)
-    return Estimate(value=p, ci_low=lo, ci_high=hi, n=n, exclusions=excl, statistic=float(k),
-                    p_value=sign_test(k, n - k),
-                    method="P(humans pick the longer response); Agresti-Coull interval, exact binomial test",
+    method = "P(humans pick the longer response); " + (
+        f"Agresti-Coull interval at the effective size, Wald t-test of 1/2 on the CR1 standard error, "
+        f"{clustered_how(clusters, d['clusters'])}" if d["nested"]
+        else "Agresti-Coull interval, exact binomial test")
+    return Estimate(value=d["value"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=n, exclusions=excl,
+                    statistic=d["statistic"], p_value=d["p_value"], method=method,
+                    **cluster_fields(d, clusters),
                     details={"a_win_bins": bins})

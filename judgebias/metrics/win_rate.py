@@ -31,7 +31,18 @@ import pandas as pd
 from scipy import stats
 
 from judgebias.metrics import frame as F
-from judgebias.stats import ALPHA, Estimate, InsufficientData, expansion, mean_t_figure
+from judgebias.stats import (
+    ALPHA,
+    Clusters,
+    Estimate,
+    InsufficientData,
+    cluster_fields,
+    cluster_note,
+    clustered_how,
+    clustered_mean_figure,
+    expansion,
+    nested,
+)
 
 MIN_PAIRS = 10
 _FORM = ("length-only form of AlpacaEval 2's GLM (no instruction-difficulty term, phi not "
@@ -42,8 +53,9 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def _rows(df: pd.DataFrame, judge: str, model: str, baseline: str) -> tuple[np.ndarray, np.ndarray]:
-    """(vote for the model, characters model - baseline) over the judge's model-vs-baseline rows."""
+def _rows(df: pd.DataFrame, judge: str, model: str, baseline: str) -> tuple[np.ndarray, np.ndarray, Clusters]:
+    """(vote for the model, characters model - baseline, their clusters) over the judge's
+    model-vs-baseline rows."""
     rows = F.judge_rows(df, judge, "length_controlled_win_rate")
     ga, gb = rows["generator_a"].astype(object).to_numpy(), rows["generator_b"].astype(object).to_numpy()
     model_a = (ga == model) & (gb == baseline)
@@ -54,7 +66,7 @@ def _rows(df: pd.DataFrame, judge: str, model: str, baseline: str) -> tuple[np.n
     len_a, len_b = F.char_lengths(rows, "response_a"), F.char_lengths(rows, "response_b")
     delta = np.where(model_a, len_a - len_b, len_b - len_a)[keep]
     ok = ~np.isnan(vote)
-    return vote[ok], delta[ok]
+    return vote[ok], delta[ok], F.clusters(rows, keep).subset(ok)
 
 
 def length_controlled_win_rate(df: pd.DataFrame, judge: str, model: str, baseline: str) -> Estimate:
@@ -68,11 +80,11 @@ def length_controlled_win_rate(df: pd.DataFrame, judge: str, model: str, baselin
     if model == baseline:
         raise ValueError(f"length_controlled_win_rate: model and baseline are both {model!r}")
     prepared = F.prepare(df) if F.VOTE not in df.columns else df
-    vote, delta = _rows(prepared, judge, model, baseline)
+    vote, delta, clusters = _rows(prepared, judge, model, baseline)
     n = int(vote.size)
     if n < MIN_PAIRS:
         raise InsufficientData(f"{n} judged pairs of {model} vs {baseline} (need {MIN_PAIRS})")
-    raw = mean_t_figure(vote, null=0.5, bounds=(0.0, 1.0))
+    raw = clustered_mean_figure(vote, clusters, null=0.5, bounds=(0.0, 1.0))
     sd = float(delta.std(ddof=1))
     if sd == 0 or not np.isfinite(sd):
         raise InsufficientData(f"{model} vs {baseline}: every pair has the same length difference")
@@ -82,21 +94,45 @@ def length_controlled_win_rate(df: pd.DataFrame, judge: str, model: str, baselin
         res = sm.GLM(vote, X, family=sm.families.Binomial()).fit()
     params = np.asarray(res.params, dtype=float)
     theta, phi = (float(v) for v in params)
-    se = _hc3_se(X, vote, params)
     # HC3 errors and t quantiles on n - 2 degrees of freedom: HC0 with normal quantiles covered
     # 0.87 of the time at 10 pairs and 0.92 at 50 in the coverage benchmark (AlpacaEval's own
-    # length GLM with votes near 0 and 1).
-    q = float(stats.t.ppf(1 - ALPHA / 2, n - 2))
+    # length GLM with votes near 0 and 1). Pairs that nest in clusters: the CR1 sandwich, t on
+    # clusters - 1.
+    if nested(clusters):
+        se, deff, df = _cluster_se(X, vote, params, clusters)
+        how = f"CR1 cluster-robust errors, t on clusters - 1, {clustered_how(clusters)}"
+    else:
+        se, deff, df = _hc3_se(X, vote, params), 1.0, n - 2
+        how = "HC3 errors, t on n - 2 df"
+    q = float(stats.t.ppf(1 - ALPHA / 2, df))
     t = params / se
-    p = 2 * stats.t.sf(np.abs(t), n - 2)
+    p = 2 * stats.t.sf(np.abs(t), df)
     details = {"model": model, "baseline": baseline, "raw_win_rate": raw,
                "length_coef": {"coef": phi, "ci_low": phi - q * se[1], "ci_high": phi + q * se[1],
                                "p_value": float(p[1])},
                "mean_delta_chars": float(delta.mean()), "sd_delta_chars": sd}
     return Estimate(value=_sigmoid(theta), ci_low=_sigmoid(theta - q * se[0]),
                     ci_high=_sigmoid(theta + q * se[0]), n=n, statistic=float(t[0]), p_value=float(p[0]),
-                    method=f"{_FORM}; Wald interval of theta (HC3 errors, t on n - 2 df) through the "
-                           "sigmoid; test of LC = 0.5", details=details)
+                    method=f"{_FORM}; Wald interval of theta ({how}) through the sigmoid; test of LC = 0.5",
+                    details=details, **cluster_fields({"clusters": clusters.count, "design_effect": deff},
+                                                      clusters))
+
+
+def _cluster_se(X: np.ndarray, y: np.ndarray, params: np.ndarray,
+                clusters: Clusters) -> tuple[np.ndarray, float, int]:
+    """CR1 sandwich standard errors of the quasi-likelihood fit (score contributions x_i (y_i - mu_i)
+    summed per cluster, G / (G - 1)), the intercept's design effect against the same sandwich with
+    every pair its own cluster, and the degrees of freedom G - 1."""
+    mu = 1.0 / (1.0 + np.exp(-(X @ params)))
+    bread = np.linalg.inv((X * (mu * (1.0 - mu))[:, None]).T @ X)
+    score = X * (y - mu)[:, None]
+    codes = np.asarray(clusters.codes)
+    sums = np.column_stack([np.bincount(codes, weights=score[:, j]) for j in range(X.shape[1])])
+    g, n = clusters.count, len(y)
+    cov = g / (g - 1) * bread @ (sums.T @ sums) @ bread
+    single = n / (n - 1) * bread @ (score.T @ score) @ bread
+    deff = float(cov[0, 0] / single[0, 0]) if single[0, 0] > 0 else 1.0
+    return np.sqrt(np.diag(cov)), deff, g - 1
 
 
 def _hc3_se(X: np.ndarray, y: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -337,14 +373,18 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
     phis = None if length_coefs is None else np.array([float(length_coefs[k]) for k in models])
     w = np.ones(vote.size)
     lc, coefs, params = _glm_fit(m, x, t, vote, w, len(models), len(instrs), difficulty, phis)
+    # The bootstrap resamples the clusters (--cluster-by; by default the prompts, the instructions)
+    clusters = F.clusters(rows, keep)
+    unit = x if clusters.by == "prompt" else np.asarray(clusters.codes)
+    n_units = int(unit.max()) + 1
     rng = np.random.default_rng(seed)
     boot = np.full((reps, len(models)), np.nan)
     for r in range(reps):
-        counts = np.bincount(rng.integers(0, len(instrs), len(instrs)), minlength=len(instrs))
+        counts = np.bincount(rng.integers(0, n_units, n_units), minlength=n_units)[unit]
         with np.errstate(all="ignore"):
-            boot[r] = _glm_fit(m, x, _scaled(delta, m, len(models), counts[x]), vote, counts[x].astype(float),
+            boot[r] = _glm_fit(m, x, _scaled(delta, m, len(models), counts), vote, counts.astype(float),
                                len(models), len(instrs), difficulty, phis, start=params)[0]
-    lo, hi, boot_se = glm_interval(lc, boot, len(instrs))
+    lo, hi, boot_se = glm_interval(lc, boot, n_units)
     form = ("AlpacaEval 2's GLM, full form: " +
             ("instruction difficulty as given" if difficulty is not None else
              f"instruction difficulty fitted jointly over {len(models)} models (ridge {DIFFICULTY_RIDGE})") +
@@ -356,7 +396,8 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
         sel = m == k
         theta, phi, psi = coefs[k]
         details = {"model": name, "baseline": baseline,
-                   "raw_win_rate": mean_t_figure(vote[sel], null=0.5, bounds=(0.0, 1.0)),
+                   "raw_win_rate": clustered_mean_figure(vote[sel], clusters.subset(sel), null=0.5,
+                                                         bounds=(0.0, 1.0)),
                    "form": {"instruction_difficulty": "given" if difficulty is not None else "joint fit",
                             "length_coef": "given" if phis is not None else "fitted",
                             "models_in_fit": models},
@@ -365,10 +406,14 @@ def length_controlled_glm(df: pd.DataFrame, judge: str, baseline: str, *,
                    "bootstrap_failed": int(np.isnan(boot[:, k]).sum()),
                    "bootstrap_se": float(boot_se[k]),
                    "mean_delta_chars": float(delta[sel].mean())}
+        what = "instructions" if clusters.by == "prompt" else clustered_how(clusters)
         out[name] = Estimate(value=float(lc[k]), ci_low=float(lo[k]), ci_high=float(hi[k]), n=int(sel.sum()),
-                             method=f"{form}; bootstrap over instructions ({reps} resamples, both stages "
+                             method=f"{form}; bootstrap over {what} ({reps} resamples, both stages "
                                     "refitted): the wider, per side, of the expanded percentile interval "
-                                    "and LC +- t(instructions - 1) x bootstrap SE", details=details)
+                                    f"and LC +- t({'instructions' if clusters.by == 'prompt' else 'clusters'}"
+                                    " - 1) x bootstrap SE", details=details,
+                             clusters=n_units, cluster_by=clusters.by,
+                             warnings=cluster_note(n_units, clusters.by))
     return out
 
 

@@ -22,6 +22,9 @@ from judgebias.metrics import frame as F
 from judgebias.metrics import origin
 from judgebias.metrics import registry as R
 from judgebias.metrics.dbg import DEFAULT_REPS, gold_panel, pairwise_win_rates
+from judgebias.metrics.evaluator_quality import CORRECT
+from judgebias.metrics.margins import resolve as resolve_margins
+from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.multiplicity import HOLM, check_method
@@ -32,12 +35,16 @@ from judgebias.table import Exclusions
 SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
 # and names become categoricals, so per-judge slices and comparisons stay cheap on a million rows.
+# The prompt (the question: the evaluator-quality baseline's matching) and a verifiable task's
+# correctness columns are kept as they are (shared with the table, not copied).
 _LEAN = ("judge", "generator_a", "generator_b", "judge_generator", "p_a", "p_a_ab", "p_a_ba", "verdict_ab",
-         "verdict_ba", "ppl_a", "ppl_b", *F.DERIVED)
+         "verdict_ba", "ppl_a", "ppl_b", "prompt", *CORRECT, REPEATS_COLUMN, *F.DERIVED)
 _CATEGORICAL = ("judge", "generator_a", "generator_b", "judge_generator", "verdict_ab", "verdict_ba")
 
 
-def _lean(prepared: pd.DataFrame) -> pd.DataFrame:
+def lean_table(prepared: pd.DataFrame) -> pd.DataFrame:
+    """The columns the figures read of a prepared table, names as categoricals (also the run
+    comparison's resamples: judgebias.reporting.run_compare)."""
     # Column by column: with copy-on-write the numeric columns are shared with ``prepared``, not
     # copied (a list selection copies the columns it picks out of a consolidated block: the counts).
     lean = pd.DataFrame({c: prepared[c] for c in _LEAN if c in prepared.columns}, copy=False)
@@ -57,8 +64,13 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
             exclusions: Exclusions | None = None, reps: int = DEFAULT_REPS, seed: int = 0,
             baseline: str | None = None,
             family_map: Mapping[str, Iterable[str]] | None = None,
-            multiplicity: str = HOLM) -> dict[str, Any]:
+            multiplicity: str = HOLM, cluster_by: str | None = None,
+            margins: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Compute every metric the columns allow for every judge of a validated judgment table.
+
+    ``cluster_by`` names the column whose equal values share a cluster (default the prompt;
+    ``"none"``: every pair independent): every figure's interval and test allow for the pairs of a
+    cluster being alike (``frame.prepare``), and says how many clusters it rests on.
 
     ``self_map`` names more generators that are the judge itself; ``family_map`` its relatives
     (fine-tuned from, same base model): they get their own figures (``family_preference_*``,
@@ -69,18 +81,22 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
 
     ``multiplicity`` ("holm" or "bh") adjusts the p-values of each judge's statement tests together
     (``judgebias.reporting.trust_family``): ``p_adjusted`` beside each member's ``p_value`` and the family
-    under the judge's ``multiplicity`` key."""
+    under the judge's ``multiplicity`` key. ``margins``: {figure: value} overriding declared margins
+    of practical irrelevance (``--margin``; ``judgebias.metrics.margins``), recorded with every
+    declared one under ``settings.margins``; each member figure gets its ``verdict``."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"analyze: expected a pandas DataFrame, got {type(df).__name__}")
     multiplicity = check_method(multiplicity)  # a typo fails before the work, not after it
+    margin_records = resolve_margins(R.margins(), margins)  # so does a margin for no figure
     F.require(df, ["pair_id", "judge"], "analyze")
     if len(df) == 0:
         raise ValueError("analyze: the judgment table has no rows")
     self_map = {k: set([v] if isinstance(v, str) else v) for k, v in (self_map or {}).items()}
     family_map = {k: set([v] if isinstance(v, str) else v) for k, v in (family_map or {}).items()}
     gold = list(gold) if gold else None
-    prepared = F.prepare(df)
-    lean = _lean(prepared)
+    prepared = F.prepare(df, cluster_by=cluster_by)
+    lean = lean_table(prepared)
+    lean.attrs[F.CLUSTER_BY] = prepared.attrs[F.CLUSTER_BY]  # a new frame: the clusters' column by name
     judges = F.judges(lean)
     if gold:
         gold_panel(lean, None, gold)  # fail early on unknown gold judges
@@ -95,8 +111,10 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         "settings": {"self_map": {k: sorted(v) for k, v in sorted(self_map.items())},
                      "family_map": {k: sorted(v) for k, v in sorted(family_map.items())},
                      "gold": gold, "human_as_gold": human_as_gold, "bootstrap_reps": reps, "seed": seed,
-                     "baseline": baseline, "multiplicity": multiplicity},
-        "dataset": _dataset(prepared, lean, judges, exclusions),
+                     "baseline": baseline, "multiplicity": multiplicity,
+                     "cluster_by": prepared.attrs[F.CLUSTER_BY], "margins": margin_records},
+        "dataset": {**_dataset(prepared, lean, judges, exclusions),
+                    "clusters": int(np.unique(prepared[F.CLUSTER].to_numpy()).size)},
         "humans": {}, "win_rates": [], "judges": {},
     }
     if has_human:
@@ -122,7 +140,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
         rows = lean.take(positions[judge])
         result["judges"][judge] = _judge_metrics(lean, rows, judge, flags, self_map, family_map, gold,
                                                  human_as_gold, reps, seed)
-    return attach(jsonable(result), method=multiplicity)
+    return attach(jsonable(result), method=multiplicity, margins=margins)
 
 
 def _check_family(lean: pd.DataFrame, judges: list[str], family_map: Mapping[str, set[str]]) -> None:
@@ -151,13 +169,13 @@ def _judge_metrics(lean: pd.DataFrame, rows: pd.DataFrame, judge: str, flags: di
     met[R.FAMILY.name] = (bool(family_map.get(judge)), R.FAMILY.reason)
     met[R.REFERENCE.name] = met[R.HUMAN.name if human_as_gold else R.GOLD.name]
     inputs = R.Inputs(lean, rows, judge, self_map, family_map, gold, human_as_gold, reps, seed)
-    for fig in R.plan(bool(family_map)):
+    for fig in R.plan(bool(family_map), repeats_given=flags[R.REPEATS.name][0]):
         missing = [met[need.name][1] for need in fig.needs if not met[need.name][0]]
         if missing:
             skipped[fig.key] = missing[0]
             continue
         try:
-            out[fig.key] = fig.compute(inputs).to_dict()
+            out[fig.key] = R.cluster_caveats(fig.key, fig.compute(inputs)).to_dict()
         except InsufficientData as exc:
             skipped[fig.key] = str(exc)
     out["skipped"] = skipped

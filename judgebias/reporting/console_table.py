@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from judgebias.metrics import registry
+from judgebias.reporting.cluster_text import cluster_text, unit_name
 from judgebias.reporting.trust import family_note, mutual_gold, statements
 
 
@@ -27,9 +28,11 @@ def _p(p: Any, adjusted: Any = None) -> str:
 
 
 def format_estimate(est: Mapping[str, Any]) -> str:
+    """Value, interval, n (with its clusters and design effect where the units nest) and p-value."""
     ci = f"[{_fmt(est.get('ci_low'))}, {_fmt(est.get('ci_high'))}]" if est.get("ci_low") is not None else ""
-    return (f"{_fmt(est.get('value')):>7} {ci:<18} n={est.get('n', 0):<7} "
-            f"{_p(est.get('p_value'), est.get('p_adjusted'))}")
+    nested = cluster_text(est)
+    n = f"n={est.get('n', 0):<7}" if not nested else f"n={est.get('n', 0)} {nested};"
+    return f"{_fmt(est.get('value')):>7} {ci:<18} {n} {_p(est.get('p_value'), est.get('p_adjusted'))}"
 
 
 def _details(key: str, d: Mapping[str, Any]) -> list[str]:
@@ -80,6 +83,10 @@ def format_report(result: Mapping[str, Any], *, show_skipped: bool = True) -> st
     ds = result.get("dataset") or {}
     lines = [f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
              f"{ds.get('human_labelled_pairs', 0)} human-labelled pairs"]
+    by = (result.get("settings") or {}).get("cluster_by")
+    if by and by != "none" and ds.get("clusters"):
+        lines.append(f"pairs nest in {unit_name(by, ds['clusters'])}: intervals and tests allow for it "
+                     "(--cluster-by)")
     if ds.get("exclusions"):
         lines.append(f"rows excluded by validation: {ds['exclusions']}")
     hv = (result.get("humans") or {}).get("verbosity")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
+from judgebias.display import markdown_safe
 from judgebias.layout import RunLayout
 from judgebias.metrics.registry import FIGURES
 from judgebias.reporting.trust import family_note, fmt, fmt_ci, mutual_gold, statements
@@ -109,7 +110,7 @@ def headline_rows(metrics: dict) -> list[tuple[str, str, str]]:
 def headline_table(rows: list[tuple[str, str, str]]) -> list[str]:
     """The headline figures as markdown table lines (a run description's first lines)."""
     return ["| judge | metric | estimate [95% CI] |", "|---|---|---|",
-            *(f"| {j} | {label} | {est} |" for j, label, est in rows)]
+            *(f"| {markdown_safe(j)} | {label} | {est} |" for j, label, est in rows)]
 
 
 def _comparisons(store: RunStore, cfg: ExperimentConfig) -> dict[str, dict]:

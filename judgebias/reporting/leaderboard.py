@@ -17,7 +17,13 @@ from judgebias.metrics import leaderboard as lb
 from judgebias.metrics.bradley_terry import ranking_records, small_sample_warning
 from judgebias.metrics.origin import SelfMap
 from judgebias.metrics.rank_agreement import agreement, missing_models, rank_change
-from judgebias.reporting.recommendation import audit_figures, format_recommendation, recommendation
+from judgebias.metrics.recommend import PANEL as rec_panel
+from judgebias.reporting.recommendation import (
+    audit_figures,
+    format_recommendation,
+    panel_audit,
+    recommendation,
+)
 from judgebias.stats import jsonable
 
 DESCRIPTIONS = {
@@ -38,18 +44,40 @@ DESCRIPTIONS = {
 NOT_COMPUTED: dict[str, str] = {}
 
 
+def _unit(cluster_by: str) -> str:
+    return {"prompt": "prompts", "none": "pairs"}.get(cluster_by, f"values of {cluster_by!r}")
+
+
+def no_ranking_reason(skipped: Mapping[str, Mapping[str, str]]) -> str:
+    """Why no variant could rank any model, in one line: the first rater's reason (each names the
+    models, or the separate groups of models no comparison links) and how many others failed alike."""
+    reasons = [r for per in skipped.values() for r in per.values() if r]
+    if not reasons:
+        return "no model ranking could be fitted (the table has no comparison of two models)"
+    first = reasons[0]
+    more = f" (and {len(reasons) - 1} other variant(s) or rater(s) for the same kind of reason)" \
+        if len(reasons) > 1 else ""
+    hint = ("; rank each group from its own table (the rows of its generators), or add comparisons "
+            "between the groups") if "separate groups" in first else ""
+    return f"no model ranking could be fitted: {first}{more}{hint}"
+
+
 def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map: SelfMap | None = None,
                 judges: Sequence[str] | None = None, reps: int = 1000, seed: int = 0,
                 label_sample: int | None = None, audit: Mapping[str, Mapping[str, Any]] | None = None,
                 timing: Mapping[str, Mapping[str, Any]] | None = None,
-                target_half_width: float | None = None) -> dict[str, Any]:
+                target_half_width: float | None = None, cluster_by: str | None = None,
+                margins: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Every variant's ranking per judge (and the panel's and the humans'), their agreement with the
     human ranking, what each correction moved, and which rater to use (``judgebias.reporting.recommendation``:
     ``audit`` is judge -> its ``analyze`` figures, computed from ``df`` when not given; ``timing``
     rater -> measured seconds / cost per 1,000 judgments; ``target_half_width`` the planner's target
-    on the top-two gap, default the gap itself)."""
+    on the top-two gap, default the gap itself; ``cluster_by``: what the bootstrap resamples,
+    ``frame.prepare``'s column, default the prompt; ``margins`` R4's margin values, ``--margin``)."""
     board = lb.fit_leaderboard(df, self_map=self_map, family_map=family_map, judges=judges, reps=reps,
-                               seed=seed, label_sample=label_sample)
+                               seed=seed, label_sample=label_sample, cluster_by=cluster_by)
+    if not any(board.fits.values()):
+        raise ValueError(no_ranking_reason(board.skipped))
     rankings: dict[str, dict[str, list]] = {}
     details: dict[str, dict[str, dict]] = {}
     models: set[str] = set()
@@ -98,9 +126,11 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
         "models": sorted(models),
         "label_sample": label_sample,
         "variants": {v: DESCRIPTIONS[v] for v in lb.VARIANTS},
-        "settings": {"reps": board.reps, "seed": board.seed,
-                     "bootstrap": f"{board.reps} resamples of the prompts (clusters), seed {board.seed}; "
-                                  "every variant and the human ranking refitted on the same resamples",
+        "settings": {"reps": board.reps, "seed": board.seed, "cluster_by": board.cluster_by,
+                     "clusters": board.clusters,
+                     "bootstrap": f"{board.reps} resamples of the {_unit(board.cluster_by)} "
+                                  f"({board.clusters} clusters), seed {board.seed}; every variant and the "
+                                  "human ranking refitted on the same resamples",
                      "strength_scale": "Bradley-Terry log-odds, centred (mean 0 over a ranking's models)",
                      "self_map": {k: list(v) for k, v in (self_map or {}).items()},
                      "family_map": {k: list(v) for k, v in (family_map or {}).items()}},
@@ -116,9 +146,13 @@ def leaderboard(df: pd.DataFrame, *, self_map: SelfMap | None = None, family_map
             "agreement_with_human": board.skipped[lb.HUMAN].get(lb.HUMAN, "no human ranking")})},
     }
     if audit is None:
-        audit = audit_figures(df, list(board.fits[lb.RAW]))
+        audit = audit_figures(df, list(board.fits[lb.RAW]), cluster_by=cluster_by)
+    if lb.PANEL in board.fits[lb.PANEL]:  # the panel meets its members' rules on its pooled vote
+        related = {j: mine | fam for j, (mine, fam) in board.relations.items()}
+        audit = {**audit, rec_panel: panel_audit(df, list(board.fits[lb.RAW]), related,
+                                                 cluster_by=cluster_by)}
     result["recommendation"] = recommendation(board, jsonable(result), audit=audit, timing=timing,
-                                              target_half_width=target_half_width)
+                                              target_half_width=target_half_width, margins=margins)
     return jsonable(result)
 
 

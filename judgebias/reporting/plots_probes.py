@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from judgebias.metrics.margins import PROBE_MARGINS
 from judgebias.reporting.plots import axis_span, label, new_figure
 
-# A shift of P(perturbed side) under this is "detectable but small" in the report card's statements
-# (judgebias.reporting.trust.MATERIAL_SHIFT): drawn as a reading aid, never a test.
-READING_AID_SHIFT = 0.05
+# The shift's declared margin of practical irrelevance (judgebias.metrics.margins): an "ok" needs the
+# interval inside it, so the plot draws it (the declared value; a --margin override is not drawn).
+READING_AID_SHIFT = PROBE_MARGINS["perturbation_shift"].value
 
 
 def perturbation_shifts(probe: Mapping[str, Any]) -> Figure:

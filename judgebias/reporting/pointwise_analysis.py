@@ -11,6 +11,7 @@ import pandas as pd
 
 from judgebias.metrics import pointwise as P
 from judgebias.metrics import pointwise_origin as O
+from judgebias.metrics.frame import CLUSTER, CLUSTER_BY
 from judgebias.metrics.origin import self_set
 from judgebias.metrics.pointwise_perplexity import score_perplexity
 from judgebias.stats import Estimate, InsufficientData, jsonable
@@ -96,10 +97,13 @@ def analyze_pointwise(
     reps: int = 2000,
     seed: int = 0,
     pairwise_judges: Mapping[str, str] | None = None,
+    cluster_by: str | None = None,
 ) -> dict[str, Any]:
     """Figures of every judge of a validated pointwise table (``judgebias.pointwise_table``).
     ``pairwise_judges``: per pointwise judge, the judge of ``pairwise`` it is compared with (an
-    experiment's pairwise judge on the same model); others use ``pairwise_judge``."""
+    experiment's pairwise judge on the same model); others use ``pairwise_judge``. ``cluster_by``:
+    the column whose equal values share a cluster (default the item; ``"none"``: rows independent)."""
+    df = P.with_clusters(df, cluster_by)
     judges = sorted(j for j in df["judge"].unique() if j)
     if not judges:
         raise ValueError("the pointwise table has no judge rows (column 'judge' is empty everywhere)")
@@ -108,6 +112,8 @@ def analyze_pointwise(
         "settings": {
             "rows": len(df),
             "items": int(df["item_id"].nunique()),
+            "cluster_by": df.attrs[CLUSTER_BY],
+            "clusters": int(df[CLUSTER].nunique()),
             "judges": judges,
             "gold": list(gold) if gold else "all other judges",
             "bootstrap_reps": reps,
@@ -116,19 +122,32 @@ def analyze_pointwise(
         },
         "judges": {},
     }
+    def figures(table: pd.DataFrame, judge: str, pairs: pd.DataFrame | None) -> dict[str, Any]:
+        twin = (pairwise_judges or {}).get(judge, pairwise_judge)
+        return _judge_figures(table, judge, self_map=self_map, family_map=family_map, gold=gold,
+                              pairwise=pairs, pairwise_judge=twin, reps=reps, seed=seed)
+
     for judge in judges:
-        result["judges"][judge] = _judge_figures(
-            df,
-            judge,
-            self_map=self_map,
-            family_map=family_map,
-            gold=gold,
-            pairwise=pairwise,
-            pairwise_judge=(pairwise_judges or {}).get(judge, pairwise_judge),
-            reps=reps,
-            seed=seed,
-        )
+        result["judges"][judge] = figures(df, judge, pairwise)
+    # Several criteria: the pooled figures above (an item's criteria clustered together) and each
+    # criterion's own (a judge calibrated on accuracy may not be on style). A pairwise verdict
+    # compares whole responses, not one criterion, so the consistency stays pooled.
+    criteria = _criteria(df)
+    if len(criteria) > 1:
+        result["settings"]["criteria"] = criteria
+        result["by_criterion"] = {}
+        for criterion in criteria:
+            part = df[df["criterion"].astype(str) == criterion]
+            result["by_criterion"][criterion] = {
+                "judges": {j: figures(part, j, None) for j in judges if (part["judge"] == j).any()}}
     return jsonable(result)
+
+
+def _criteria(df: pd.DataFrame) -> list[str]:
+    if "criterion" not in df.columns:
+        return []
+    named = df["criterion"].dropna().astype(str).str.strip()
+    return sorted(c for c in named.unique() if c)
 
 
 def _fmt(fig: Mapping[str, Any] | None) -> str:
@@ -140,8 +159,12 @@ def _fmt(fig: Mapping[str, Any] | None) -> str:
 
 
 def format_pointwise(result: Mapping[str, Any]) -> str:
-    """The figures as plain text lines, one block per judge (names are made terminal-safe by the caller)."""
-    lines = [f"pointwise table: {result['settings']['rows']} rows, {result['settings']['items']} items"]
+    """The figures as plain text lines, one block per judge (names are made terminal-safe by the
+    caller), then one line per criterion and judge when the table has several."""
+    settings = result["settings"]
+    clusters = f", {settings['clusters']} clusters by {settings['cluster_by']}" \
+        if "clusters" in settings else ""
+    lines = [f"pointwise table: {settings['rows']} rows, {settings['items']} items{clusters}"]
     for judge, figs in result["judges"].items():
         lines.append(f"\njudge {judge}")
         for part in AGREEMENT_PARTS:
@@ -170,4 +193,12 @@ def format_pointwise(result: Mapping[str, Any]) -> str:
             lines.append(f"  {'score_distribution.round_share':<36} {_fmt(round_share)}")
         for name, why in figs.get("skipped", {}).items():
             lines.append(f"  not computed: {name}: {why}")
+    by = result.get("by_criterion") or {}
+    if by:
+        lines.append("\nby criterion (each criterion's rows alone)")
+        for criterion, part in by.items():
+            for judge, figs in part["judges"].items():
+                agree = (figs.get("score_agreement_human") or {}).get("spearman")
+                lines.append(f"  {criterion} / {judge}: spearman {_fmt(agree)}; "
+                             f"bias {_fmt(figs.get('score_bias_human'))}")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
 from judgebias.reporting import report_card_sections as sections_mod
+from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
 from judgebias.reporting.run_page import RunExtras
 from judgebias.reporting.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
@@ -41,7 +42,7 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
                 "figure": fig.label.strip(" ."),
                 "value": fmt(est.get("value"), fig.signed),
                 "ci": fmt_ci(est, fig.signed),
-                "n": str(est.get("n", "")),
+                "n": n_text(est),
                 "meaning": fig.meaning,
                 "source": fig.source,
             }
@@ -60,7 +61,7 @@ def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
     def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
         if est and est.get("value") is not None:
             rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
-                         "n": str(est.get("n", "")), "meaning": meaning, "source": source})
+                         "n": n_text(est), "meaning": meaning, "source": source})
 
     pert = probes.get("perturbations") or {}
     for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
@@ -125,24 +126,36 @@ def _tests_line(fam: Family) -> str:
 
 
 def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[str] = (),
-               multiplicity: str | None = None, extras: RunExtras | None = None) -> Page:
+               multiplicity: str | None = None, extras: RunExtras | None = None,
+               margins: Mapping[str, float] | None = None) -> Page:
     """``multiplicity`` ("holm" / "bh") overrides the method the analysis recorded for the judges'
-    families of tests (Holm when none is recorded); ``extras``: what an experiment's run folder
-    adds (``judgebias.reporting.run_page.run_extras``)."""
+    families of tests (Holm when none is recorded); ``margins``: margin values overriding those the
+    analysis recorded (``--margin``; each judge's ``multiplicity.margins``); ``extras``: what an
+    experiment's run folder adds (``judgebias.reporting.run_page.run_extras``). A pointwise result
+    (``table_kind`` "pointwise") gets one pointwise section per judge, as an experiment's pointwise
+    judges do."""
+    if result.get("table_kind") == "pointwise":
+        recorded = {k: v["value"] for k, v in ((result.get("settings") or {}).get("margins") or {}).items()
+                    if isinstance(v, Mapping)}
+        return Page(title, [*provenance, _pointwise_dataset_line(result.get("settings") or {})],
+                    _pointwise_sections({"pointwise": result}, multiplicity, {**recorded, **(margins or {})}),
+                    extras=extras)
     mutual, probes = mutual_gold(result), result.get("probes") or {}
     sections = []
     for judge, m in (result.get("judges") or {}).items():
-        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity)
+        said, fam = statements(m, probes, judge, mutual_gold=mutual, method=multiplicity, margins=margins)
         sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
                                      _lc_rows(result, judge), m.get("skipped") or {},
                                      family_sentence(fam), _tests_line(fam),
                                      sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
-    sections += _pointwise_sections(probes, multiplicity)
-    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {})], sections,
+    sections += _pointwise_sections(probes, multiplicity, margins)
+    by = (result.get("settings") or {}).get("cluster_by")
+    return Page(title, [*provenance, _dataset_line(result.get("dataset") or {}, by)], sections,
                 sections_mod.side_by_side(result), extras)
 
 
-def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> list[JudgeSection]:
+def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None,
+                        margins: Mapping[str, float] | None = None) -> list[JudgeSection]:
     """One section per pointwise judge of an experiment (``probes["pointwise"]``: its figures;
     ``probes["pointwise_probes"]``: its probes), its statements decided by its own family of tests."""
     from judgebias.reporting.trust_pointwise import pointwise_rows, pointwise_statements
@@ -152,17 +165,31 @@ def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None) -> 
     out = []
     for judge in dict.fromkeys([*figures, *(pprobes.get("judges") or {})]):
         figs = figures.get(judge) or {}
-        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity)
+        said, fam = pointwise_statements(figs, pprobes, judge, multiplicity, margins)
         out.append(JudgeSection(f"{judge} (pointwise)", said, pointwise_rows(figs, pprobes, judge), [],
                                 figs.get("skipped") or {}, family_sentence(fam), _tests_line(fam)))
     return out
 
 
-def _dataset_line(ds: Mapping[str, Any]) -> str:
+def _pointwise_dataset_line(settings: Mapping[str, Any]) -> str:
+    text = (f"pointwise table: {settings.get('rows', 0)} rows, {settings.get('items', 0)} items, "
+            f"{len(settings.get('judges') or [])} judge(s)")
+    if settings.get("clusters") is not None:
+        text += f"; {settings['clusters']} clusters by {settings.get('cluster_by')}"
+    if settings.get("criteria"):
+        text += f"; criteria {', '.join(settings['criteria'])} (pooled here; per criterion in the JSON)"
+    return text
+
+
+def _dataset_line(ds: Mapping[str, Any], cluster_by: str | None = None) -> str:
     text = (
         f"{ds.get('rows', 0)} rows, {ds.get('pairs', 0)} pairs, {len(ds.get('judges') or [])} judge(s), "
         f"{ds.get('human_labelled_pairs', 0)} pairs with human labels"
     )
+    if cluster_by and cluster_by != "none" and ds.get("clusters"):
+        text += (f"; pairs nest in {unit_name(cluster_by, ds['clusters'])}: each figure's interval and "
+                 "test allow for it (its n says in how many, and its design effect: the variance against "
+                 "independent pairs)")
     if ds.get("fold_rules"):
         text += "; verdicts folded from both orders by " + ", ".join(
             f"{k} ({v} rows)" for k, v in ds["fold_rules"].items()
@@ -172,7 +199,8 @@ def _dataset_line(ds: Mapping[str, Any]) -> str:
     return text
 
 
-_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️"}
+# Inconclusive has its own neutral mark and colour, never the ok's green: not shown is not absent.
+_MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️", "inconclusive": "❔"}
 
 
 # render_markdown and render_html build the same page (``page``: build_page's keywords: title,
@@ -225,6 +253,7 @@ text-align:left;vertical-align:top}td.num{font-variant-numeric:tabular-nums;whit
 th{background:#f3f3f3}ul.trust{list-style:none;padding:0}ul.trust li{padding:.35em .6em;margin:.25em 0;
 border-left:5px solid #999;background:#fafafa}li.ok{border-color:#2a8a2a!important}
 li.caution{border-color:#d08000!important}li.info{border-color:#3a6fb0!important}
+li.inconclusive{border-color:#8a8a8a!important;border-left-style:dashed!important;background:#f4f4f4}
 .prov{color:#555}.skipped,.family{color:#666;font-size:.9em}
 .caveat{border-left:5px solid #d08000;background:#fff8ec;padding:.5em .8em}
 figcaption{color:#444;font-size:.9em}
@@ -253,7 +282,8 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
             "<h3>What this judge can be trusted for</h3>",
             "<ul class='trust'>",
         ]
-        parts += [f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
+        parts += [f"<li class='{k}'><b>{e(k)}</b> {e(t)}</li>" if k == "inconclusive" else
+                  f"<li class='{k}'>{e(t)}</li>" for k, t in sec.trust]
         parts.append("</ul>")
         parts += [f"<p class='family'>{e(line)}</p>" for line in (sec.family, sec.tests) if line]
         parts += [
@@ -262,7 +292,9 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
         ]
         parts += [
             f"<tr><td>{e(r['figure'])}</td><td class='num'>{r['value']}</td><td class='num'>{r['ci']}</td>"
-            f"<td class='num'>{r['n']}</td><td>{e(r['meaning'])}</td><td>{e(r['source'])}</td></tr>"
+            # n with its clusters ("915 in 163 prompts, deff 2.16") may wrap; a bare n does not
+            f"<td class='{'num' if r['n'].isdigit() else 'n'}'>{e(r['n'])}</td><td>{e(r['meaning'])}</td>"
+            f"<td>{e(r['source'])}</td></tr>"
             for r in sec.rows
         ] + ["</table>"]
         parts += sections_mod.regression_html(sec.regression_intro, sec.regression)
@@ -314,6 +346,7 @@ def write_report(
     plot_dir: str | Path | None = None,
     multiplicity: str | None = None,
     extras: RunExtras | None = None,
+    margins: Mapping[str, float] | None = None,
     leaderboard: Mapping[str, Any] | None = None,
     leaderboard_plots: str | Path | None = None,
 ) -> tuple[Path, Path]:
@@ -324,7 +357,8 @@ def write_report(
     html_path = Path(html_path)
     md_path = html_path.with_suffix(".md")
     pngs = sorted(Path(plot_dir).glob("*.png")) if plot_dir and Path(plot_dir).is_dir() else []
-    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras)
+    page = build_page(result, title=title, provenance=provenance, multiplicity=multiplicity, extras=extras,
+                      margins=margins)
     tails = _leaderboard_tails(leaderboard, leaderboard_plots, md_path.parent)
     atomic_write_text(html_path, _html(page, {p.stem: p.read_bytes() for p in pngs}, tails[0]))
     atomic_write_text(md_path, _markdown(page, {p.stem: os.path.relpath(p, md_path.parent) for p in pngs},

@@ -41,6 +41,7 @@ def side_by_side(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, 
                 cells.append("")
                 continue
             ci = fmt_ci(est, fig.signed)
+            # n alone: each judge's own table below gives its clusters and design effect
             cells.append(f"{fmt(est['value'], fig.signed)}{' ' + ci if ci else ''} n={est.get('n', '?')}")
         if any(cells):
             rows.append((name, cells))

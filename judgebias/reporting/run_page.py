@@ -49,12 +49,13 @@ class RunExtras:
 
 
 def _cell(e: Mapping[str, Any] | None) -> str:
+    from judgebias.reporting.cluster_text import n_text
     from judgebias.reporting.trust import fmt, fmt_ci
 
     if not e or e.get("value") is None:
         reason = (e or {}).get("skipped")
         return f"n/a ({reason})" if reason else "n/a"
-    return f"{fmt(e['value'], True)} {fmt_ci(e, True)} n={e.get('n', '?')}"
+    return f"{fmt(e['value'], True)} {fmt_ci(e, True)} n={n_text(e) or '?'}"
 
 
 def _ordered(row: Mapping[str, Any]) -> list[str]:

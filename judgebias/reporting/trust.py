@@ -2,19 +2,23 @@
 model): each statement names the figure it rests on and its interval. Whether a statement claims a
 finding (a "caution", a direction) is decided by its test in the judge's declared family of tests
 (``judgebias.reporting.trust_family``), adjusted for the family's size: Holm by default, so that a judge with
-none of the biases gets even one false caution with probability at most 5%. The thresholds (0.9
-position consistency, a 0.05 shift) are reading aids stated in the text, never tests."""
+none of the biases gets even one false caution with probability at most 5%. A statement that no bias
+is there ("ok") needs more than a test that does not reject: the figure's equivalence to its margin
+of practical irrelevance (``judgebias.metrics.margins``), adjusted in the same family; otherwise it is
+"inconclusive" and says the largest effect the data cannot exclude and about how many more units
+would settle it. The 0.9 position consistency is a reading aid stated in the text, never a test."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from judgebias.metrics import margins as M
 from judgebias.multiplicity import NAMES, PROMISE
 from judgebias.reporting.trust_family import STYLE_TERMS, Family, family, mutual_gold
 
 __all__ = ["STYLE_TERMS", "family", "family_note", "family_sentence", "fmt", "fmt_ci", "fmt_p", "mutual_gold",
-           "probe_statements", "statements", "trust_summary"]
+           "probe_statements", "statements", "trust_summary", "unsettled"]
 
 Said = list[tuple[str, str]]
 
@@ -58,11 +62,52 @@ def p_text(fam: Family, key: str) -> str:
     return f"; p{'' if raw < 0.001 else '='}{fmt_p(raw)}, adjusted {fmt_p(adj)}{hint}"
 
 
+def margin_text(fam: Family, key: str, signed: bool = True, pct: bool = False) -> str:
+    """"margin +-0.050" / "margin 0.5 +- 0.030" / "margin: not below -0.050" for a member."""
+    t = fam.test(key)
+    if t is None or t.margin is None or t.width is None:
+        return "no margin declared"
+    null, w = t.margin.null, t.width
+    if t.margin.sides == M.LOWER:
+        return f"margin: not below {fmt(null - w, signed, pct)}"
+    if null:
+        return f"margin {fmt(null, False, pct)} +- {fmt(w, False, pct)}"
+    return f"margin +-{fmt(w, False, pct)}"
+
+
+def settle_text(fam: Family, key: str) -> str:
+    """"about 420 more pairs ... would settle it" by the planner's arithmetic (margins.to_settle)."""
+    t = fam.test(key)
+    if t is None or t.margin is None or t.width is None or t.estimate is None:
+        return ""
+    plan = M.to_settle(t.estimate, t.width, null=t.margin.null, sides=t.margin.sides)
+    if plan is None:
+        return ""
+    if plan["more"] == 0:
+        return f"the interval is narrow enough; the adjustment for {fam.size} tests holds it back"
+    return (f"about {plan['more']:,} more {t.margin.unit} would settle it: {plan['n_needed']:,} in all, "
+            f"more once adjusted for {fam.size} tests")
+
+
+def unsettled(fam: Family, key: str, signed: bool = True, pct: bool = False) -> str:
+    """The inconclusive clause: "up to +0.141 is not excluded (margin +-0.050; about ...)"."""
+    t = fam.test(key)
+    end = None
+    if t is not None and t.estimate is not None:
+        null, sides = (t.margin.null, t.margin.sides) if t.margin is not None else (0.0, M.BOTH)
+        end = M.not_excluded(t.estimate, null=null, sides=sides)
+    plan = settle_text(fam, key)
+    return (f"{fmt(end, signed, pct)} is not excluded ({margin_text(fam, key, signed, pct)}"
+            + (f"; {plan}" if plan else "") + ")")
+
+
 def statements(metrics: Mapping[str, Any], probes: Mapping[str, Any] | None = None, judge: str | None = None,
-               *, mutual_gold: bool = False, method: str | None = None) -> tuple[Said, Family]:
+               *, mutual_gold: bool = False, method: str | None = None,
+               margins: Mapping[str, float] | None = None) -> tuple[Said, Family]:
     """Every statement about one judge (its analyze figures, then its probes) and the family of
-    tests they were decided by; ``method`` None: the analysis's recorded method, else Holm."""
-    fam = family(metrics, probes, judge, mutual_gold=mutual_gold, method=method)
+    tests they were decided by; ``method`` None: the analysis's recorded method, else Holm;
+    ``margins``: margin values overriding those the analysis recorded (else the declared ones)."""
+    fam = family(metrics, probes, judge, mutual_gold=mutual_gold, method=method, margins=margins)
     said = trust_summary(metrics, mutual_gold=mutual_gold, fam=fam)
     if probes and judge is not None:
         said += probe_statements(probes, judge, fam=fam)
@@ -75,19 +120,22 @@ def family_sentence(fam: Family) -> str:
         return "No statement about this judge rests on a test (no figure carries a p-value)."
     return (f"Adjusted for {fam.size} tests ({NAMES[fam.method]}): a caution needs its test to stay "
             f"significant at 5% after adjusting for all {fam.size} tests behind these statements, so "
-            f"{PROMISE[fam.method]}; the intervals are per-figure 95%.")
+            f"{PROMISE[fam.method]}; an ok needs the figure's 95% interval inside its margin of practical "
+            "irrelevance, that equivalence test adjusted the same way; anything else is inconclusive. "
+            "The intervals are per-figure 95%.")
 
 
 def family_note(fam: Family) -> str:
     """The short form for a console line: "cautions adjusted for 21 tests (Holm): ..."."""
     if not fam.size:
         return "no statement rests on a test"
-    return f"cautions adjusted for {fam.size} tests ({NAMES[fam.method]}): {PROMISE[fam.method]}"
+    return (f"cautions adjusted for {fam.size} tests ({NAMES[fam.method]}): {PROMISE[fam.method]}; an ok "
+            "needs the 95% interval inside its margin (equivalence, adjusted alike), else inconclusive")
 
 
 def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
                   fam: Family | None = None) -> Said:
-    """(kind, statement) pairs for one judge; kind is "ok", "caution" or "info". ``fam``: the
+    """(kind, statement) pairs for one judge; kind is "ok", "caution", "inconclusive" or "info". ``fam``: the
     judge's family of tests (default: the tests of these figures alone, for a judge without probes)."""
     fam = fam if fam is not None else family(metrics, mutual_gold=mutual_gold)
     out: Said = _order(metrics, fam)
@@ -103,9 +151,14 @@ def trust_summary(metrics: Mapping[str, Any], *, mutual_gold: bool = False,
                         " of pairs; one annotator agrees with the others on "
                         f"{fmt(ceiling['value'], pct=True)} "
                         f"{figure}; not a substitute for human labels on this kind of data."))
-        else:
+        elif sign > 0 or fam.equivalent("human_ceiling"):
             how = "more often than" if sign > 0 else "about as often as"
             out.append(("ok", f"Humans: agrees with the annotators {how} another annotator does {figure}."))
+        else:
+            out.append(("inconclusive",
+                        "Humans: not detectably below one annotator's agreement with the others, but a gap "
+                        f"as large as {unsettled(fam, 'human_ceiling')} {figure}; not yet shown to be a "
+                        "substitute for human labels."))
     elif agree:
         out.append(
             (
@@ -155,34 +208,80 @@ def _order(metrics: Mapping[str, Any], fam: Family) -> Said:
                  + (f"; {consistency}" if consistency else "")
                  + "; judge every pair in both orders and fold them (single-order verdicts are unreliable).")]
     steady = not pc or pc["value"] >= CONSISTENT
-    text = "Order: no position bias detectable" + (f" {figure}" if figure else "")
+    shown = fam.equivalent("order")
+    if shown:
+        text = f"Order: no position bias beyond its margin ({margin_text(fam, 'order', False)})"
+    elif fam.p("order") is not None:
+        text = ("Order: no position bias detectable, but P(first shown wins) of "
+                + unsettled(fam, "order", False))
+    else:
+        text = "Order: no test of position bias (no per-order P(first shown wins))"
+    text += f" {figure}" if figure else ""
     if consistency:
         text += f"; {consistency}"
     text += "." if steady else ("; its choices change with the order without favouring a position "
                                 "(noise): read verdicts folded over both orders.")
-    return [("ok" if steady else "info", text)]
+    if fam.p("order") is None:  # consistency alone describes; it shows no absence of a bias
+        return [("info", text)]
+    return [("ok" if steady else "info", text) if shown else ("inconclusive", text)]
 
 
 def _preference(metrics: Mapping[str, Any], kind: str, title: str, whose: str, fam: Family) -> Said:
-    """EO against humans when there is one; else DP, which mixes bias with quality."""
+    """EO against humans when there is one; else DP, which mixes bias with quality. The evaluator
+    quality baseline, where computed, says whether the preference goes beyond the judge's competence."""
     key = f"{kind}_preference_eo"
     eo, dp = metrics.get(key), metrics.get(f"{kind}_preference_dp")
+    sign = fam.rejects(key) if eo else 0
+    competence, beyond = _competence(metrics, kind, sign, fam)
     if eo:
-        sign = fam.rejects(key)
-        text = {
-            1: f"favours {whose} beyond their quality",
-            -1: f"is harder on {whose} than humans",
-            0: f"no preference for {whose} detectable against humans",
-        }[sign]
-        return [("caution" if sign else "ok",
-                 f"{title}: {text} (EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}"
-                 f"{p_text(fam, key)}).")]
+        figure = f"(EO {fmt(eo['value'], True)} {fmt_ci(eo, True)}, n={eo['n']}{p_text(fam, key)})"
+        if sign or beyond:
+            text = (f"favours {whose} beyond their quality" if sign > 0
+                    else f"is harder on {whose} than humans" if sign < 0
+                    else f"no preference for {whose} detectable against humans")
+            return [("caution", f"{title}: {text} {figure}{competence}.")]
+        if fam.p(key) is None:
+            return [("inconclusive",
+                     f"{title}: no test of a preference for {whose} (too few units) {figure}{competence}.")]
+        if fam.equivalent(key):
+            return [("ok", f"{title}: no preference for {whose} beyond its {margin_text(fam, key)} against "
+                           f"humans {figure}{competence}.")]
+        return [("inconclusive", f"{title}: no preference for {whose} detectable against humans, but one "
+                                 f"as large as {unsettled(fam, key)} {figure}{competence}.")]
+    if competence:
+        return [("caution" if beyond else "info", f"{title}: {competence.removeprefix('; ')}.")]
     if dp:
         return [("info",
                  f"{title}: picks {whose} in {fmt(dp.get('p_own'), pct=True)} of {dp['n']} pairs "
                  f"(DP {fmt(dp['value'], True)} {fmt_ci(dp, True)}); without human labels this mixes "
                  "bias with real quality.")]
     return []
+
+
+def _competence(metrics: Mapping[str, Any], kind: str, eo_sign: int, fam: Family) -> tuple[str, bool]:
+    """The evaluator-quality-baseline clause ("; ..." or "") and whether it claims a preference beyond
+    competence (its adjusted test rejects above 0). EO significant but EQB not: explained by competence."""
+    key = f"{kind}_preference_eqb"
+    eqb = metrics.get(key)
+    if not eqb or eqb.get("value") is None:
+        return "", False
+    own = "its own" if kind == "self" else "its family's"
+    figure = (f"(EQB {fmt(eqb['value'], True)} {fmt_ci(eqb, True)}, n={eqb['n']} question-opponent pairs"
+              f"{p_text(fam, key)})")
+    same = f"on the same questions it votes for {own} wrong answers"
+    sign = fam.rejects(key)
+    if sign > 0:
+        return (f"; beyond its own competence: {same} more often than for other models' wrong answers beaten "
+                f"by the same opponent {figure}"), True
+    if sign < 0:
+        return (f"; {same} less often than for other models' wrong answers beaten by the same opponent "
+                f"{figure}"), False
+    if eo_sign > 0:
+        return (f"; explained by its competence: {same} no detectably more often than for other models' "
+                f"wrong answers beaten by the same opponent {figure}, so it misjudges the questions it gets "
+                "wrong itself, whoever wrote the answer"), False
+    return (f"; on the same questions no difference detectable between its votes for {own} wrong answers "
+            f"and for other models' wrong answers beaten by the same opponent {figure}"), False
 
 
 def _dbg(dbg: Mapping[str, Any] | None, key: str, whose: str, mutual_gold: bool, fam: Family) -> Said:
@@ -232,45 +331,66 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any], fam: Fam
     return out
 
 
-# A reading aid, stated in the text: a shift of P(A) under this is reported as detectable but
-# small. On dozens of pairs a judge whose P(A) barely moves (0.004, say) can have an interval that
-# excludes 0; "moved by a fake citation" would overstate it.
-MATERIAL_SHIFT = 0.05
-
-
 def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None = None) -> Said:
-    """What the probes say about one judge: perturbations whose adjusted shift test rejects (those
-    under ``MATERIAL_SHIFT`` apart), and self-recognition against chance. ``fam``: the judge's whole
-    family (``statements``); default: the probes' tests alone."""
+    """What the probes say about one judge: perturbations whose adjusted shift test rejects (a
+    caution from the shift's margin up, information under it), those shown to stay inside their
+    margin (ok), those neither (inconclusive: the shift not excluded), and self-recognition against
+    chance. ``fam``: the judge's whole family (``statements``); default: the probes' tests alone."""
     fam = fam if fam is not None else family({}, probes, judge)
     out: Said = []
     pert = probes.get("perturbations") or {}
     figures = (pert.get("judges") or {}).get(judge) or {}
-    moved, small = [], []
+    moved, small, inside, unsure = [], [], [], []
+    material = 0.0
     for tag, entry in figures.items():
         shift = entry.get("shift") or {}
-        if shift.get("value") is not None and fam.rejects(f"perturbation:{tag}"):
-            what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
-            piece = (f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, shift "
-                     f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}"
-                     f"{p_text(fam, f'perturbation:{tag}')})")
-            (moved if abs(shift["value"]) >= MATERIAL_SHIFT else small).append(piece)
+        key = f"perturbation:{tag}"
+        if shift.get("value") is None or fam.p(key) is None:
+            continue
+        what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
+        rate = entry.get("robustness_rate") or {}
+        kept = (f", verdicts unchanged on {fmt(rate['value'], pct=True)}" if rate.get("value") is not None
+                else "")
+        figure = (f"shift {fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}{kept}"
+                  f"{p_text(fam, key)}")
+        t = fam.test(key)
+        width = t.width if t is not None and t.width is not None else 0.0
+        material = max(material, width)
+        verdict = fam.verdict(key)
+        if verdict == M.CAUTION:
+            piece = f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, {figure})"
+            (moved if abs(shift["value"]) >= width else small).append(piece)
+        elif verdict == M.OK:
+            inside.append(f"{tag.split('@')[0]} ({figure})")
+        else:
+            unsure.append(f"{what}: a shift as large as {unsettled(fam, key)} ({figure})")
+    band = f"{material:.2f}" if material else "its margin"
     if moved:
-        out.append(("caution", f"Perturbations (CALM) that move its P(A) by {MATERIAL_SHIFT} or more: "
+        out.append(("caution", f"Perturbations (CALM) that move its P(A) by {band} or more: "
                     + "; ".join(moved) + "."))
     if small:
-        out.append(("info", f"Perturbations (CALM) with a detectable shift under {MATERIAL_SHIFT} "
-                    "(the size is a reading aid; the test is adjusted): " + "; ".join(small) + "."))
-    if figures and not moved and not small:
-        out.append(("ok", f"None of the {len(figures)} perturbations tried (CALM) moved it detectably."))
+        out.append(("info", f"Perturbations (CALM) with a detectable shift under their margin of {band} "
+                    "(the test is adjusted): " + "; ".join(small) + "."))
+    if inside:
+        lead = (f"All {len(figures)} perturbations tried" if len(inside) == len(figures)
+                else f"{len(inside)} of the {len(figures)} perturbations tried")
+        out.append(("ok", f"{lead} (CALM) left its P(A) within +-{band} (each 95% interval inside): "
+                    + "; ".join(inside) + "."))
+    if unsure:
+        out.append(("inconclusive", f"Perturbations (CALM) with no detectable shift that the data cannot yet "
+                    f"call harmless ({len(unsure)} of {len(figures)}): " + "; ".join(unsure) + "."))
     rec_judges = (probes.get("self_recognition") or {}).get("judges") or {}
     rec = (rec_judges.get(judge) or {}).get("self_recognition")
     if rec and rec.get("value") is not None:
         sign = fam.rejects("self_recognition")
-        text = {1: "tells its own answers apart", -1: "picks the other answer as its own",
-                0: "does not recognise its own answers beyond chance"}[sign]
-        out.append(("info", f"Self-recognition: {text} ({fmt(rec['value'], pct=True)} of {rec['n']} "
-                            f"pairs {fmt_ci(rec, False, pct=True)}{p_text(fam, 'self_recognition')}; "
-                            "Panickssery et al. link this to "
-                            "self-preference)."))
+        figure = (f"({fmt(rec['value'], pct=True)} of {rec['n']} pairs {fmt_ci(rec, False, pct=True)}"
+                  f"{p_text(fam, 'self_recognition')}; Panickssery et al. link this to self-preference)")
+        if sign or fam.equivalent("self_recognition") or fam.p("self_recognition") is None:
+            text = {1: "tells its own answers apart", -1: "picks the other answer as its own",
+                    0: "does not recognise its own answers beyond chance"}[sign]
+            out.append(("info", f"Self-recognition: {text} {figure}."))
+        else:
+            high = unsettled(fam, "self_recognition", signed=False, pct=True)
+            out.append(("inconclusive", "Self-recognition: not detectably better than chance, but an "
+                                        f"accuracy as high as {high} {figure}."))
     return out

@@ -17,16 +17,23 @@ pwprobe:<tag>            probes ... <tag>.score_shift (t-test)  the variant does
 
 ``score_self_preference.dp`` (own minus others, raw) mixes bias with the quality of the judge's own
 responses: it is shown, never claimed.
+
+Three verdicts, as on the pairwise side (``judgebias.reporting.trust_family``): each test's figure is
+read against its margin of practical irrelevance (``judgebias.metrics.margins.POINTWISE_MARGINS``: 5%
+of the score scale's range, the range read off ``score_distribution``'s levels), its equivalence
+p-values adjusted in the same family; "ok" only where that test rejects, "inconclusive" otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
-from judgebias.multiplicity import HOLM, adjust, check_method
-from judgebias.reporting.trust import Said, fmt, fmt_ci, p_text
-from judgebias.reporting.trust_family import Family, Test, p_value_of, sign_of
+from judgebias.metrics.margins import POINTWISE_MARGINS, Margin
+from judgebias.multiplicity import HOLM, check_method
+from judgebias.reporting.trust import Said, fmt, fmt_ci, margin_text, p_text, unsettled
+from judgebias.reporting.trust_family import Family, Test, build, p_value_of, sign_of, with_margin
 
 LI_2025 = "Li et al. 2025"
 # Figure key -> (row label, meaning, source, signed); the order of the page's rows.
@@ -96,48 +103,72 @@ def _probe_figures(probes: Mapping[str, Any] | None, judge: str) -> Mapping[str,
     return (((probes or {}).get("judges") or {}).get(judge)) or {}
 
 
-def declare(figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str) -> Iterator[Test]:
+def scale_range(figures: Mapping[str, Any]) -> float | None:
+    """The score scale's range (max - min) of the judge, from ``score_distribution``'s levels; None
+    when unknown (then no scale-share margin, so no ok)."""
+    levels = (figures.get("score_distribution") or {}).get("levels")
+    return float(levels - 1) if isinstance(levels, (int, float)) and levels > 1 else None
+
+
+def pointwise_margins(overrides: Mapping[str, float] | None = None) -> dict[str, Margin]:
+    """The declared pointwise margins with the values ``--margin`` gave instead (unknown keys: the
+    pairwise figures' own, ignored here)."""
+    return {k: replace(m, value=float(overrides[k])) if k in (overrides or {}) else m
+            for k, m in POINTWISE_MARGINS.items()}
+
+
+def declare(figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str,
+            margins: Mapping[str, float] | None = None) -> Iterator[Test]:
+    bands, scale = pointwise_margins(margins), scale_range(figures)
     for key in CLAIMED:
         est = _at(figures, key)
         if est is not None and p_value_of(est) is not None:
-            yield Test(key, key, p_value_of(est), sign_of(est["value"]))
+            test = Test(key, key, p_value_of(est), sign_of(est["value"]))
+            yield with_margin(test, bands.get(key), est, scale)
     for tag, entry in _probe_figures(probes, judge).items():
         shift = entry.get("score_shift") or {}
         if shift.get("value") is not None and p_value_of(shift) is not None:
-            yield Test(f"pwprobe:{tag}", f"pointwise_probes.{tag}.score_shift", p_value_of(shift),
-                       sign_of(shift["value"]))
+            test = Test(f"pwprobe:{tag}", f"pointwise_probes.{tag}.score_shift", p_value_of(shift),
+                        sign_of(shift["value"]))
+            yield with_margin(test, bands["pwprobe_score_shift"], shift, scale)
 
 
 def pointwise_family(
-    figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str, method: str | None = None
+    figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str, method: str | None = None,
+    margins: Mapping[str, float] | None = None,
 ) -> Family:
-    m = check_method(method or HOLM)
-    tests = tuple(declare(figures, probes, judge))
-    return Family(m, tests, tuple(adjust([t.p_value for t in tests], m)))
+    return build(check_method(method or HOLM), tuple(declare(figures, probes, judge, margins)))
 
 
 def pointwise_statements(
-    figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str, method: str | None = None
+    figures: Mapping[str, Any], probes: Mapping[str, Any] | None, judge: str, method: str | None = None,
+    margins: Mapping[str, float] | None = None,
 ) -> tuple[Said, Family]:
-    """(kind, statement) pairs about one pointwise judge and the family they were decided by."""
-    fam = pointwise_family(figures, probes, judge, method)
+    """(kind, statement) pairs about one pointwise judge and the family they were decided by;
+    ``margins``: values overriding the declared pointwise margins (shares of the scale)."""
+    fam = pointwise_family(figures, probes, judge, method, margins)
     out: Said = []
 
     def said(key: str, unit: str = "") -> str:
         est = _at(figures, key) or {}
         return f"{fmt(est['value'], True)}{unit} {fmt_ci(est, True)}, n={est['n']}{p_text(fam, key)}"
 
+    def absent(key: str, what: str) -> tuple[str, str]:
+        """ok where equivalence is shown, else inconclusive with the effect not excluded."""
+        if fam.equivalent(key):
+            return "ok", f"{what} beyond its {margin_text(fam, key)} ({said(key)})"
+        return "inconclusive", (f"{what} detectable, but one as large as {unsettled(fam, key)} "
+                                f"({said(key)})")
+
     bias = _at(figures, "score_bias_human")
     if bias is not None:
         sign = fam.rejects("score_bias_human")
-        text = {
-            1: "scores higher than the humans",
-            -1: "scores lower than the humans",
-            0: "no detectable difference from the humans' mean score",
-        }[sign]
-        out.append(
-            ("caution" if sign else "ok", f"Against human scores: {text} ({said('score_bias_human')}).")
-        )
+        if sign:
+            text = "scores higher than the humans" if sign > 0 else "scores lower than the humans"
+            out.append(("caution", f"Against human scores: {text} ({said('score_bias_human')})."))
+        else:
+            kind, text = absent("score_bias_human", "no difference from the humans' mean score")
+            out.append((kind, f"Against human scores: {text}."))
     for key, what in (
         ("score_self_preference.eo", "its own responses"),
         ("score_family_preference", "its family's responses"),
@@ -155,36 +186,42 @@ def pointwise_statements(
                 )
             )
         else:
-            out.append(("ok", f"No detectable score preference for {what} ({said(key)})."))
+            kind, text = absent(key, f"no score preference for {what}")
+            out.append((kind, text[0].upper() + text[1:] + "."))
     if _at(figures, "score_verbosity") is not None and fam.rejects("score_verbosity"):
         out.append(
             ("caution", f"Its score errors grow with length ({said('score_verbosity')} per 100 words).")
         )
-    moved, pfig = [], _probe_figures(probes, judge)
+    moved, inside, unsure, pfig = [], [], [], _probe_figures(probes, judge)
     descriptions = (probes or {}).get("probes") or {}
     for tag, entry in pfig.items():
         shift = entry.get("score_shift") or {}
-        if shift.get("value") is not None and fam.rejects(f"pwprobe:{tag}"):
-            what = descriptions.get(tag, {}).get("description", tag)
-            rate = entry.get("unchanged_rate") or {}
-            kept = f", {fmt(rate['value'], pct=True)} unchanged" if rate.get("value") is not None else ""
-            moved.append(
-                f"{what} ({'higher' if shift['value'] > 0 else 'lower'}, shift "
-                f"{fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}{kept}"
-                f"{p_text(fam, f'pwprobe:{tag}')})"
-            )
+        key = f"pwprobe:{tag}"
+        if shift.get("value") is None or fam.p(key) is None:
+            continue
+        what = descriptions.get(tag, {}).get("description", tag)
+        rate = entry.get("unchanged_rate") or {}
+        kept = f", {fmt(rate['value'], pct=True)} unchanged" if rate.get("value") is not None else ""
+        figure = (f"shift {fmt(shift['value'], True)} {fmt_ci(shift, True)}, n={shift['n']}{kept}"
+                  f"{p_text(fam, key)}")
+        if fam.rejects(key):
+            moved.append(f"{what} ({'higher' if shift['value'] > 0 else 'lower'}, {figure})")
+        elif fam.equivalent(key):
+            inside.append(f"{tag.split('@')[0]} ({figure})")
+        else:
+            unsure.append(f"{what}: a shift as large as {unsettled(fam, key)} ({figure})")
     if moved:
         out.append(
             ("caution", f"Scoring perturbations that move its scores ({LI_2025}): " + "; ".join(moved) + ".")
         )
-    elif pfig:
-        out.append(
-            (
-                "ok",
-                f"None of the {len(pfig)} scoring perturbations tried ({LI_2025}) moved its scores "
-                "detectably.",
-            )
-        )
+    if inside:
+        lead = f"All {len(pfig)}" if len(inside) == len(pfig) else f"{len(inside)} of the {len(pfig)}"
+        out.append(("ok", f"{lead} scoring perturbations tried ({LI_2025}) left its scores within their "
+                          "margin (each 95% interval inside): " + "; ".join(inside) + "."))
+    if unsure:
+        out.append(("inconclusive", f"Scoring perturbations ({LI_2025}) with no detectable shift that the "
+                    f"data cannot yet call harmless ({len(unsure)} of {len(pfig)}): "
+                    + "; ".join(unsure) + "."))
     ppc = _at(figures, "pointwise_pairwise_consistency")
     if ppc is not None:
         out.append(

@@ -123,7 +123,7 @@ def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
 
     gc.collect()  # the previous stage's fine-tuned model (and a peft wrapper's reference cycles) goes first
     spec = ref.to_spec(name=name)
-    if loaded is None and spec.backend == "local" and not spec.factory:
+    if loaded is None and spec.can("in_process"):
         loaded = resident_model(spec)
     inner = build_backend(spec, loaded=loaded)
     try:

@@ -34,10 +34,10 @@ def finetune_generator(
     def compute(info: dict) -> dict:
         ft = cfg.ablations.finetune
         g = cfg.generator(generator)
-        if g.backend != "local":
+        if not g.can("finetune"):
             raise ValueError(
-                f"ablations.finetune: generator {generator!r} is an API model; only local models "
-                "can be fine-tuned"
+                f"ablations.finetune: generator {generator!r} runs on backend {g.backend!r}, which "
+                "cannot be fine-tuned; only local models can be"
             )
         data = bundled_file(BUNDLED_SFT_DATA[ft.data]) if ft.data in BUNDLED_SFT_DATA else Path(ft.data)
         examples = load_sft_data(data, ft.train_size, ft.seed)

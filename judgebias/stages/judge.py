@@ -107,7 +107,7 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     from judgebias.prompts import judge_template
 
     j = cfg.judge(judge)
-    if j.backend != "local" or j.dtype not in REDUCED_PRECISION:
+    if not j.can("in_process") or j.dtype not in REDUCED_PRECISION:
         return None
 
     def compute(_: dict) -> dict:

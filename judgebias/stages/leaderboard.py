@@ -59,7 +59,8 @@ def compute_leaderboard(
     def compute(_: dict) -> dict:
         judges = sorted({str(j) for j in table["judge"].dropna()})
         result = leaderboard(table, self_map=cfg.own_generators(), reps=REPS, seed=cfg.dataset.seed,
-                             audit=metrics.get("judges") or {}, timing=judging_time(store, judges, variant))
+                             audit=metrics.get("judges") or {}, timing=judging_time(store, judges, variant),
+                             cluster_by=cfg.analyses.cluster_by)
         save_leaderboard_figures(leaderboard_figures(result), store.path(variant.leaderboard_plots))
         best = result["recommendation"].get("recommended")
         progress(f"leaderboard of {len(gens)} generators; "

@@ -70,10 +70,10 @@ def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame)
 def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFrame,
                 judge: str) -> pd.DataFrame:
     """One row per pair: the judge's folded verdict and P(A) before and after the perturbation."""
-    keep = ["pair_id", "verdict", "p_a"]
+    keep = ["pair_id", "verdict", "p_a", "prompt"]  # the prompt: the pairs' clusters (metrics.robustness)
     b = before[[c for c in keep if c in before.columns]].rename(
         columns={"pair_id": "source_pair_id", "verdict": "verdict_before", "p_a": "p_a_before"})
-    a = after[[c for c in keep if c in after.columns]].rename(
+    a = after[[c for c in keep[:3] if c in after.columns]].rename(
         columns={"verdict": "verdict_after", "p_a": "p_a_after"})
     meta = perturbed[["pair_id", "source_pair_id", "perturbation", "perturbed_side"]]
     rows = meta.merge(a, on="pair_id", how="left").merge(b, on="source_pair_id", how="left")

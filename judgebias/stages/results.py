@@ -122,6 +122,7 @@ def compute_metrics(
             self_map=cfg.own_generators(),
             gold=gold if gold else None,
             human_as_gold=cfg.gold.human_as_gold,
+            cluster_by=cfg.analyses.cluster_by,
         )
         _plots(result, store.path(variant.plots))
         progress(f"metrics for {len(result['judges'])} judge(s)")
