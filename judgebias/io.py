@@ -114,3 +114,53 @@ def write_table(df: pd.DataFrame, path: str | Path) -> Path:
             tmp.unlink(missing_ok=True)
             raise
     return path
+
+
+USAGE_SUFFIX = ".usage.json"
+
+
+def usage_path(table: str | Path) -> Path:
+    """Where a judgment table's judging record lives: ``<table>.usage.json`` beside it (a JSONL
+    table has no metadata of its own, and both formats keep it the same way)."""
+    table = Path(table)
+    return table.with_name(table.name + USAGE_SUFFIX)
+
+
+def read_usage(table: str | Path) -> dict:
+    """The judging record of ``table`` (``{"judges": {judge: {...}}}``), empty when there is none;
+    a record that is not such JSON is an error naming the file."""
+    path = usage_path(table)
+    if not path.exists():
+        return {"judges": {}}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a judging record ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("judges"), dict):
+        raise ValueError(f"{path}: not a judging record (no 'judges' mapping)")
+    return doc
+
+
+def write_usage(table: str | Path, judges: dict) -> Path:
+    """Write (or update) the judging record of ``table``: ``judges`` replace their own entries, the
+    others are kept. Written to a temp file then moved."""
+    path = usage_path(table)
+    doc = read_usage(table)
+    doc["judges"].update(_finite(judges))
+    with naming_full_disk(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=2, allow_nan=False, default=_jsonable) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def _finite(value):
+    """NaN and infinities as None (JSON has neither), through nested mappings and lists."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    return value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -192,6 +192,56 @@ def _explain_judgment(pair: Pair, order: Order, judge: str, tag: str, text: str,
     return Judgment(**base, p_first=p_first, p_second=1.0 - p_first, verdict_shown=verdict, usage=usage)
 
 
+def _prompts(items: Sequence[tuple[Pair, Order]], template: JudgeTemplate, chat: bool) -> list[Prompt]:
+    return [template.build(pair.prompt, *pair.shown(order), chat=chat) for pair, order in items]
+
+
+@dataclass(frozen=True)
+class JudgingPlan:
+    """The first calls a judging run will send (the prompts not in the call cache, each once) and
+    how many it will not (in the cache, or repeating another). An explain-first template makes a
+    second call per answer with a verdict: the prompt again with the explanation as the answer's
+    start."""
+
+    prompts: list[Prompt]
+    cached: int
+    explain_first: bool
+
+
+def judging_plan(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate, *,
+                 chat: bool | None = None, params: GenerationParams | None = None) -> JudgingPlan:
+    """What ``judge_pairs`` with the same arguments would send, without sending it."""
+    chat = uses_chat(backend, chat)
+    runner = for_template(backend, template.tag(chat))
+    prompts = _prompts([(pair, order) for pair in pairs for order in ORDERS], template, chat)
+    missing = getattr(runner, "missing", None)
+    if missing is None:  # no call cache: every prompt goes out
+        todo = list(range(len(prompts)))
+    elif template.explain_first:
+        params = params or GenerationParams(max_new_tokens=512)
+        todo = missing("generate", runner.generate_payloads(prompts, params))
+    else:
+        todo = missing("score_options", runner.score_payloads(prompts, template.options))
+    return JudgingPlan([prompts[i] for i in todo], len(prompts) - len(todo), template.explain_first)
+
+
+def plan_cost(plan: JudgingPlan, *, score_max_tokens: int, max_new_tokens: int, tokenizer=None,
+              counted_with: str, price=None):
+    """The ``pricing.CostEstimate`` of ``plan``: its prompts' tokens (``pricing.count_prompt_tokens``)
+    and the most output tokens the calls may produce (``score_max_tokens`` a scoring call; with an
+    explain-first template, ``max_new_tokens`` of explanation and a scoring call whose prompt is the
+    prompt plus that explanation at its longest: an upper bound)."""
+    from judgebias.backends import pricing
+
+    tokens = pricing.count_prompt_tokens(plan.prompts, tokenizer)
+    if not plan.explain_first:
+        return pricing.estimate(tokens, score_max_tokens, cached=plan.cached, counted_with=counted_with,
+                                price=price)
+    calls = [*tokens, *(t + max_new_tokens for t in tokens)]
+    est = pricing.estimate(calls, 0, cached=plan.cached, counted_with=counted_with, price=price)
+    return replace(est, max_completion_tokens=len(tokens) * (max_new_tokens + score_max_tokens))
+
+
 def judge_pairs(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate, *,
                 judge: str | None = None, chat: bool | None = None,
                 params: GenerationParams | None = None, chunk_size: int = 256,
@@ -202,7 +252,7 @@ def judge_pairs(pairs: Sequence[Pair], backend: Backend, template: JudgeTemplate
     tag = template.tag(chat)
     runner = for_template(backend, tag)
     items = [(pair, order) for pair in pairs for order in ORDERS]
-    prompts = [template.build(pair.prompt, *pair.shown(order), chat=chat) for pair, order in items]
+    prompts = _prompts(items, template, chat)
     total = len(items) * (2 if template.explain_first else 1)
     done = 0
 

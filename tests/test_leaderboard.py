@@ -296,6 +296,7 @@ def test_cli_on_pandalm(tmp_path):
     assert "leaderboard.raw.pandalm-7b.llama-7b.strength" in logged.data.metrics
     assert logged.data.params["leaderboard.recommended"] == r["recommended"]
     assert logged.data.metrics["leaderboard.planner.labels_needed"] == r["planner"]["labels_needed"]
+    assert logged.data.metrics["leaderboard.timing.gpt-3.5-turbo.usd_per_1000"] == 1.5
     names = {a.path for a in client.list_artifacts(logged.info.run_id)}
     assert "leaderboard.json" in names and "plots" in names
 

@@ -30,8 +30,9 @@ def test_a_judge_entry_and_its_spec_agree_field_by_field():
     spec = entry.to_spec(cache_dir="/tmp/calls")
     assert type(spec) is JudgeSpec
     shared = {f.name for f in dataclasses.fields(JudgeSpec)} & set(JudgeConfig.model_fields)
-    # name, model, backend, base_url, api_key_env, batch_size, dtype, quantize, option_tokenizer, template
-    assert len(shared) == 10, shared
+    # name, model, backend, base_url, api_key_env, batch_size, dtype, quantize, option_tokenizer,
+    # concurrency, rpm, tpm, template
+    assert len(shared) == 13, shared
     assert {k: getattr(spec, k) for k in shared} == {k: getattr(entry, k) for k in shared}
     assert spec.chat is False and spec.cache_dir == "/tmp/calls"
 
@@ -42,6 +43,26 @@ def test_an_api_entry_and_its_spec_agree():
     spec = entry.to_spec(name="renamed")
     assert (spec.name, spec.backend, spec.base_url, spec.api_key_env, spec.option_tokenizer, spec.chat) == (
         "renamed", "openai", URL, "MY_KEY", "smollm2-135m-instruct", None)
+    assert (spec.concurrency, spec.rpm, spec.tpm) == ("adaptive", None, None)
+    paced = JudgeConfig(**{**entry.model_dump(), "concurrency": 16, "rpm": 500, "tpm": 200_000}
+                        ).to_spec(name="renamed")
+    assert (paced.concurrency, paced.rpm, paced.tpm) == (16, 500, 200_000)
+    assert paced.model_key() == spec.model_key()  # how the calls go out, not what answers them
+
+
+def test_concurrency_and_budgets_belong_to_api_entries_and_stay_out_of_the_run_hash():
+    with pytest.raises(ValueError, match="concurrency/rpm/tpm only apply to backend 'openai'"):
+        JudgeConfig(name="j", model="m", concurrency=8)
+    with pytest.raises(ValueError, match="concurrency/rpm/tpm only apply to backend 'openai'"):
+        ModelSpec(name="j", model="m", rpm=100)
+    with pytest.raises(ValueError, match="must be 'adaptive' or a whole number"):
+        ModelSpec(name="j", model="m", backend="openai", concurrency=0)
+    base = {"name": "x", "dataset": {"source": "mt-bench-40", "sample": 2},
+            "generators": [{"name": "g", "model": "smollm2-135m-instruct"},
+                           {"name": "h", "model": "gemma-3-270m"}],
+            "judges": [{"name": "j", "model": "gpt-x", "backend": "openai", "base_url": URL}]}
+    paced = {**base, "judges": [{**base["judges"][0], "concurrency": 32, "rpm": 500, "tpm": 1e5}]}
+    assert parse_config(base).config_hash() == parse_config(paced).config_hash()
 
 
 def test_generator_and_rewriter_entries_give_plain_model_specs():

@@ -47,7 +47,7 @@ def to_judgment(pair: Pair, order: str, s: OptionScores, judge: str) -> Judgment
 def test_real_server_judges_pairs_in_both_orders(transformers_server, tmp_path):
     # 3 new tokens are room for "A" plus a newline; fewer tokens keep the test quick on 2 cores.
     inner = OpenAICompatBackend(transformers_server["model"], transformers_server["base_url"], name="smollm2",
-                                max_concurrency=2, max_tries=2, backoff_s=0.2, timeout_s=60,
+                                concurrency=2, max_tries=2, backoff_s=0.2, timeout_s=60,
                                 score_max_tokens=3)
     judge = CachedBackend(inner, ResponseCache(tmp_path / "cache"), template_version="test-v1")
     orders = ("ab", "ba")

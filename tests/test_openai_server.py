@@ -194,7 +194,7 @@ def test_endpoint_down_fails_fast_with_its_address():
 
 def test_bad_request_is_a_per_item_error_without_retry(scripted):
     scripted.then(400, {"error": {"message": "context length exceeded"}})
-    b = backend_for(scripted, max_concurrency=1)
+    b = backend_for(scripted, concurrency=1)
     first, second = b.score_options([PROMPT, PROMPT], ["A", "B"])
     assert "HTTP 400" in first.error and "context length" in first.error and math.isnan(first.probs["A"])
     assert second.error is None and len(scripted.requests) == 2
@@ -212,7 +212,7 @@ def test_rejected_key_is_a_clear_config_error(scripted, monkeypatch):
 
 def test_concurrency_is_bounded(scripted):
     scripted.delay_s = 0.15
-    b = backend_for(scripted, max_concurrency=2)
+    b = backend_for(scripted, concurrency=2)
     out = b.score_options([PROMPT] * 6, ["A", "B"])
     assert all(s.error is None for s in out) and len(scripted.requests) == 6
     assert scripted.peak == 2
@@ -221,7 +221,7 @@ def test_concurrency_is_bounded(scripted):
 def test_server_rejecting_logprobs_falls_back_to_verdicts(scripted):
     scripted.then(400, {"error": {"message": "logprobs is not supported with this model"}})
     scripted.default = (200, payload("synthetic_explain_first_verdict_only"), {})
-    b = backend_for(scripted, max_concurrency=1)
+    b = backend_for(scripted, concurrency=1)
     out = b.score_options([PROMPT, PROMPT], ["A", "B"])
     assert all(s.verdict_only and s.probs == {"A": 0.0, "B": 1.0} for s in out)
     assert [("logprobs" in r) for r in scripted.requests] == [True, False, False]
@@ -280,7 +280,7 @@ def test_server_without_a_completions_route_says_what_fewshot_prompts_need(scrip
 
 def test_endpoint_without_prompt_logprobs_says_so_once(scripted):
     scripted.default = (200, payload("transformers_serve_completions_echo_ignored"), {})
-    b = backend_for(scripted, max_concurrency=1)
+    b = backend_for(scripted, concurrency=1)
     ctx = Prompt.raw("The capital of France is")
     out = b.continuation_logprobs([ctx, ctx, ctx], [" Paris", " Rome", " Lyon"])
     assert all("endpoint does not return prompt logprobs" in t.error and t.logprobs == () for t in out)
@@ -299,7 +299,7 @@ def test_cache_over_a_real_socket(scripted, tmp_path):
 def test_secrets_stay_out_of_identity_repr_and_pickles(monkeypatch):
     monkeypatch.setenv("JB_TEST_KEY", "sk-secret-abc123")
     b = OpenAICompatBackend("gpt-4o-mini", "https://api.example.com/v1/", api_key_env="JB_TEST_KEY",
-                            max_concurrency=8, max_tries=9, timeout_s=3)
+                            concurrency=8, max_tries=9, timeout_s=3)
     b.client()
     assert b.identity()["base_url"] == "https://api.example.com/v1"
     for text in (json.dumps(b.identity()), repr(b), pickle.dumps(b).decode("latin-1")):

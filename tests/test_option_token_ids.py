@@ -86,7 +86,7 @@ def test_backend_gets_exact_probabilities_from_a_vllm_like_server(scripted, vari
     b1, b2 = variants["B"]
     lps = {a1: math.log(0.7), a2: math.log(0.05), b1: math.log(0.2), b2: math.log(0.01)}
     scripted.default = (200, vllm_reply(lps, a1), {})
-    backend = backend_for(scripted, option_tokenizer=ALIAS, max_concurrency=1)
+    backend = backend_for(scripted, option_tokenizer=ALIAS, concurrency=1)
     out = backend.score_options([PROMPT], ["A", "B"])
     assert out[0].probs["A"] == pytest.approx(0.75 / 0.96) and not out[0].bounds
     sent = scripted.requests[0]
@@ -99,7 +99,7 @@ def test_backend_gets_exact_probabilities_from_a_vllm_like_server(scripted, vari
 
 def test_a_server_that_ignores_the_ids_keeps_todays_bounds(scripted, variants):  # noqa: F811
     scripted.default = (200, payload("synthetic_B_outside_top"), {})
-    backend = backend_for(scripted, option_tokenizer=ALIAS, max_concurrency=1)
+    backend = backend_for(scripted, option_tokenizer=ALIAS, concurrency=1)
     out = backend.score_options([PROMPT, PROMPT], ["A", "B"])
     assert all(math.isnan(s.probs["A"]) and s.bounds for s in out)  # a bound, as without the option
     # Detected once: the first prompt asked twice, the second only the usual way.
@@ -110,7 +110,7 @@ def test_a_server_that_ignores_the_ids_keeps_todays_bounds(scripted, variants): 
 def test_a_server_that_refuses_the_ids_is_asked_the_usual_way(scripted, variants):  # noqa: F811
     scripted.then(400, {"error": {"message": "Unrecognized request argument: logprob_token_ids"}})
     scripted.default = (200, payload("synthetic_A_top"), {})
-    backend = backend_for(scripted, option_tokenizer=ALIAS, max_concurrency=1)
+    backend = backend_for(scripted, option_tokenizer=ALIAS, concurrency=1)
     out = backend.score_options([PROMPT], ["A", "B"])
     assert out[0].error is None and not out[0].verdict_only  # log-probs still used, not given up
     assert ["logprob_token_ids" in r for r in scripted.requests] == [True, False]

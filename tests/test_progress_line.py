@@ -15,6 +15,44 @@ from judgebias.exclusions import Exclusions
 from judgebias.table import TableError
 
 
+@pytest.fixture(autouse=True)
+def _stderr_is_a_terminal(monkeypatch, request):
+    """The tests of the line redrawn in place run as on a terminal; those of a log as in a file."""
+    if "in_a_log" not in request.node.name:
+        monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+
+
+def test_in_a_log_one_line_every_n_seconds_with_a_newline(capsys, monkeypatch):
+    monkeypatch.setenv(progress.ENV_LOG_SECONDS, "30")
+    now = [100.0]
+    report = progress.counter("judging 200 pairs x 2 orders", clock=lambda: now[0])
+    for t, done in ((101.0, 10), (110.0, 50), (131.5, 128), (140.0, 200), (190.0, 400)):
+        now[0] = t
+        report(done, 400)
+    lines = capsys.readouterr().err.split("\n")
+    # Drawn: the first call, the first past 30 s after it (31.5 s), the end; 10 and 40 s: skipped.
+    assert lines == ["judging 200 pairs x 2 orders: 10/400 (10.0/s, 1 s, about 39 s left)",
+                     # 128 in 31.5 s = 4.06/s; 272 left at that rate = 66.9 s
+                     "judging 200 pairs x 2 orders: 128/400 (4.1/s, 32 s, about 1 min 07 s left)",
+                     "judging 200 pairs x 2 orders: 400/400 (4.4/s, 1 min 30 s)", ""]
+    progress.end_line()  # nothing is left open in a log
+    assert capsys.readouterr().err == ""
+
+
+def test_a_shorter_redraw_covers_the_longer_line(capsys):
+    now = [0.0]
+    report = progress.counter("x", clock=lambda: now[0])
+    now[0] = 1.0
+    report(5, 100)   # "x: 5/100 (5.0/s, 1 s, about 19 s left)"
+    now[0] = 4.0
+    report(99, 100)  # "x: 99/100 (24.8/s, 4 s, about 0 s left)": as long; then the end, shorter
+    now[0] = 4.5
+    report(100, 100)
+    first, second, last = capsys.readouterr().err.split("\r")[1:]
+    assert len(last.rstrip("\n")) >= len(second) and last.endswith("\n")
+    assert first == "x: 5/100 (5.0/s, 1 s, about 19 s left)"
+
+
 def test_end_line_ends_only_a_counter_left_open(capsys):
     report = progress.counter("items")
     report(1, 4)  # drawn (the first call is always more than 2 s after time 0), not finished

@@ -133,9 +133,18 @@ def test_judging_time_is_measured_only_from_uncached_calls(tmp_path):
     # 40 pairs in both orders in 12 s: 1000 * 12 / 40 = 300 s per 1,000 judgments.
     store.record_stage("judge_pairs[a]", 12.0, rows=40, calls=80, hits=0)
     store.record_stage("judge_pairs[b]", 0.5, rows=40, calls=2, hits=78)  # mostly from the call cache
-    out = judging_time(store, ["a", "b", "c"])
-    assert set(out) == {"a"} and out["a"]["seconds_per_1000"] == pytest.approx(300.0)
-    assert "40 pairs" in out["a"]["source"]
+    # An API judge with a price: $0.02 for 40 pairs = $0.50 per 1,000.
+    store.record_stage("judge_pairs[d]", 4.0, rows=40, calls=80, hits=0,
+                       usage={"prompt_tokens": 32000, "completion_tokens": 80, "usd": 0.02})
+    out = judging_time(store, ["a", "b", "c", "d"])
+    assert set(out) == {"a", "d"} and out["a"]["seconds_per_1000"] == pytest.approx(300.0)
+    assert "40 pairs" in out["a"]["source"] and out["a"]["usd_per_1000"] is None
+    assert out["d"]["usd_per_1000"] == pytest.approx(0.5)
+    from judgebias.tracking.experiment import _usage_metrics
+
+    assert _usage_metrics(store) == {"usage.judge_pairs.d.prompt_tokens": 32000.0,
+                                     "usage.judge_pairs.d.completion_tokens": 80.0,
+                                     "usage.judge_pairs.d.usd": 0.02}
 
 
 def test_timing_option_parsing():

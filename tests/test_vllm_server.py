@@ -65,7 +65,7 @@ def test_vllm_server_gives_the_engines_p_a_exactly(vllm_server):
     from judgebias.backends.local import LocalBackend
 
     prompts = [DBG_AB.build(p.prompt, *p.shown(o)) for p in PAIRS for o in ("ab", "ba")]
-    backend = OpenAICompatBackend(SERVED, vllm_server["base_url"], option_tokenizer=ALIAS, max_concurrency=2,
+    backend = OpenAICompatBackend(SERVED, vllm_server["base_url"], option_tokenizer=ALIAS, concurrency=2,
                                   max_tries=2, timeout_s=300)
     got = backend.score_options(prompts, ["A", "B"])
     assert not backend._token_ids_ignored  # the server honoured the extension: no fallback request

@@ -153,6 +153,17 @@ def retire_interrupted(settings: TrackingSettings, tags: dict[str, str]) -> list
     return retired
 
 
+def _usage_metrics(store: RunStore) -> dict[str, float]:
+    """An API judge's tokens and dollars per judging stage (``usage.<stage>.<part>``), where the
+    stage recorded them."""
+    out: dict[str, float] = {}
+    for stage, info in store.manifest().get("stages", {}).items():
+        for part, value in (info.get("usage") or {}).items():
+            if isinstance(value, (int, float)) and value == value:
+                out[f"usage.{stage}.{part}".replace("[", ".").replace("]", "")] = float(value)
+    return out
+
+
 def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str,
                    started_at: float | None = None) -> dict[str, Any]:
     """Log the run folder's results to MLflow; returns ``run_id``, ``experiment_id``, ``tracking_uri``
@@ -194,6 +205,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
         }
         extra.update(_attention_metrics(cfg, store))
+        extra.update(_usage_metrics(store))
         log_metrics_dict(extra)
         config_text = (
             Path(config_source).read_text(encoding="utf-8")

@@ -51,6 +51,12 @@ def flatten_leaderboard(result: Mapping[str, Any]) -> dict[str, float]:
     for key in ("labels_needed", "target_half_width", "half_width_now"):
         if finite(plan.get(key)):
             out[f"leaderboard.planner.{key}"] = float(plan[key])
+    # Each rater's time and cost per 1,000 judgments (recorded by `judgebias judge` or typed in).
+    for rater, info in ((result.get("recommendation") or {}).get("raters") or {}).items():
+        timing = (info.get("profile") or {}).get("timing") or {}
+        for key in ("seconds_per_1000", "usd_per_1000"):
+            if finite(timing.get(key)):
+                out[f"leaderboard.timing.{rater}.{key}"] = float(timing[key])
     for variant, per in (result.get("rank_change") or {}).items():
         for rater, moved in per.items():
             for key, name in (("largest_rank_change", "largest"), ("p_top_differs", "p_top_differs")):

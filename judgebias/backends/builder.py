@@ -64,12 +64,18 @@ class ModelSpec:
     # openai: the served model's tokenizer (alias, folder, hub id): exact P(A) from a server that
     # returns named token ids (vLLM's logprob_token_ids); others keep their top-k bounds.
     option_tokenizer: str | None = None
+    # openai: requests in flight ("adaptive" or a number) and the declared budgets per minute; how
+    # calls are sent, not what they answer: not in model_key().
+    concurrency: int | str = "adaptive"
+    rpm: float | None = None
+    tpm: float | None = None
 
     def __post_init__(self) -> None:
         try:
             check_model(backend=self.backend, dtype=self.dtype, quantize=self.quantize,
                         base_url=self.base_url, api_key_env=self.api_key_env,
-                        option_tokenizer=self.option_tokenizer)
+                        option_tokenizer=self.option_tokenizer, concurrency=self.concurrency,
+                        rpm=self.rpm, tpm=self.tpm)
         except ValueError as exc:
             raise ValueError(f"model {self.name!r}: {exc}") from None
         if self.batch_size < 1:
@@ -128,12 +134,18 @@ def build_backend(spec: ModelSpec, *, loaded: Any = None) -> Backend:
         from judgebias.backends.openai_compat import OpenAICompatBackend
 
         kwargs: dict[str, Any] = {"name": spec.name or None, "prefix_mode": spec.prefix_mode,
-                                  "option_tokenizer": spec.option_tokenizer}
+                                  "option_tokenizer": spec.option_tokenizer,
+                                  "concurrency": spec.concurrency, "rpm": spec.rpm, "tpm": spec.tpm}
         if spec.base_url:
             kwargs["base_url"] = spec.base_url
         if spec.api_key_env:
             # The key is read from the named environment variable by the backend; never in a spec.
             kwargs["api_key_env"] = spec.api_key_env
+        from judgebias.backends.pricing import price_for
+
+        listed = price_for(spec.model)  # a listed API model's cost is in its usage log
+        if listed is not None:
+            kwargs["prices"] = {spec.model: listed[1]}
         return OpenAICompatBackend(spec.model, **kwargs)
     if spec.backend == "vllm":
         # vLLM runs in its own environment (a child process); a clear error names it when missing.

@@ -203,16 +203,40 @@ class CachedBackend:
             interrupts.check()  # a Ctrl-C stops here, with this batch kept
         return results
 
+    def missing(self, operation: str, payloads: Sequence[dict]) -> list[int]:
+        """The positions of ``payloads`` a call would forward to the inner backend (not in the
+        cache; a repeated item once), without calling it: what a run still has to pay for."""
+        if not self.cache.enabled:
+            return list(range(len(payloads)))
+        identity = self.inner.identity()
+        keys = [call_key(identity, operation, p, self.template_version) for p in payloads]
+        stored = self.cache.get_many(keys)
+        seen: set[str] = set()
+        out = []
+        for i, k in enumerate(keys):
+            if k not in stored and k not in seen:
+                seen.add(k)
+                out.append(i)
+        return out
+
+    @staticmethod
+    def score_payloads(prompts: Sequence[Prompt], options: Sequence[str]) -> list[dict]:
+        return [{"prompt": p.key(), "options": list(options)} for p in prompts]
+
+    @staticmethod
+    def generate_payloads(prompts: Sequence[Prompt], params: GenerationParams) -> list[dict]:
+        return [{"prompt": p.key(), "params": params.key()} for p in prompts]
+
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:
         prompts, options = list(prompts), list(options)
-        payloads = [{"prompt": p.key(), "options": options} for p in prompts]
+        payloads = self.score_payloads(prompts, options)
         return self._run("score_options", payloads,
                          lambda idx, report: self.inner.score_options([prompts[i] for i in idx], options,
                                                                       **on_results_kwargs(report)))
 
     def generate(self, prompts: Sequence[Prompt], params: GenerationParams) -> list[Generation]:
         prompts = list(prompts)
-        payloads = [{"prompt": p.key(), "params": params.key()} for p in prompts]
+        payloads = self.generate_payloads(prompts, params)
         return self._run("generate", payloads,
                          lambda idx, report: self.inner.generate([prompts[i] for i in idx], params,
                                                                  **on_results_kwargs(report)))

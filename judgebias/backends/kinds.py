@@ -56,7 +56,9 @@ def can(backend: str, capability: Capability) -> bool:
 
 
 def check_model(*, backend: str, dtype: str = "auto", quantize: str = "none", base_url: str | None = None,
-                api_key_env: str | None = None, option_tokenizer: str | None = None) -> None:
+                api_key_env: str | None = None, option_tokenizer: str | None = None,
+                concurrency: int | str = "adaptive", rpm: float | None = None,
+                tpm: float | None = None) -> None:
     """Raise ``ValueError`` (without the model's name: the caller says which entry) where the fields
     of one model description contradict each other."""
     if backend not in BACKENDS:
@@ -75,6 +77,14 @@ def check_model(*, backend: str, dtype: str = "auto", quantize: str = "none", ba
     if option_tokenizer and backend != "openai":
         raise ValueError("option_tokenizer only applies to backend 'openai' "
                          "(a local or vllm judge reads every option token itself)")
+    from judgebias.backends.rate_control import ADAPTIVE, parse_concurrency
+
+    fixed = parse_concurrency(concurrency) != ADAPTIVE
+    if backend != "openai" and (fixed or rpm or tpm):
+        raise ValueError("concurrency/rpm/tpm only apply to backend 'openai' (requests to an endpoint)")
+    for what, budget in (("rpm", rpm), ("tpm", tpm)):
+        if budget is not None and not 0 < budget < float("inf"):
+            raise ValueError(f"{what} must be a number > 0, got {budget}")
 
 
 def chat_for(prompt_kind: str) -> bool | None:

@@ -2,7 +2,9 @@
 ``transformers serve``, ...).
 
 Requests and responses go through the pure functions of ``openai_parsing``; this module adds the
-I/O: bounded concurrency (a thread pool of ``max_concurrency``), its own retries with exponential
+I/O: requests in flight as many as ``concurrency`` says (a fixed number, or ``"adaptive"``: found
+by ``rate_control`` from 429s, rate-limit headers and latency, within the declared ``rpm`` / ``tpm``
+budgets), its own retries with exponential
 backoff and jitter on 408/409/429/5xx (never sooner than a Retry-After), timeouts, connection errors
 and replies that are not valid JSON (the client's own retries are
 off so the policy is one place and tested), a ``ServiceUnavailable`` naming the endpoint when it
@@ -32,6 +34,7 @@ from urllib.parse import urlparse
 from judgebias.backends import completions_requests as cr
 from judgebias.backends import openai_parsing as op
 from judgebias.backends import option_token_ids as oti
+from judgebias.backends import rate_control as rc
 from judgebias.backends.endpoint_usage import CallUsage, Price, usage_totals
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 from judgebias.redaction import redact_uri
@@ -41,7 +44,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 # Per-process state, rebuilt after unpickling (the client holds the API key).
 _RUNTIME_STATE = frozenset({"_client", "_explicit_key", "_lock", "_rng", "usage_log", "_logprobs_rejected",
-                            "_echo_unsupported", "_token_ids_ignored", "_tokenizer"})
+                            "_echo_unsupported", "_token_ids_ignored", "_tokenizer", "_governor",
+                            "_spent_usd"})
+# How long the dispatcher waits for a free slot before it looks at finished requests again.
+_DISPATCH_POLL_S = 0.05
 
 
 class ServiceUnavailable(RuntimeError):
@@ -50,6 +56,10 @@ class ServiceUnavailable(RuntimeError):
 
 class _NotACompletion(ValueError):
     """An HTTP 200 whose body the client could not read as a completion."""
+
+
+class BudgetExceeded(RuntimeError):
+    """What the calls cost reached ``max_cost_usd``: no further request is sent."""
 
 
 class EndpointError(RuntimeError):
@@ -69,6 +79,12 @@ class OpenAICompatBackend:
     ``prefix_mode``: how ``Prompt.assistant_prefix`` is sent (see ``openai_parsing``).
     ``answer_after``: read the option at the first token after this marker (explain-first prompts).
     ``prices``: ``{model: (usd_per_1m_input, usd_per_1m_output)}`` for the cost in the usage log.
+    ``concurrency``: requests in flight, a number or ``"adaptive"`` (``rate_control``); ``rpm`` /
+    ``tpm``: the most requests / tokens (prompt estimated at 4 characters per token, plus the most
+    the answer may have) sent in any minute. A 429 that says when to come back (Retry-After, rate
+    headers) is pacing, not a failure: up to ``max_refusals`` of them per request are not counted
+    among the ``max_tries``. ``max_cost_usd``: no request is sent once the answered ones cost that
+    much at ``prices`` (those then in flight still finish). None of these is in ``identity()``.
     ``option_tokenizer``: a model spec (alias, folder, hub id) with the served model's tokenizer:
     scoring (chat and completions) then asks for every option's token ids (vLLM's
     ``logprob_token_ids``) at one generated token and P(A) is exact; a server that ignores it is
@@ -81,15 +97,21 @@ class OpenAICompatBackend:
     def __init__(self, model: str, base_url: str | None = DEFAULT_BASE_URL, *, name: str | None = None,
                  api_key_env: str | None = "OPENAI_API_KEY", api_key: str | None = None,
                  model_revision: str | None = None,
-                 timeout_s: float = 60.0, max_concurrency: int = 4, max_tries: int = 5,
+                 timeout_s: float = 60.0, concurrency: rc.Concurrency | str = rc.ADAPTIVE,
+                 rpm: float | None = None, tpm: float | None = None, max_tries: int = 5,
+                 max_refusals: int = 100, max_cost_usd: float | None = None,
                  backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  use_logprobs: bool = True, top_logprobs: int = 20, score_max_tokens: int = 8,
                  prefix_mode: op.PrefixMode = "none", answer_after: str | None = None,
                  max_tokens_field: str = "max_tokens",
                  prices: Mapping[str, tuple[float, float] | Price] | None = None,
                  option_tokenizer: str | None = None) -> None:
-        if max_concurrency < 1 or max_tries < 1:
-            raise ValueError(f"max_concurrency={max_concurrency} and max_tries={max_tries} must be >= 1")
+        if max_tries < 1:
+            raise ValueError(f"max_tries={max_tries} must be >= 1")
+        concurrency = rc.parse_concurrency(concurrency)
+        for what, budget in (("rpm", rpm), ("tpm", tpm)):
+            if budget is not None and not (0 < budget < math.inf):
+                raise ValueError(f"{what}={budget} must be a number > 0")
         if prefix_mode not in op.PREFIX_MODES:
             raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {op.PREFIX_MODES}")
         self.model = model
@@ -97,7 +119,9 @@ class OpenAICompatBackend:
         self.name = name or model
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
         self.model_revision = model_revision
-        self.timeout_s, self.max_concurrency, self.max_tries = timeout_s, max_concurrency, max_tries
+        self.timeout_s, self.max_tries, self.max_refusals = timeout_s, max_tries, max_refusals
+        self.max_cost_usd = max_cost_usd
+        self.concurrency, self.rpm, self.tpm = concurrency, rpm, tpm
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.use_logprobs, self.top_logprobs = use_logprobs, top_logprobs
         self.score_max_tokens, self.prefix_mode = score_max_tokens, prefix_mode
@@ -118,6 +142,8 @@ class OpenAICompatBackend:
         self._token_ids_ignored = False
         self._tokenizer: Any = None
         self.usage_log: list[CallUsage] = []
+        self._spent_usd = 0.0
+        self._governor = rc.RequestGovernor(self.concurrency, rpm=self.rpm, tpm=self.tpm)
 
     # Pickling (Dask/Prefect workers): no client, no key; both are rebuilt from the environment.
     def __getstate__(self) -> dict:
@@ -189,8 +215,18 @@ class OpenAICompatBackend:
         return min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + 0.5 * spread)
 
     def _create(self, route: cr.Route) -> Callable[..., Any]:
+        # The raw response: its headers carry the rate-limit state (parsed as ``create`` would).
         client = self.client()
-        return client.completions.create if route == "completions" else client.chat.completions.create
+        api = client.completions if route == "completions" else client.chat.completions
+        return api.with_raw_response.create
+
+    @staticmethod
+    def _tokens_estimate(kwargs: Mapping[str, Any]) -> float:
+        """A request's tokens as a provider's per-minute budget counts them: the prompt at 4
+        characters per token plus the most the answer may have."""
+        text = kwargs.get("messages") if "messages" in kwargs else kwargs.get("prompt", "")
+        answer = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0
+        return len(json.dumps(text, ensure_ascii=False)) / 4 + float(answer)
 
     def _request(self, operation: str, create: Callable[..., Any], kwargs: dict, route: cr.Route = "chat"
                  ) -> tuple[dict, float, int]:
@@ -198,24 +234,47 @@ class OpenAICompatBackend:
         import openai
 
         last: Exception | None = None
-        for attempt in range(1, self.max_tries + 1):
+        tokens = self._tokens_estimate(kwargs)
+        refused = False
+        attempt = spared = 0
+        while attempt < self.max_tries:
+            attempt += 1
+            if refused:
+                self._governor.requeue()
+            self._check_budget(operation)
+            sent_at = self._governor.pace(tokens)
+            refused = False
             started = time.perf_counter()
             retry_after = None
             try:
-                response = create(**kwargs)
+                raw = create(**kwargs)
+                headers = getattr(raw, "headers", None)
+                response = raw.parse() if hasattr(raw, "parse") else raw
                 if not hasattr(response, "model_dump"):
                     # HTTP 200 with a body that is not JSON (a proxy's HTML error page): the client
                     # hands it back as text. Transient like a 502; the text is never shown raw.
                     raise _NotACompletion(f"the reply is not a completion but {type(response).__name__} "
                                           f"text of {len(str(response))} characters")
-                data = response.model_dump()
-                if not data.get("choices"):  # HTTP 200 with no answer in it: nothing to parse or retry
+                seconds = time.perf_counter() - started
+                dumped = response.model_dump()
+                if not dumped.get("choices"):  # HTTP 200 with no answer in it: nothing to parse or retry
                     raise EndpointError(f"OpenAI-compatible endpoint {self.base_url} replied to {operation} "
                                         f"(model {self.model!r}) with no choice (choices: "
-                                        f"{str(data.get('choices'))[:20]}): not a completion")
-                return data, time.perf_counter() - started, attempt
+                                        f"{str(dumped.get('choices'))[:20]}): not a completion")
+                if operation == "generate":  # its time grows with its length: compared per token
+                    out_tokens = op.response_usage(dumped)[1]
+                    self._governor.answered(sent_at, seconds / max(1, out_tokens), headers, tokens,
+                                            kind="per output token")
+                else:
+                    self._governor.answered(sent_at, seconds, headers, tokens)
+                return dumped, seconds, attempt + spared
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last = exc
+                if isinstance(exc, openai.APITimeoutError) and self._governor.timed_out(sent_at) \
+                        and spared < self.max_refusals:
+                    # Sent with others in flight: the overload was ours, and is cut; not a try.
+                    spared += 1
+                    attempt -= 1
             except json.JSONDecodeError as exc:  # HTTP 200 with a body cut short or not JSON at all
                 last = ValueError(f"the reply is not valid JSON ({exc})")
             except RecursionError:  # JSON nested past Python's recursion limit: broken or hostile
@@ -236,15 +295,22 @@ class OpenAICompatBackend:
                 if status not in RETRYABLE_STATUS and status < 500:
                     raise
                 last = exc
-                header = exc.response.headers.get("retry-after") if exc.response is not None else None
-                try:
-                    retry_after = float(header) if header else None
-                except ValueError:
-                    retry_after = None
+                headers = exc.response.headers if exc.response is not None else None
+                if status == 429:
+                    retry_after = self._governor.throttled(sent_at, headers)
+                    refused = True
+                    if retry_after is not None and spared < self.max_refusals:
+                        # The server said when: pacing, not a failure; not one of the tries.
+                        spared += 1
+                        attempt -= 1
+                else:
+                    retry_after = rc.retry_after(headers)
+                    if retry_after is not None:
+                        self._governor.pause(retry_after)
             if attempt < self.max_tries:
                 time.sleep(self._delay(attempt, retry_after))
         raise ServiceUnavailable(f"OpenAI-compatible endpoint {self.base_url} did not answer after "
-                                 f"{self.max_tries} tries ({operation}, model {self.model!r}): "
+                                 f"{self.max_tries + spared} tries ({operation}, model {self.model!r}): "
                                  f"{type(last).__name__}: {last}") from last
 
     def _log(self, operation: str, response: dict, seconds: float, tries: int) -> tuple[int, int]:
@@ -254,38 +320,85 @@ class OpenAICompatBackend:
         with self._lock:
             self.usage_log.append(CallUsage(operation, prompt_tokens, completion_tokens, seconds, tries,
                                             cost))
+            if not math.isnan(cost):
+                self._spent_usd += cost
         return prompt_tokens, completion_tokens
+
+    def _check_budget(self, operation: str) -> None:
+        if self.max_cost_usd is None:
+            return
+        with self._lock:
+            spent = self._spent_usd
+        if spent >= self.max_cost_usd:
+            raise BudgetExceeded(f"stopped before spending more than ${self.max_cost_usd:.4f} on "
+                                 f"{self.base_url} (model {self.model!r}): ${spent:.4f} spent on "
+                                 f"{len(self.usage_log)} answered calls ({operation}); the answered "
+                                 "calls are kept in the call cache")
 
     def usage_summary(self) -> dict[str, float]:
         """Totals of the usage log: calls, tokens, seconds (summed), tries, cost (NaN without a price)."""
         with self._lock:
             return usage_totals(list(self.usage_log))
 
+    def request_summary(self) -> dict[str, float | int | str]:
+        """How the requests went out: the concurrency asked, the most in flight, 429s, the adaptive
+        limit reached."""
+        return self._governor.summary()
+
     def _map(self, fn: Callable[[int], Any], n: int,
              on_results: Callable[[dict[int, Any]], None] | None = None) -> list:
-        """``fn(i)`` for i < n on at most ``max_concurrency`` threads; a first exception cancels the rest.
-        ``on_results`` gets each result as it arrives (the call cache commits them every few seconds)."""
+        """``fn(i)`` for i < n with as many in flight as the governor allows; a first exception
+        cancels what has not started, and what was already running is waited for and reported
+        before it is raised (an answered call is paid for: the cache keeps it). ``on_results``
+        gets each result as it arrives (the call cache commits them every few seconds)."""
         if n == 0:
             return []
-        if self.max_concurrency == 1 or n == 1:
-            out = []
-            for i in range(n):
-                out.append(fn(i))
-                if on_results:
-                    on_results({i: out[-1]})
-            return out
-        with cf.ThreadPoolExecutor(max_workers=min(self.max_concurrency, n),
-                                   thread_name_prefix="judgebias-openai") as pool:
-            futures = {pool.submit(fn, i): i for i in range(n)}
-            results: list = [None] * n
+        governor = self._governor
+        results: list = [None] * n
+
+        def run(i: int) -> Any:
             try:
-                for f in cf.as_completed(futures):
-                    results[futures[f]] = f.result()
-                    if on_results:
-                        on_results({futures[f]: results[futures[f]]})
+                return fn(i)
+            finally:
+                governor.release_slot()
+
+        taken: set[cf.Future] = set()
+
+        def take(done: set[cf.Future], futures: dict[cf.Future, int]) -> None:
+            for f in done:
+                taken.add(f)
+                results[futures[f]] = f.result()
+                if on_results:
+                    on_results({futures[f]: results[futures[f]]})
+
+        with cf.ThreadPoolExecutor(max_workers=min(governor.ceiling, n),
+                                   thread_name_prefix="judgebias-openai") as pool:
+            futures: dict[cf.Future, int] = {}
+            running: set[cf.Future] = set()
+            following = 0
+            try:
+                while following < n or running:
+                    if following < n and governor.acquire_slot(_DISPATCH_POLL_S):
+                        try:
+                            f = pool.submit(run, following)
+                        except BaseException:
+                            governor.release_slot()
+                            raise
+                        futures[f] = following
+                        running.add(f)
+                        following += 1
+                        continue
+                    if running:
+                        done, running = cf.wait(running, timeout=0 if following < n else None,
+                                                return_when=cf.FIRST_COMPLETED)
+                        take(done, futures)
             except BaseException:
-                for p in futures:
-                    p.cancel()
+                for f in running:
+                    f.cancel()
+                cf.wait(futures)
+                for f in futures:
+                    if f not in taken and not f.cancelled() and f.exception() is None and on_results:
+                        on_results({futures[f]: f.result()})
                 raise
             return results
 

@@ -48,7 +48,7 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     from judgebias.judging import shown_verdict
 
     backend = OpenAICompatBackend(model, base_url, name=f"endpoint {base_url}",
-                                  max_concurrency=concurrency, max_tries=2, timeout_s=600,
+                                  concurrency=concurrency, max_tries=2, timeout_s=600,
                                   option_tokenizer=option_tokenizer)
     pid = pid if pid is not None else server_pid(base_url)
     # Warm-up (connection, the server's first call) on the last prompt, not the first: llama.cpp's

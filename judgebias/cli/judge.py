@@ -15,7 +15,8 @@ from judgebias.cli.progress import ended_line
 def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | None, gguf_file: str | None,
                device: str | None, batch_size: int, token_budget: int | None, prefix_mode: str = "none",
                dtype: str = "auto", template: str = "dbg-ab", cache_dir: Path | None = None,
-               quantize: str = "none", chat: bool | None = None, option_tokenizer: str | None = None):
+               quantize: str = "none", chat: bool | None = None, option_tokenizer: str | None = None,
+               concurrency: str = "adaptive", rpm: float | None = None, tpm: float | None = None):
     """The judge the options describe, as the one spec every command builds backends from."""
     from judgebias.backends.builder import JudgeSpec
 
@@ -24,10 +25,27 @@ def judge_spec(judge: str, backend: str, *, base_url: str | None, name: str | No
                          gguf_file=gguf_file, device=device, batch_size=batch_size, max_batch=batch_size,
                          token_budget=token_budget, prefix_mode=prefix_mode, dtype=dtype, template=template,
                          cache_dir=str(cache_dir) if cache_dir else None, quantize=quantize, chat=chat,
-                         option_tokenizer=option_tokenizer)
+                         option_tokenizer=option_tokenizer, concurrency=_concurrency(concurrency),
+                         rpm=rpm, tpm=tpm)
     except ValueError as exc:
         message = str(exc).replace("model '': ", "").replace("dtype", "--dtype")
         raise typer.BadParameter(message.replace("unknown quantization", "unknown --quantize")) from None
+
+
+def _concurrency(value: str) -> int | str:
+    from judgebias.backends.rate_control import parse_concurrency
+
+    try:
+        return parse_concurrency(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--concurrency") from None
+
+
+# Most requests in one Batch API job (OpenAI's limit per input file).
+BATCH_API_ITEMS = 50_000
+# Items per call-cache batch with --backend openai: each batch waits for its slowest call, so a
+# batch of a few hundred keeps the requests in flight that the provider allows.
+OPENAI_BATCH = 512
 
 
 def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool | None = None,
@@ -109,7 +127,9 @@ def register(app: typer.Typer) -> None:
                              ] = None,
         device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")
                           ] = None,
-        batch_size: Annotated[int, typer.Option(help="Most prompts per forward pass.")] = 64,
+        batch_size: Annotated[int | None, typer.Option(
+            help="Most prompts per forward pass (default 64); --backend openai: items per call-cache "
+                 f"batch, each waiting for its slowest call (default {OPENAI_BATCH}).")] = None,
         token_budget: Annotated[int | None, typer.Option(help="Most tokens (rows x longest) per forward pass "
                                                          "(default 1024 on CPU, 65536 on GPU).")] = None,
         dtype: Annotated[str, typer.Option(help="Local weights and activations: auto (bf16 on GPU, exact "
@@ -131,6 +151,34 @@ def register(app: typer.Typer) -> None:
             help="--backend openai: the served model's tokenizer (alias, folder, hub id); a server that "
                  "returns named token ids (vLLM) then gives exact P(A), others their top-20 bounds.")
                                     ] = None,
+        concurrency: Annotated[str, typer.Option(
+            help="--backend openai: requests in flight, 'adaptive' (raised until the provider's 429s, "
+                 "rate-limit headers or latency say stop) or a number.")] = "adaptive",
+        rpm: Annotated[float | None, typer.Option(
+            help="--backend openai: the most requests sent in any minute (your account's limit).")] = None,
+        tpm: Annotated[float | None, typer.Option(
+            help="--backend openai: the most tokens sent in any minute (prompt at 4 characters per "
+                 "token plus the longest answer allowed).")] = None,
+        price_per_mtok: Annotated[str | None, typer.Option(
+            metavar="IN,OUT", help="--backend openai: USD per million input and output tokens, for the "
+            "estimate before judging and the cost recorded after (default: --prices, else the packaged "
+            "table of list prices).")] = None,
+        prices: Annotated[Path | None, typer.Option(
+            help="--backend openai: a YAML price table {model: [input, output]} in USD per million tokens.",
+            exists=True, dir_okay=False)] = None,
+        max_cost: Annotated[float | None, typer.Option(
+            metavar="USD", help="--backend openai: send nothing when the estimate is above this, and no "
+            "further request once the answered calls cost this much.")] = None,
+        tokenizer: Annotated[str | None, typer.Option(
+            help="--backend openai: the judge's tokenizer (alias, folder, hub id) for counting the "
+                 "estimate's tokens (default: --option-tokenizer; without either, 4 characters a "
+                 "token).")] = None,
+        batch_api: Annotated[bool, typer.Option(
+            "--batch-api", help="--backend openai: send the calls as one Batch API job (OpenAI's format; "
+            "about half the price, answered within a day). Its state is kept in OUT.batch/: a rerun "
+            "after a kill polls the same batch, never submits it twice.")] = False,
+        batch_poll: Annotated[float, typer.Option(
+            help="--batch-api: seconds between two looks at the batch's status.")] = 30.0,
         perplexity: Annotated[bool, typer.Option(
             "--perplexity", help="Also fill ppl_a/ppl_b (pointwise: ppl, for score_perplexity).")] = False,
         ppl_context: Annotated[str, typer.Option(help="Perplexity context: auto, chat, plain or "
@@ -183,10 +231,18 @@ def register(app: typer.Typer) -> None:
             chat = chat_for(prompt_kind)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--prompt-kind") from None
+        if batch_api and backend != "openai":
+            raise typer.BadParameter("the Batch API is an endpoint's: use it with --backend openai",
+                                     param_hint="--batch-api")
+        if batch_size is None:
+            batch_size = BATCH_API_ITEMS if batch_api else OPENAI_BATCH if backend == "openai" else 64
+        elif batch_size < 1:
+            raise typer.BadParameter(f"must be >= 1, got {batch_size}", param_hint="--batch-size")
         spec = judge_spec(judge, backend, base_url=base_url, name=name, gguf_file=gguf_file, device=device,
                           batch_size=batch_size, token_budget=token_budget, prefix_mode=prefix_mode,
                           dtype=dtype, template=template, cache_dir=cache_dir, quantize=quantize,
-                          chat=chat, option_tokenizer=option_tokenizer)
+                          chat=chat, option_tokenizer=option_tokenizer, concurrency=concurrency, rpm=rpm,
+                          tpm=tpm)
         if mode == "pointwise":
             from judgebias.io import read_raw
             from judgebias.pointwise_table import is_pointwise
@@ -196,9 +252,17 @@ def register(app: typer.Typer) -> None:
                 df, _ = read_table(table)
         else:
             df, _ = read_table(table)
+        if max_cost is not None and not max_cost >= 0:
+            raise typer.BadParameter(f"must be >= 0, got {max_cost}", param_hint="--max-cost")
         inner = build_backend(spec)
         # Cache commits per batch and every few seconds within one: a killed run loses seconds of work.
-        runner = cached(inner, spec, ResponseCache(None) if no_cache else None)
+        sender = inner
+        if batch_api:
+            from judgebias.backends.openai_batch import BatchBackend
+
+            sender = BatchBackend(inner, out.with_name(out.name + ".batch"), poll_s=batch_poll,
+                                  report=lambda text: typer.echo(text, err=True))
+        runner = cached(sender, spec, ResponseCache(None) if no_cache else None)
         if runner.cache.enabled:
             from judgebias.cli import full_disk
 
@@ -225,13 +289,32 @@ def register(app: typer.Typer) -> None:
             if exclusions.total:
                 typer.echo(f"excluded or parsed judgments: {exclusions}")
             return
+        import time
+
+        from judgebias.cli import judge_cost
+        from judgebias.io import read_usage
+
+        estimate = None
+        if spec.backend == "openai":
+            price = judge_cost.price_option(spec.model, price_per_mtok, prices)
+            estimate = judge_cost.before(df, runner, inner, template, chat=spec.chat,
+                                         max_new_tokens=max_new_tokens,
+                                         tokenizer=tokenizer or option_tokenizer, price=price,
+                                         max_cost=max_cost, out=out, judge_name=name or inner.name)
+        started = time.perf_counter()
         with interrupts.stop_between_batches(), ended_line():
             judged, exclusions, *check = judge_table(
                 df, runner, template, judge_name=name or inner.name, chat=spec.chat, perplexity=perplexity,
                 ppl_context=ppl_context, max_new_tokens=max_new_tokens, keep_other_judges=keep_other_judges,
                 chunk_size=batch_size, temperature=temperature, repeats=repeats)
             interrupts.check()  # a stop asked after the last batch: still no table from a stopped run
+        seconds = time.perf_counter() - started
         path = write_table(judged, out)
+        carried = {}
+        if keep_other_judges:
+            carried = {j: r for j, r in read_usage(table)["judges"].items() if j != (name or inner.name)}
+        judge_cost.after(inner, runner, judged=judged, judge_name=name or inner.name, seconds=seconds,
+                         estimate=estimate, out=path, carried=carried)
         scored = int(sum(1 for p in judged["p_a"] if isinstance(p, float) and not math.isnan(p)))
         typer.echo(f"wrote {path}: {len(judged)} rows, {scored} with p_a; judge {inner.name!r}, "
                    f"template {template}; cache hits {runner.hits}, computed {runner.calls}")

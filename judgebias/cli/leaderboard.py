@@ -41,7 +41,8 @@ def leaderboard_cmd(
     timing: list[str] = typer.Option(
         None, "--timing", metavar="RATER=SECONDS[:USD]",
         help="Measured seconds (and dollars) per 1,000 judgments of a judge or 'panel' (e.g. from "
-             "`judgebias bench`); the recommendation's last tie-break. Repeatable."),
+             "`judgebias bench`); the recommendation's last tie-break. Repeatable. Judges that "
+             "`judgebias judge` recorded beside TABLE (TABLE.usage.json) need none."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
@@ -81,6 +82,13 @@ def leaderboard_cmd(
         raise typer.BadParameter(str(exc), param_hint="--margin") from None
     maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
     with input_errors(file):
+        from judgebias.io import read_usage
+
+        try:
+            recorded = recorded_timing(read_usage(file))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="TABLE") from None
+        timings = {**recorded, **timings}  # what is typed in wins over what was recorded
         table, _ = read_table(file, skip_invalid=skip_invalid)
         generators = {str(g) for col in ("generator_a", "generator_b") if col in table.columns
                       for g in table[col].dropna()}
@@ -135,6 +143,22 @@ def parse_timing(specs: list[str]) -> dict[str, dict]:
         out[rater.strip()] = {"seconds_per_1000": numbers[0],
                               "usd_per_1000": numbers[1] if len(numbers) > 1 else None,
                               "source": "given with --timing"}
+    return out
+
+
+def recorded_timing(record: dict) -> dict[str, dict]:
+    """The judges' seconds (and dollars) per 1,000 judgments that ``judgebias judge`` recorded
+    (``judgebias.io.read_usage``), as ``parse_timing`` gives them; judges whose run made no call
+    (all from the call cache) or did not finish are left out."""
+    out: dict[str, dict] = {}
+    for judge, r in (record.get("judges") or {}).items():
+        per = r.get("per_1000") if isinstance(r, dict) else None
+        if r.get("status") != "finished" or not per or per.get("seconds_per_1000") is None:
+            continue
+        out[judge] = {"seconds_per_1000": float(per["seconds_per_1000"]),
+                      "usd_per_1000": per.get("usd_per_1000"),
+                      "source": f"recorded by judgebias judge at {r.get('recorded')}: {per.get('basis')} "
+                                f"in {r.get('seconds')} s"}
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +37,11 @@ class ModelRef(Strict):
     # backend "openai" only: the served model's tokenizer (alias, folder, hub id), for exact P(A) from
     # a server that returns named token ids (vLLM); others keep their top-20 bounds.
     option_tokenizer: str | None = None
+    # backend "openai" only: requests in flight, "adaptive" (found from the provider's 429s,
+    # rate-limit headers and latency) or a fixed number; rpm/tpm: the most requests/tokens a minute.
+    concurrency: int | Literal["adaptive"] = "adaptive"
+    rpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _endpoint(self):
@@ -45,7 +50,8 @@ class ModelRef(Strict):
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url")
         check_model(backend=self.backend, dtype=self.dtype, quantize=self.quantize, base_url=self.base_url,
-                    api_key_env=self.api_key_env, option_tokenizer=self.option_tokenizer)
+                    api_key_env=self.api_key_env, option_tokenizer=self.option_tokenizer,
+                    concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm)
         return self
 
     def can(self, capability: Capability) -> bool:
@@ -64,4 +70,5 @@ class ModelRef(Strict):
         return dict(model=self.model, backend=self.backend, base_url=self.base_url,
                     api_key_env=self.api_key_env, batch_size=getattr(self, "batch_size", 8),
                     cache_dir=cache_dir, dtype=self.dtype, quantize=self.quantize,
-                    option_tokenizer=self.option_tokenizer, **extra)
+                    option_tokenizer=self.option_tokenizer, concurrency=self.concurrency, rpm=self.rpm,
+                    tpm=self.tpm, **extra)

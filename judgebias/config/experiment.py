@@ -293,12 +293,14 @@ class ExperimentConfig(Strict):
 # Fields added after run folders existed, omitted from the hashes while at their default: a config
 # that does not set them keeps its run folder (and its cached stage outputs).
 _LATER_DEFAULTS = {"quantize": "none", "mode": "pairwise", "scale": None, "max_new_tokens": None}
+# How a model entry's requests are sent, never what they answer: out of every hash.
+_HOW_SENT = frozenset({"concurrency", "rpm", "tpm"})
 
 
 def _without_later_defaults(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {k: _without_later_defaults(v) for k, v in doc.items()
-                if not (k in _LATER_DEFAULTS and v == _LATER_DEFAULTS[k])}
+                if not (k in _LATER_DEFAULTS and v == _LATER_DEFAULTS[k]) and k not in _HOW_SENT}
     if isinstance(doc, list):
         return [_without_later_defaults(v) for v in doc]
     return doc

@@ -59,6 +59,8 @@ def judge_pairs(
                 exclusions.add(reason, n)
             return (pd.DataFrame(rows), exclusions), summary
 
+        usage: dict = {}
+
         def local(backend):
             result = run_judge(
                 pair_records(pairs),
@@ -69,11 +71,19 @@ def judge_pairs(
                 chunk_size=j.batch_size * 4,
                 progress=lambda done, total: progress(f"{judge}: {done}/{total} judgments"),
             )
+            summary = getattr(backend, "usage_summary", None)  # an API judge's tokens and cost
+            if callable(summary):
+                usage.update(summary())
             return result.table(), result.exclusions
 
         (df, exclusions), calls, hits = on_route(cfg, j, name=judge, adapter=adapter, chunks=chunks,
                                                  sharded=sharded, local=local)
         info.update(rows=len(df), exclusions=exclusions.to_dict(), calls=calls, hits=hits)
+        if usage:
+            cost = usage.get("cost_usd")
+            info["usage"] = {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                             "completion_tokens": int(usage.get("completion_tokens", 0)),
+                             "usd": None if cost is None or cost != cost else float(cost)}
         progress(f"{judge}: {len(df)} pairs judged in both orders ({calls} scored, {hits} cached; "
                  f"{exclusions})")
         return df

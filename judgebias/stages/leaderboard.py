@@ -29,7 +29,9 @@ def judging_time(store: RunStore, judges: list[str], variant: RunLayout = RunLay
         info = stages.get(variant.stage(f"judge_pairs[{judge}]")) or {}
         rows, calls, hits = info.get("rows") or 0, info.get("calls") or 0, info.get("hits") or 0
         if rows and calls and not hits and info.get("seconds"):
-            out[judge] = {"seconds_per_1000": 1000 * float(info["seconds"]) / rows, "usd_per_1000": None,
+            usd = (info.get("usage") or {}).get("usd")  # an API judge with a price: its cost
+            out[judge] = {"seconds_per_1000": 1000 * float(info["seconds"]) / rows,
+                          "usd_per_1000": None if usd is None else 1000 * float(usd) / rows,
                           "source": f"measured in this run: {rows} pairs in both orders in "
                                     f"{float(info['seconds']):.1f} s (the judging stage's wall time, "
                                     "loading the model included)"}
