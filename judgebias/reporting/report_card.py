@@ -234,7 +234,9 @@ def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
                 f"| {r['n']} |" for r in sec.lc
             ]
         if sec.skipped:
-            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({v})" for k, v in sec.skipped.items())]
+            # A reason may quote a judge or generator name: inert text, as every name on the page.
+            lines += ["", "Not computed: " + "; ".join(f"`{k}` ({markdown_safe(v)})"
+                                                       for k, v in sec.skipped.items())]
         lines.append("")
     lines += sections_mod.tail_markdown(page.extras)
     judges = [sec.judge for sec in page.sections]
