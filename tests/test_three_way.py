@@ -267,3 +267,22 @@ def test_pointwise_analyze_takes_its_own_margins(tmp_path):
     bad = runner.invoke(app, ["analyze", str(scores), "--out", str(out), "--no-mlflow",
                               "--margin", "self_preference_eo=0.1"])
     assert bad.exit_code == 2 and "no figure 'self_preference_eo' declares a margin" in bad.output
+
+
+def test_a_perturbation_that_flips_verdicts_is_not_ok_however_small_its_mean_shift():
+    """The demo's gemma sits near a tie: a distraction moved its mean P(A) by -0.003 [-0.020, +0.014]
+    (inside +-0.05; equivalence p = 2 x sf(0.047 / (0.017 / Z)) ~ 1e-8) yet changed 37.5% of its
+    verdicts. "ok" also needs the verdicts-unchanged share's interval at or above 0.9."""
+    def probes(rate):
+        return {"perturbations": {
+            "perturbations": {"distraction@1": {"description": "a distraction"}},
+            "judges": {"gemma": {"distraction@1": {
+                "robustness_rate": rate,
+                "shift": _est(-0.003, -0.020, 0.014, 100, p_value=0.7)}}}}}
+
+    flipping = probe_statements(probes(_est(0.625, 0.52, 0.72, 100)), "gemma")
+    assert [k for k, _ in flipping] == ["inconclusive"]
+    assert "changed 37.5% of the verdicts and as many as 48.0% is not excluded (ok needs at most 10.0%)" \
+        in flipping[0][1]
+    steady = probe_statements(probes(_est(0.97, 0.915, 0.99, 100)), "gemma")
+    assert [k for k, _ in steady] == ["ok"]

@@ -343,6 +343,14 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any], fam: Fam
     return out
 
 
+def _verdicts_kept(rate: Mapping[str, Any]) -> bool:
+    """The verdicts-unchanged share shown at or above ``margins.VERDICTS_KEPT`` (True without one:
+    a probe that reports no verdicts is read on its shift alone)."""
+    if rate.get("value") is None:
+        return True
+    return rate.get("ci_low") is not None and rate["ci_low"] >= M.VERDICTS_KEPT
+
+
 def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None = None) -> Said:
     """What the probes say about one judge: perturbations whose adjusted shift test rejects (a
     caution from the shift's margin up, information under it), those shown to stay inside their
@@ -372,8 +380,15 @@ def probe_statements(probes: Mapping[str, Any], judge: str, fam: Family | None =
         if verdict == M.CAUTION:
             piece = f"{what} ({'toward' if shift['value'] > 0 else 'away from'} that side, {figure})"
             (moved if abs(shift["value"]) >= width else small).append(piece)
-        elif verdict == M.OK:
+        elif verdict == M.OK and _verdicts_kept(rate):
             inside.append(f"{tag.split('@')[0]} ({figure})")
+        elif verdict == M.OK:
+            changed = 1.0 - rate["value"]
+            worst = 1.0 - rate["ci_low"] if rate.get("ci_low") is not None else None
+            most = fmt(1 - M.VERDICTS_KEPT, pct=True)
+            unsure.append(f"{what}: its mean P(A) stayed within +-{width:.2f}, but it changed "
+                          f"{fmt(changed, pct=True)} of the verdicts and as many as {fmt(worst, pct=True)} "
+                          f"is not excluded (ok needs at most {most}) ({figure})")
         else:
             unsure.append(f"{what}: a shift as large as {unsettled(fam, key)} ({figure})")
     band = f"{material:.2f}" if material else "its margin"
