@@ -1,5 +1,11 @@
 """Statistical building blocks shared by the bias metrics: the result record, interval estimators
-(Wilson, Newcomb difference of proportions, t intervals, a vectorized bootstrap) and tests.
+(Wilson, Newcomb difference of proportions, t intervals, a vectorized bootstrap) and tests, for
+independent units and, in the second half, for units nested in clusters.
+
+One concept, past 600 lines on purpose: every clustered estimator is its independent form with a
+clustered variance, and falls back to that form exactly where each unit is its own cluster, so the
+two halves are the same estimators read two ways (split, each clustered function would import its
+twin from the other module for that fallback).
 
 Everything here is vectorized and works on counts or numpy arrays; nothing loops per row.
 """
@@ -296,13 +302,16 @@ def bootstrap_mean(values: np.ndarray, *, reps: int = 2000, seed: int = 0,
             k = min(per, reps - start)
             parts.append(values[rng.integers(0, n, size=(k, n))].mean(axis=1))
         means = np.concatenate(parts)
+    return (*_expanded_percentiles(values, means, n), means)
+
+
+def _expanded_percentiles(values: np.ndarray, means: np.ndarray, units: int) -> tuple[float, float]:
+    """The bootstrap means' 2.5% and 97.5% points widened by ``expansion(units)`` about the mean of
+    ``values``, never past what a mean of these values can be (the data's range)."""
     low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
-    center = float(values.mean())
-    factor = expansion(n)
-    # Never past what a mean of these values can be (the expansion could leave the data's range).
-    low = max(center - factor * (center - float(low)), float(values.min()))
-    high = min(center + factor * (float(high) - center), float(values.max()))
-    return low, high, means
+    center, factor = float(values.mean()), expansion(units)
+    return (max(center - factor * (center - float(low)), float(values.min())),
+            min(center + factor * (float(high) - center), float(values.max())))
 
 
 def expansion(n: int) -> float:
@@ -580,12 +589,7 @@ def cluster_bootstrap_means(values: np.ndarray, clusters: Clusters, *, reps: int
         draws = rng.multinomial(g, np.full(g, 1.0 / g), size=min(per, reps - start)).astype(float)
         parts.append((draws @ sums) / (draws @ sizes))
     means = np.concatenate(parts)
-    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
-    center = float(values.mean())
-    factor = expansion(g)
-    low = max(center - factor * (center - float(low)), float(values.min()))
-    high = min(center + factor * (float(high) - center), float(values.max()))
-    return low, high, means
+    return (*_expanded_percentiles(values, means, g), means)
 
 
 FEW_CLUSTERS_NOTE = "rests on only"
