@@ -153,7 +153,9 @@ def test_statement_in_points_and_numbers():
         statement(g)
         == "kappa: 0.710 -> 0.890 (-0.050 [-0.200, +0.100], adjusted p 0.400): no detectable change"
     )
-    assert figure_name("agreement_human_2class") == "agreement with humans where humans pick a side"
+    assert figure_name("agreement_human_2class") == "agreement where humans pick a side"
+    # An indented sub-row ("  ... minus humans") is named after the row it qualifies.
+    assert figure_name("perplexity_excess") == "picks lower perplexity minus humans"
     assert figure_name("self_preference_eo") == "self-preference (EO)"
 
 
