@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from judgebias.annotation.sync import SyncSettings, sync
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages import Progress, gold_for
 
 

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from judgebias.annotation.keys import keyed_pairs
-from judgebias.labels import majority
-from judgebias.table import Exclusions
+from judgebias.tables.labels import majority
+from judgebias.tables.pairwise import Exclusions
 
 HUMAN_GOLD_JUDGE = "__human_gold__"
 LABEL_VALUE = {"a": 1.0, "b": 0.0, "tie": 0.5}

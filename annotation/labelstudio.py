@@ -31,7 +31,7 @@ from judgebias.annotation.pairwise_tasks import (  # noqa: F401  (also this modu
 )
 from judgebias.annotation.store import Label, Ledger, PushedTask, UpsertCounts
 from judgebias.redaction import redact_uri
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 DEFAULT_MAX_ANNOTATIONS = 3
 URL_ENV, KEY_ENV = "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"

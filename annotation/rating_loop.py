@@ -199,8 +199,8 @@ def rating_lines(figures: Mapping[str, Any]) -> list[str]:
 
 
 def write_outputs(merged: pd.DataFrame, figures: Mapping[str, Any], out: Path) -> Path:
-    from judgebias.io import write_table
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
+    from judgebias.tables.files import write_table
 
     write_table(merged, out)
     path = out.with_name(out.name.split(".")[0] + ".ratings.figures.json")

@@ -23,8 +23,8 @@ RATING_TITLE = "judgebias pointwise ratings"
 
 def read_pointwise(table: str | Path):
     """The validated pointwise table of a file (``TableError`` / ``ValueError`` where it is not one)."""
-    from judgebias.io import read_raw
-    from judgebias.pointwise_table import validate_pointwise
+    from judgebias.tables.files import read_raw
+    from judgebias.tables.pointwise import validate_pointwise
 
     return validate_pointwise(read_raw(table), source=str(table))[0]
 

@@ -34,7 +34,7 @@ from judgebias.annotation.labelstudio import (
     canonical_time,
 )
 from judgebias.annotation.store import Ledger, PushedTask, UpsertCounts
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 RATING_FIELD, REASON_FIELD = "rating", "reason"
 RATING_INSTRUCTIONS = (

@@ -34,7 +34,7 @@ import pandas as pd
 from judgebias.annotation.keys import keyed_pairs
 from judgebias.metrics.dbg import panel_rule
 from judgebias.metrics.origin import parse_self_map
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 
 # Deliberate parallel: a frozen record of defaulted numbers, shaped like store.UpsertCounts and
@@ -131,7 +131,7 @@ def score_pairs(
     ]
     if missing:
         raise ValueError(
-            f"judgment table lacks column(s) {missing}; validate it with judgebias.table.validate"
+            f"judgment table lacks column(s) {missing}; validate it with judgebias.tables.pairwise.validate"
         )
     self_map = parse_self_map(self_map)
     all_judges = sorted({j for j in table["judge"].dropna().unique() if j})

@@ -134,7 +134,7 @@ def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, A
     """Merge the ledger into the table, write the merged table, and compute the figures per judge."""
     from judgebias.annotation.feedback import recompute
     from judgebias.annotation.loop import design_from_ledger
-    from judgebias.io import read_table, write_table
+    from judgebias.tables.files import read_table, write_table
 
     table, _ = read_table(settings.table)
     ledger = Ledger(settings.ledger_path)
@@ -151,7 +151,7 @@ def recompute_from_ledger(settings: SyncSettings) -> tuple[dict[str, dict[str, A
         figures[judge] = rec.figures
         metrics.update({f"{judge}.{k}": v for k, v in rec.flat_metrics().items()})
     write_table(merged, settings.out_path)
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
 
     atomic_write_text(settings.figures_path, json.dumps(figures, indent=2, sort_keys=True, default=str))
     return figures, metrics
@@ -185,7 +185,7 @@ def sync(settings: SyncSettings, *, client: LabelStudioClient | None = None) -> 
     figures, metrics = recompute_from_ledger(settings)
     if settings.budget > 0:
         from judgebias.annotation.loop import next_batch
-        from judgebias.io import read_table
+        from judgebias.tables.files import read_table
 
         if settings.target_half_width is not None:
             stopped = target_reached(figures, settings.target_figure, settings.target_half_width)

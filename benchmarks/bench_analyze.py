@@ -8,7 +8,7 @@ The first form builds the table in memory and times ``validate`` + ``analyze`` o
 is what a user runs: the synthetic table is written once as a Parquet file (in ``--workdir``, reused
 when it is already there; with ``--format jsonl`` also as JSONL, one ``json.dumps`` line per row as
 ``judgebias judge --out x.jsonl`` writes it), then a fresh Python process per measurement reads it with
-``judgebias.io.read_table`` (reading + validation), runs ``analyze`` and serialises the JSON, as
+``judgebias.tables.files.read_table`` (reading + validation), runs ``analyze`` and serialises the JSON, as
 ``judgebias analyze FILE`` does before its plots (the plots are drawn from the JSON: their cost does
 not grow with the table). Each row gives the wall and CPU seconds of that process's work and its
 peak resident memory (``VmHWM``: interpreter and imports included). ``--compare REV`` runs the
@@ -45,17 +45,17 @@ def _run_file(path: str, json_out: str | None = None) -> dict:
     does before its plots). Runs in a fresh process so the peak memory is this work's alone."""
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
         importlib.import_module(module)
-    import judgebias.io
+    import judgebias.tables.files
     from judgebias.reporting.analysis import analyze
 
     # What `judgebias analyze` reads with in that version of the code: from 2026-11-26 a table of
     # more than a few dozen rows without its response texts (their counts instead; no traces), from
-    # judgebias.table_for_analysis (judgebias.io before that).
+    # judgebias.tables.for_analysis (judgebias.tables.files before that).
     try:
-        module = importlib.import_module("judgebias.table_for_analysis")
+        module = importlib.import_module("judgebias.tables.for_analysis")
     except ImportError:
-        module = judgebias.io
-    read = getattr(module, "read_for_analysis", judgebias.io.read_table)
+        module = judgebias.tables.files
+    read = getattr(module, "read_for_analysis", judgebias.tables.files.read_table)
     kwargs = {}
     if "response_features" in inspect.signature(read).parameters:
         from judgebias.metrics.frame import response_features
@@ -212,7 +212,7 @@ def main() -> None:
         importlib.import_module(module)
 
     from judgebias.reporting.analysis import analyze
-    from judgebias.table import validate
+    from judgebias.tables.pairwise import validate
 
     t0 = time.perf_counter()
     df = synthetic_table(args.rows, args.judges, args.seed)

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pairs(n: int):
+    from judgebias.engine.pairwise import pairs_from_table
     from judgebias.importers import import_dataset
-    from judgebias.judging import pairs_from_table
 
     table, _ = import_dataset("pandalm", ROOT / "tests" / "data" / "pandalm")
     pairs = pairs_from_table(table)
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from judgebias.backends import loading as models
     from judgebias.backends.builder import JudgeSpec
+    from judgebias.engine.workers import release_worker_backends
     from judgebias.flows.runtime.task_runners import make_task_runner
     from judgebias.tasks.chunks import judge_in_chunks
-    from judgebias.workers import release_worker_backends
 
     pairs = _pairs(args.pairs)
     # Dequantize/resolve once up front so no configuration pays for it.

@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated, of {', '.join(ROUTES)}")
     args = ap.parse_args()
     os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
     from judgebias.tracking.judgment_traces import THREADS
 
     routes = args.routes.split(",")

@@ -65,7 +65,7 @@ def judged(base: pd.DataFrame, first: float, rng: np.random.Generator) -> pd.Dat
     out = base.drop(columns="skill").copy()
     out["judge"] = "judge"
     out["verdict_ab"], out["verdict_ba"] = verdicts
-    from judgebias.table import validate
+    from judgebias.tables.pairwise import validate
 
     return validate(out)[0]
 

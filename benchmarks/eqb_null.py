@@ -25,7 +25,7 @@ import pandas as pd
 
 from judgebias.metrics.evaluator_quality import self_preference_eqb
 from judgebias.stats import InsufficientData
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 GENERATORS = ("j", "g1", "g2", "g3", "g4")
 

@@ -4,7 +4,7 @@
 
 Each simulated table has three judges that also wrote responses, a family member of each judge,
 one outside generator, three human labels per pair and both presentation orders, in the
-product's own table format (``judgebias.table.validate``), analysed by the product's ``analyze``;
+product's own table format (``judgebias.tables.pairwise.validate``), analysed by the product's ``analyze``;
 each judge also gets perturbation-probe and self-recognition figures from the product's probe
 metrics. Nothing in the generating process is biased:
 
@@ -65,7 +65,7 @@ def _text(rng: np.random.Generator) -> str:
 
 def null_table(rng: np.random.Generator, n_pairs: int) -> pd.DataFrame:
     """One judgment table with no bias of any kind (module docstring)."""
-    from judgebias.table import validate
+    from judgebias.tables.pairwise import validate
 
     ga = rng.integers(0, len(GENERATORS), n_pairs)
     gb = (ga + rng.integers(1, len(GENERATORS), n_pairs)) % len(GENERATORS)
@@ -132,8 +132,7 @@ class JudgeOutcome:
 def judge_outcomes(result: dict, probes: dict) -> list[JudgeOutcome]:
     """The product's statements for every judge, with the family adjusted by Holm, by BH and not at
     all (the unadjusted family's "adjusted" p-values are its raw ones: each test alone at 5%)."""
-    from judgebias.reporting.trust import mutual_gold, probe_statements, trust_summary
-    from judgebias.reporting.trust_family import Family, family
+    from judgebias.reporting.trust import Family, family, mutual_gold, probe_statements, trust_summary
 
     mutual = mutual_gold(result)
     out = []

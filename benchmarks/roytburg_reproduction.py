@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.metrics.evaluator_quality import self_preference_eqb
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 CORRECT = {"ilsp": (False, True), "lsp": (True, False)}  # (target correct, reference correct)
 

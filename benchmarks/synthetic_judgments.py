@@ -147,8 +147,8 @@ def write_synthetic_parquet(path: Path, n_rows: int, n_judges: int = 5, seed: in
 
 
 def write_synthetic_jsonl(parquet: Path, path: Path) -> Path:
-    """The Parquet table ``parquet`` as JSONL (``judgebias.io.write_table``'s lines: missing values as
-    null), row group by row group. Atomic: a temp file, then a rename."""
+    """The Parquet table ``parquet`` as JSONL (``judgebias.tables.files.write_table``'s lines: missing
+    values as null), row group by row group. Atomic: a temp file, then a rename."""
     import pyarrow.parquet as pq
 
     tmp = path.with_name(path.name + ".tmp")

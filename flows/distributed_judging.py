@@ -1,5 +1,6 @@
 """A judgment table judged in chunks on a thread pool or a Dask cluster (the chunk tasks and their
-plumbing are ``judgebias.tasks.chunks``; the work itself ``judgebias.chunks`` and ``judgebias.workers``).
+plumbing are ``judgebias.tasks.chunks``; the work itself ``judgebias.engine.chunks`` and
+``judgebias.engine.workers``).
 
     python -m judgebias.flows.distributed_judging TABLE OUT --model DIR_OR_ALIAS --runner dask --workers 2
 
@@ -34,8 +35,8 @@ def distributed_judging(table: str, out: str, model: str, judge: str | None = No
     """Judge every pair of the judgment table ``table`` with local model ``model`` and write the
     judgment table ``out``. ``runner``: "thread" or "dask" (``workers`` local processes, or the
     cluster at ``address``). ``store_dir`` (default: ``<out>.chunks``) keeps finished chunks."""
-    from judgebias.io import read_table, write_table
-    from judgebias.judging import pairs_from_table
+    from judgebias.engine.pairwise import pairs_from_table
+    from judgebias.tables.files import read_table, write_table
 
     df, exclusions = read_table(table, skip_invalid=True)
     pairs = pairs_from_table(df)

@@ -17,7 +17,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from judgebias import stages
 from judgebias.backends.builder import release_resident_models
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
+from judgebias.runs.layout import RunLayout
 from judgebias.tasks import experiment as t
 from judgebias.tasks.stage_lines import new_experiment
 
@@ -33,7 +33,7 @@ def _load(config_path: str, overrides: dict | None):
 
 
 def _store(cfg, run_dir: str | None):
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     return RunStore(cfg.run_path(run_dir))
 

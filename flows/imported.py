@@ -15,7 +15,7 @@ def imported_report_cards(run_folder: str, settings: TrackingSettings) -> dict:
     """Write each bundled table's report card into ``run_folder`` (only when the bundled file
     changed) and log one MLflow run per table (only once per file). Returns ``reports`` ((entry,
     analyze result) per table) and ``runs`` (table name -> MLflow run id)."""
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     store = RunStore(run_folder)
     reports = t.imported_reports(store)

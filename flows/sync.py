@@ -17,7 +17,7 @@ def sync_annotations(
     ratings pulled, the next batch of items pushed and the pointwise population figures refreshed too
     (``sync["ratings"]``)."""
     from judgebias.config.experiment import load_config
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     cfg = load_config(config_path, overrides)
     store = RunStore(cfg.run_path(run_dir))

@@ -74,8 +74,8 @@ BUNDLED: tuple[BundledTable, ...] = (
 
 def analyze_bundled(entry: BundledTable, *, reps: int = 2000, seed: int = 0) -> dict[str, Any]:
     """``analyze`` of one bundled table, with where it came from under ``source``."""
-    from judgebias.io import read_table
     from judgebias.reporting.analysis import analyze
+    from judgebias.tables.files import read_table
 
     table, exclusions = read_table(entry.path())
     result = analyze(table, family_map=entry.family, exclusions=exclusions, reps=reps, seed=seed)

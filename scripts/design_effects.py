@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from judgebias.io import read_table
 from judgebias.reporting.analysis import analyze
+from judgebias.tables.files import read_table
 
 
 def main() -> None:

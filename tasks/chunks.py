@@ -1,6 +1,6 @@
 """Prefect tasks of the chunked route: one chunk of pairs judged, or one chunk of prompts generated,
-by a worker that keeps its model loaded (``judgebias.workers``), and the plumbing that cuts the
-work (``judgebias.chunks``), runs the unfinished chunks on a task runner and merges them back.
+by a worker that keeps its model loaded (``judgebias.engine.workers``), and the plumbing that cuts the
+work (``judgebias.engine.chunks``), runs the unfinished chunks on a task runner and merges them back.
 
 Two ways to place the chunks:
 
@@ -20,9 +20,16 @@ from prefect import task
 
 from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.backends.protocol import Generation, GenerationParams, Prompt
-from judgebias.chunks import Chunk, ChunkStore, merge, merge_aligned, shard, shard_prompts
-from judgebias.records import Pair
-from judgebias.workers import ChunkResult, RunSummary, generate_chunk, generations, judge_chunk, summarize
+from judgebias.engine.chunks import Chunk, ChunkStore, merge, merge_aligned, shard, shard_prompts
+from judgebias.engine.workers import (
+    ChunkResult,
+    RunSummary,
+    generate_chunk,
+    generations,
+    judge_chunk,
+    summarize,
+)
+from judgebias.tables.records import Pair
 
 
 @task(name="judge-chunk", retries=1, retry_delay_seconds=2)
@@ -108,7 +115,7 @@ def generate_in_chunks(prompts: Sequence[Prompt], spec: ModelSpec, params: Gener
 
 
 class FlowChunks:
-    """The chunk route of the experiment's stages (``judgebias.workers.ChunkRoute``): every chunk a
+    """The chunk route of the experiment's stages (``judgebias.engine.workers.ChunkRoute``): every chunk a
     Prefect task on the calling flow's task runner. No chunk store: the run folder and the call
     cache already make a rerun repeat no finished work."""
 

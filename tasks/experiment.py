@@ -22,7 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
 from judgebias import stages
-from judgebias.runstore import watch
+from judgebias.runs.store import watch
 from judgebias.tasks.stage_lines import report_stage
 
 

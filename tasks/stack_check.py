@@ -8,8 +8,8 @@ from prefect import task
 
 @task
 def summarize_table(path: str) -> dict:
-    from judgebias.io import read_table
-    from judgebias.table import human_label
+    from judgebias.tables.files import read_table
+    from judgebias.tables.pairwise import human_label
 
     df, exclusions = read_table(path, skip_invalid=True)
     judges = sorted(j for j in df["judge"].dropna().unique())

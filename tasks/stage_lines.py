@@ -18,7 +18,7 @@ LOGGER = logging.getLogger("judgebias.run")
 _lock = threading.Lock()
 _reported: set[str] = set()
 
-# A variant's folder prefix (judgebias.layout.RunLayout) as the words the console shows.
+# A variant's folder prefix (judgebias.runs.layout.RunLayout) as the words the console shows.
 _VARIANTS = {
     "style": "style ablation",
     "finetune": "fine-tune ablation",

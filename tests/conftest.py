@@ -166,7 +166,7 @@ def tiny_config(models: dict, base: Path) -> dict:
 
 def _has_attention() -> bool:
     try:
-        import judgebias.attention  # noqa: F401
+        import judgebias.engine.attention  # noqa: F401
     except ImportError:
         return False
     return True
@@ -183,7 +183,7 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
 
     from judgebias.config.experiment import load_config
     from judgebias.flows.experiment import experiment
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     base = tmp_path_factory.mktemp("experiment")
     config_path = base / "tiny.yaml"
@@ -226,7 +226,7 @@ def probes_run(prefect_harness, tiny_models, experiment_run, tmp_path_factory):
         pointwise_probe,
         self_recognition_probe,
     )
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     base = tmp_path_factory.mktemp("probes")
     doc = tiny_config(tiny_models, base)
@@ -277,7 +277,7 @@ def world(ls_server, tmp_path_factory):
     from test_annotation_selection import scenario_table
 
     from judgebias.annotation.labelstudio import LabelStudioClient
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     root = tmp_path_factory.mktemp("experiment")
     table_path = write_table(scenario_table(), root / "judgments.jsonl")

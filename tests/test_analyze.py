@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from judgebias.io import write_table
 from judgebias.metrics.origin import parse_self_map
 from judgebias.reporting.analysis import analyze
 from judgebias.reporting.console_table import format_report
 from judgebias.reporting.plots import DPI, FIGSIZE, figures_for, save_figures
-from judgebias.table import validate
+from judgebias.tables.files import write_table
+from judgebias.tables.pairwise import validate
 
 MAIN_KEYS = ("self_preference_eo", "self_preference_dp", "dbg", "verbosity_bias", "agreement_human",
              "kappa_human", "position_flip_rate")

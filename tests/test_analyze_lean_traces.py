@@ -9,7 +9,7 @@ from test_mlflow_traces import small_table
 from typer.testing import CliRunner
 
 from judgebias.cli.options import TRACES_AUTO_ROWS
-from judgebias.io import write_table
+from judgebias.tables.files import write_table
 
 
 @pytest.fixture()
@@ -26,8 +26,8 @@ def test_skip_invalid_below_the_traces_threshold_logs_traces_with_texts(tmp_path
                                                                         suffix):
     from mlflow import MlflowClient
 
-    from judgebias import table_for_analysis as io
     from judgebias.cli import app
+    from judgebias.tables import for_analysis as io
 
     reads = []
     real = io.read_for_analysis

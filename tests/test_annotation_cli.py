@@ -22,7 +22,7 @@ from judgebias.annotation.labelstudio import (
 from judgebias.annotation.selection import select_pairs
 from judgebias.annotation.store import Label, Ledger, PushedTask
 from judgebias.cli import app
-from judgebias.io import read_table, write_table
+from judgebias.tables.files import read_table, write_table
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from test_annotation_selection import scenario_table
 
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
-from judgebias.io import write_table
+from judgebias.tables.files import write_table
 
 pytestmark = [
     pytest.mark.server,

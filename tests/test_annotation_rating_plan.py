@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from judgebias.annotation.ratings import Rating, upsert_ratings
 from judgebias.annotation.store import Ledger
 from judgebias.cli import app
-from judgebias.io import write_table
 from judgebias.metrics.survey import t_quantile
+from judgebias.tables.files import write_table
 
 J_SCORES, M_SCORES = [4.0, 2.0, 3.0, 1.0], [3.0, 3.0, 2.0, 2.0]
 

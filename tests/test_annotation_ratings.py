@@ -74,7 +74,7 @@ def test_merge_replaces_human_scores_of_rated_units():
 
 def test_push_dry_run_on_a_pointwise_table_draws_items(tmp_path):
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     path = write_table(table(), tmp_path / "scores.jsonl")
     res = CliRunner().invoke(app, ["annotate", "push", str(path), "--budget", "3", "--design", "uniform",
@@ -113,7 +113,7 @@ def test_estimates_keep_the_pushed_rubric_in_the_item_keys(tmp_path):
 
 def test_status_of_a_rating_ledger(tmp_path):
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     path = write_table(table(), tmp_path / "scores.jsonl")
     next_rating_batch(table(), Ledger(tmp_path / "scores.labels.sqlite"), 3, RatingSettings(design="uniform"))

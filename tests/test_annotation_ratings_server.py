@@ -50,10 +50,10 @@ def test_push_rate_pull_recompute_against_real_server(ls_server, tmp_path, monke
 
     from judgebias.annotation.ratings import RatingClient
     from judgebias.cli import app
-    from judgebias.io import read_raw, write_table
     from judgebias.metrics.pointwise_survey import rating_estimate, rating_features
     from judgebias.metrics.survey import STRATIFIED, SampleDesign, t_quantile
-    from judgebias.pointwise_table import validate_pointwise
+    from judgebias.tables.files import read_raw, write_table
+    from judgebias.tables.pointwise import validate_pointwise
 
     monkeypatch.setenv("LABEL_STUDIO_URL", ls_server.url)
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls_server.api_key)
@@ -185,8 +185,8 @@ def test_nightly_sync_pulls_ratings_pushes_items_and_refreshes_the_pointwise_fig
     from judgebias.annotation.ratings import RatingClient
     from judgebias.cli import app
     from judgebias.config.experiment import ExperimentConfig
-    from judgebias.layout import RunLayout
-    from judgebias.runstore import RunStore
+    from judgebias.runs.layout import RunLayout
+    from judgebias.runs.store import RunStore
 
     model = {"model": "smollm2-135m-instruct"}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -17,7 +17,7 @@ from judgebias.annotation.feedback import (
 from judgebias.annotation.keys import pair_key
 from judgebias.annotation.selection import Weights, select_pairs
 from judgebias.metrics.origin import parse_self_map
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def _row(pid, judge, ga, gb, p=math.nan, ab=math.nan, ba=math.nan, verdict=None, human=()):

@@ -21,7 +21,7 @@ from judgebias.annotation.selection import select_pairs
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Ledger
 from judgebias.annotation.sync import SyncSettings, sync
-from judgebias.io import read_table
+from judgebias.tables.files import read_table
 
 pytestmark = [
     pytest.mark.server,
@@ -323,7 +323,7 @@ def test_pipeline_stage_sync_annotations_wires_into_sync(ls_server, monkeypatch,
     judgebias.annotation.sync.sync."""
     from judgebias.annotation.experiment import sync_annotations
     from judgebias.config.experiment import ExperimentConfig
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     model = {"model": "smollm2-135m-instruct"}
     cfg = ExperimentConfig.model_validate(

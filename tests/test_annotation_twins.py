@@ -16,7 +16,7 @@ from test_annotation_server import SHOWN
 from judgebias.annotation.keys import content_key, keyed_pairs
 from judgebias.annotation.server import find_label_studio
 from judgebias.annotation.store import Label, Ledger, PushedTask
-from judgebias.io import write_table
+from judgebias.tables.files import write_table
 
 URL = "http://h"
 
@@ -69,7 +69,7 @@ def test_pandalm_twins_make_one_task_on_a_real_server(world, ls_server, tmp_path
 
     from judgebias.annotation.sync import SyncSettings, sync
     from judgebias.importers.pandalm import import_pandalm
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     table, _ = import_pandalm(DATA / "pandalm")
     keyed = keyed_pairs(table)

@@ -10,9 +10,9 @@ import pytest
 
 from judgebias.bundled import BUNDLED, analyze_bundled
 from judgebias.importers import import_dataset
-from judgebias.io import read_table
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
+from judgebias.tables.files import read_table
 
 DATA = Path(__file__).parent / "data"
 # (importer, the slice in tests/data, the key that finds a slice row in the whole): PandaLM's pair

@@ -257,7 +257,7 @@ def test_ctrl_c_stops_right_after_the_batch_being_computed_is_stored(cache):
     import os
     import signal
 
-    from judgebias import interrupts
+    from judgebias.runs import interrupts
 
     class CtrlCDuringSecondBatch(CountingBackend):
         def score_options(self, prompts, options):

@@ -165,7 +165,7 @@ def test_atomic_outputs_get_the_mode_a_plain_write_would(tmp_path):
 
     import pandas as pd
 
-    from judgebias.runstore import RunStore, atomic_dir, atomic_write_text
+    from judgebias.runs.store import RunStore, atomic_dir, atomic_write_text
 
     # mkstemp/mkdtemp create 0600/0700; what a user shares (reports, JSON, tables) must follow the
     # umask like any file the process opens itself.

@@ -27,7 +27,7 @@ NOISE = ("Finished in state", "FutureWarning", "DeprecationWarning", "UserWarnin
 
 # --- the console lines, without Prefect ------------------------------------------------------------
 def test_a_stage_says_whether_it_computed_or_found_its_output(tmp_path):
-    from judgebias.runstore import RunStore, watch
+    from judgebias.runs.store import RunStore, watch
 
     store = RunStore(tmp_path)
 
@@ -51,7 +51,7 @@ def test_a_stage_says_whether_it_computed_or_found_its_output(tmp_path):
 
 
 def test_reused_stages_are_reported_once_per_experiment(caplog):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
     from judgebias.tasks.stage_lines import LOGGER, new_experiment, report_stage, variant_words
 
     assert variant_words("style-3f2a/attractive") == "style ablation, attractive"

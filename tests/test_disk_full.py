@@ -20,7 +20,7 @@ import sys
 import pandas as pd
 import pytest
 
-from judgebias.diskfull import DiskFullError, HideDiskFull, find
+from judgebias.runs.diskfull import DiskFullError, HideDiskFull, find
 
 DEV_FULL = "/dev/full"
 
@@ -109,7 +109,7 @@ def test_a_full_disk_is_found_however_the_library_and_prefect_wrap_it():
 
 def test_the_writer_names_the_file_it_was_writing_and_leaves_no_half_file(tmp_path, monkeypatch):
     _require_dev_full()
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     store = RunStore(tmp_path / "run")
     store.write_frame("pairs.parquet", pd.DataFrame({"a": [1, 2]}))
@@ -263,8 +263,8 @@ def test_torch_save_on_a_nearly_full_disk_names_the_folder_and_elsewhere_stays_t
     # file is a link to /dev/full inside the temporary folder: torch writes in place, through it.
     _require_dev_full()
     torch = pytest.importorskip("torch")
-    from judgebias import diskfull
-    from judgebias.runstore import RunStore
+    from judgebias.runs import diskfull
+    from judgebias.runs.store import RunStore
 
     store = RunStore(tmp_path / "run")
 

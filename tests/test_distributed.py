@@ -9,13 +9,13 @@ import os
 
 import pytest
 
-from judgebias import chunks as chunking
-from judgebias import workers
 from judgebias.backends.builder import JudgeSpec, ModelSpec
 from judgebias.backends.random_weights import random_model
-from judgebias.chunks import ChunkStore, merge, shard
+from judgebias.engine import chunks as chunking
+from judgebias.engine import workers
+from judgebias.engine.chunks import ChunkStore, merge, shard
 from judgebias.flows.runtime.task_runners import make_task_runner
-from judgebias.records import Pair
+from judgebias.tables.records import Pair
 
 
 def _pairs(n: int) -> list[Pair]:
@@ -186,7 +186,7 @@ def tiny_judge_folder(tmp_path_factory):
 def reference_rows(tiny_judge_folder):
     """The single-process result: one process, no cache, all 12 pairs in one call."""
     from judgebias.backends.local import LocalBackend
-    from judgebias.judging import judge_pairs
+    from judgebias.engine.pairwise import judge_pairs
     from judgebias.prompts import judge_template
 
     return judge_pairs(_pairs(12), LocalBackend(str(tiny_judge_folder), name="tiny"),
@@ -208,7 +208,7 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
     import pandas as pd
 
     from judgebias.flows.distributed_judging import distributed_judging
-    from judgebias.io import read_table, write_table
+    from judgebias.tables.files import read_table, write_table
 
     pairs = _pairs(12)
     table = tmp_path / "pairs.jsonl"

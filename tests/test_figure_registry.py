@@ -13,10 +13,9 @@ from judgebias.metrics import registry as R
 from judgebias.reporting.analysis import analyze
 from judgebias.reporting.console_table import format_report
 from judgebias.reporting.report_card import render_markdown
-from judgebias.reporting.trust import statements
-from judgebias.reporting.trust_family import declare
+from judgebias.reporting.trust import declare, statements
 from judgebias.stats import Estimate
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 from judgebias.tracking.log_analysis import flatten_metrics
 
 # A figure with no source must be listed here on purpose: a plain descriptive share no paper defines.

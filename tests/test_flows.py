@@ -32,7 +32,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_table_holds_every_judge_on_every_pair_in_both_orders(experiment_run):
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     store = experiment_run["store"]
     table, excluded = read_table(store.path("table.parquet"))
@@ -58,8 +58,8 @@ def test_a_config_handed_to_the_flow_is_not_parsed_again(experiment_run):
 
 
 def test_metrics_and_gold_are_those_of_analyze_on_the_table(experiment_run):
-    from judgebias.io import read_table
     from judgebias.reporting.analysis import analyze
+    from judgebias.tables.files import read_table
 
     store = experiment_run["store"]
     metrics = store.read_json("metrics.json")
@@ -195,7 +195,7 @@ def test_leaderboard_stage_ranks_the_generators_logs_and_ends_the_report_card(ex
     a rerun of the stage reads it back."""
     from mlflow.tracking import MlflowClient
 
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
     from judgebias.stages import compute_leaderboard
 
     store, layout = experiment_run["store"], RunLayout()
@@ -295,7 +295,7 @@ def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
 def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.tracking.experiment import log_experiment
 
     port = free_port()

@@ -107,7 +107,7 @@ def test_attention_own_minus_other_by_hand():
 
 def test_build_pairs_excludes_failed_responses_and_counts_them(tmp_path):
     from judgebias.config.experiment import parse_config
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.stages import build_pairs
 
     cfg = parse_config(
@@ -150,7 +150,7 @@ def test_api_judge_stage_over_a_local_openai_compatible_endpoint(tmp_path):
     from pathlib import Path
 
     from judgebias.config.experiment import parse_config
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.stages import judge_pairs
 
     body = (

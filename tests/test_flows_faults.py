@@ -79,7 +79,7 @@ def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_pat
         "import os, signal, sys\n"
         "import judgebias.tracking.experiment as te\n"
         "from judgebias.config.experiment import load_config\n"
-        "from judgebias.runstore import RunStore\n"
+        "from judgebias.runs.store import RunStore\n"
         "te._log_style = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
         "cfg = load_config(sys.argv[1])\n"
         "te.log_experiment(cfg, RunStore(cfg.run_path()), config_source=sys.argv[1])\n")

@@ -19,7 +19,7 @@ def pw_run(probes_run):
 
 
 def test_the_pointwise_judge_scores_every_response(pw_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store, out = pw_run["cfg"], pw_run["store"], pw_run["figures"]
     layout = RunLayout.pointwise(cfg)
@@ -50,8 +50,8 @@ def test_every_pointwise_probe_has_its_two_figures(pw_run):
 def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
     from mlflow.tracking import MlflowClient
 
-    from judgebias.layout import RunLayout
     from judgebias.reporting.experiment_summary import console_report
+    from judgebias.runs.layout import RunLayout
     from judgebias.tracking.experiment import settings_for
     from judgebias.tracking.log_pointwise import log_experiment_pointwise
     from judgebias.tracking.mlflow_run import mlflow_run
@@ -88,7 +88,7 @@ def test_the_page_and_mlflow_show_the_pointwise_judge(pw_run):
 
 def test_a_rerun_makes_no_model_call(pw_run):
     from judgebias.flows.experiment import pointwise_judging, pointwise_probe
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store = pw_run["cfg"], pw_run["store"]
     # As if killed after the model calls but before any output was written.

@@ -15,7 +15,7 @@ def probe_run(probes_run):
 
 
 def test_perturbed_pairs_are_judged_and_measured(probe_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store, out = probe_run["cfg"], probe_run["store"], probe_run["perturbed"]
     assert set(out["perturbations"]) == {"authority@1", "sentiment_hostile@1"}
@@ -39,7 +39,7 @@ def test_perturbed_pairs_are_judged_and_measured(probe_run):
 
 
 def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store, out = probe_run["cfg"], probe_run["store"], probe_run["recognised"]
     layout = RunLayout.recognition(cfg)
@@ -54,7 +54,7 @@ def test_self_recognition_asks_the_judge_about_its_own_pairs(probe_run):
 
 def test_a_rerun_of_the_probes_makes_no_model_call(probe_run):
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store = probe_run["cfg"], probe_run["store"]
     before = store.read_json(RunLayout.perturbation(cfg).probe_result)
@@ -104,7 +104,7 @@ def test_probes_are_logged_as_nested_mlflow_runs(probe_run):
 
 
 def test_the_run_page_shows_the_probes(probe_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     page = probe_run["store"].path(RunLayout().report_html).read_text()
     assert "robust to authority" in page and "shift toward sentiment_hostile" in page

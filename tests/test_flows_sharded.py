@@ -52,7 +52,7 @@ def test_the_experiment_on_two_dask_workers_writes_the_one_process_run_folder(pr
                                                                              tmp_path, monkeypatch):
     import torch
 
-    from judgebias import workers
+    from judgebias.engine import workers
 
     # Small chunks, so that 4 instructions make several chunks per stage: 1 prompt per generation
     # chunk, 2 pairs (one scoring call at batch size 1) per judging chunk.

@@ -1,5 +1,5 @@
 """One folding rule for a judge's two presentation orders, applied by the pipeline, the importers
-and the table validator (judgebias.folding)."""
+and the table validator (judgebias.tables.folding)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from judgebias.folding import fold_arrays, refold
 from judgebias.importers import import_dataset
-from judgebias.io import write_table
-from judgebias.records import Judgment, Pair, combine_orders
-from judgebias.table import TableError, validate
+from judgebias.tables.files import write_table
+from judgebias.tables.folding import fold_arrays, refold
+from judgebias.tables.pairwise import TableError, validate
+from judgebias.tables.records import Judgment, Pair, combine_orders
 
 NAN = np.nan
 

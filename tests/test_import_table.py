@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from judgebias.importers import import_dataset
-from judgebias.table import TableError
+from judgebias.tables.pairwise import TableError
 
 CSV = (
     "pair_id,prompt,response_a,response_b,judge,verdict_ab,verdict_ba,human\n"

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from judgebias.importers import IMPORTERS, import_dataset, split_counts
 from judgebias.importers.pandalm import split_cmp_keys
-from judgebias.io import read_table
-from judgebias.table import TableError, human_label, validate
+from judgebias.tables.files import read_table
+from judgebias.tables.pairwise import TableError, human_label, validate
 
 DATA = Path(__file__).parent / "data"
 PANDALM = DATA / "pandalm"

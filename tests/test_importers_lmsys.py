@@ -12,7 +12,7 @@ import pytest
 from test_importers import _row
 
 from judgebias.importers import import_dataset
-from judgebias.table import TableError, human_label
+from judgebias.tables.pairwise import TableError, human_label
 
 # --- Arena / MT-Bench human (local files in the datasets' real schema) -----------------------------
 

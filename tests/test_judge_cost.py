@@ -16,7 +16,7 @@ from judgebias.backends.endpoint_usage import Price
 from judgebias.backends.protocol import Prompt
 from judgebias.bench.openai_stub import StubServer, StubState
 from judgebias.config.experiment import bundled_file
-from judgebias.io import read_table, read_usage, usage_path
+from judgebias.tables.files import read_table, read_usage, usage_path
 
 
 def test_prices_parse_and_match_by_longest_prefix(tmp_path):
@@ -112,7 +112,7 @@ def test_recorded_timing_reaches_the_leaderboard_without_typing_it(tmp_path):
     import shutil
 
     from judgebias.cli.leaderboard import recorded_timing
-    from judgebias.io import write_usage
+    from judgebias.tables.files import write_usage
 
     table = tmp_path / "pandalm.parquet"
     shutil.copy(bundled_file("pandalm_testset.parquet"), table)

@@ -30,7 +30,7 @@ def _cached_calls(cache_dir: Path) -> int:
 @pytest.fixture
 def table(tmp_path) -> Path:
     from judgebias.importers.pandalm import import_pandalm
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     df = import_pandalm(DATA / "pandalm")[0]
     return write_table(df[df["judge"] == df["judge"].iloc[0]], tmp_path / "pairs.jsonl")

@@ -12,11 +12,11 @@ from judgebias.backends import loading as models
 from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 from judgebias.backends.random_weights import random_model
-from judgebias.io import read_table
-from judgebias.judging import OFF_FORMAT, judge_pairs, pairs_from_table
+from judgebias.engine.pairwise import OFF_FORMAT, judge_pairs, pairs_from_table
 from judgebias.prompts import DBG_AB, MTBENCH_PAIR
-from judgebias.records import Pair
-from judgebias.table import validate
+from judgebias.tables.files import read_table
+from judgebias.tables.pairwise import validate
+from judgebias.tables.records import Pair
 
 DATA = Path(__file__).parent / "data" / "local_judge" / "llmbar_mtbench_4.jsonl"
 ALIAS = "smollm2-135m-instruct"
@@ -202,7 +202,7 @@ def test_real_smollm2_judges_real_pairs(smollm2):
         for key in ("p_a", "p_a_ab", "p_a_ba"):
             assert 0.0 <= row[key] <= 1.0
         assert 0.0 < row["mass_ab"] <= 1.0
-    from judgebias.perplexity import fill_perplexity
+    from judgebias.engine.perplexity import fill_perplexity
 
     ppl = fill_perplexity(result.table(), smollm2)
     assert ppl["ppl_a"].map(math.isfinite).all() and (ppl["ppl_a"] > 1).all()

@@ -219,8 +219,8 @@ def test_file_sha256_is_remembered(tmp_path, monkeypatch):
 
 
 def test_attention_summary_matches_eager_output_attentions(tiny):
-    from judgebias import attention
-    from judgebias.records import Pair
+    from judgebias.engine import attention
+    from judgebias.tables.records import Pair
 
     pair = Pair(pair_id="p", prompt="Name a color.", response_a="Blue, like the sky.", response_b="dog")
     (ab,) = attention.summarize(tiny, [pair], DBG_AB, order="ab")

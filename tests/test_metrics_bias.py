@@ -24,7 +24,7 @@ from judgebias.metrics import (
 )
 from judgebias.metrics.frame import word_counts
 from judgebias.stats import InsufficientData, bootstrap_mean, kappa, wilson
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

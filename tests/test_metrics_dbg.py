@@ -8,7 +8,7 @@ import pytest
 from judgebias.metrics import dbg_score, gold_votes, pairwise_win_rates
 from judgebias.metrics.frame import prepare
 from judgebias.stats import InsufficientData
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 PAIRS = {  # pair: (generator_a, generator_b, human)
     "P1": ("j", "o", ["b", "b", "a"]), "P2": ("o", "j", ["a"]), "P3": ("j", "o", ["tie", "a"]),

@@ -12,10 +12,9 @@ from scipy import stats
 from judgebias.metrics import frame as F
 from judgebias.metrics.evaluator_quality import family_preference_eqb, self_preference_eqb
 from judgebias.reporting.analysis import analyze
-from judgebias.reporting.trust import trust_summary
-from judgebias.reporting.trust_family import declare, family
+from judgebias.reporting.trust import declare, family, trust_summary
 from judgebias.stats import InsufficientData
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def rows(spec, judge: str = "j", extra: dict | None = None) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from judgebias.metrics import (
     self_preference_eo,
     verbosity_bias,
 )
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 JUDGES = ["j1", "j2", "j3"]
 GENS = ["j1", "j2", "j3", "base", "x"]

@@ -12,7 +12,7 @@ from judgebias.metrics.agreement import agreement_two_class, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.position import position_consistency
 from judgebias.stats import InsufficientData, mean_t, proportion_interval
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

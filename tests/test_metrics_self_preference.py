@@ -15,7 +15,7 @@ from judgebias.metrics import (
     self_preference_score,
 )
 from judgebias.stats import InsufficientData
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

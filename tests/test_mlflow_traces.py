@@ -14,8 +14,8 @@ from conftest import free_port
 from servers import running
 from typer.testing import CliRunner
 
-from judgebias.io import read_table, write_table
-from judgebias.table import validate
+from judgebias.tables.files import read_table, write_table
+from judgebias.tables.pairwise import validate
 from judgebias.tracking.judgment_traces import KEY_TAG, hash_annotator, judgment_records
 
 SECRET = "sk-do-not-log-0123456789"
@@ -282,8 +282,8 @@ def test_an_experiment_run_logs_its_judgments_as_traces_when_configured(mlflow_s
     from test_config import minimal
 
     from judgebias.config.experiment import demo_config_path, load_config, parse_config
-    from judgebias.layout import RunLayout
-    from judgebias.runstore import RunStore
+    from judgebias.runs.layout import RunLayout
+    from judgebias.runs.store import RunStore
     from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 
     store = RunStore(tmp_path / "run")

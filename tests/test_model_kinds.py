@@ -191,7 +191,7 @@ def test_the_flow_plans_each_analysis_on_the_judges_that_can_do_it(tmp_path):
 
 def test_dtype_fidelity_is_asked_of_in_process_judges_only(tmp_path):
     from judgebias.config.experiment import parse_config
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.stages.judge import dtype_fidelity
 
     cfg = parse_config({"generators": [{"name": "g1", "model": "m1"}, {"name": "g2", "model": "m2"}],
@@ -204,7 +204,7 @@ def test_dtype_fidelity_is_asked_of_in_process_judges_only(tmp_path):
 
 def test_finetune_refuses_a_generator_that_cannot_be_finetuned(tmp_path):
     from judgebias.config.experiment import parse_config
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.stages.finetune import finetune_generator
 
     cfg = parse_config({"generators": [{"name": "g1", "model": "m1", "backend": "vllm"},

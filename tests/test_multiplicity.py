@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from judgebias.multiplicity import adjust, benjamini_hochberg, check_method, holm
-from judgebias.reporting.trust_family import attach, declare, family
+from judgebias.reporting.trust import attach, declare, family
 
 # Four tests, m = 4, raw p = [0.01, 0.04, 0.03, 0.005] (input order i = 0..3).
 # Sorted ascending: 0.005 (i=3), 0.01 (i=0), 0.03 (i=2), 0.04 (i=1).

@@ -22,7 +22,7 @@ from test_openai_server import judge_prompt
 from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.openai_compat import OpenAICompatBackend
 from judgebias.backends.protocol import GenerationParams, OptionScores, Prompt
-from judgebias.records import Judgment, Pair, combine_orders
+from judgebias.tables.records import Judgment, Pair, combine_orders
 
 # ------------------------------------------------------------------ real transformers serve
 
@@ -111,7 +111,7 @@ def test_judge_cli_sends_fewshot_prompts_to_the_completions_route(transformers_s
     from typer.testing import CliRunner
 
     from judgebias.cli import app
-    from judgebias.io import read_table, write_table
+    from judgebias.tables.files import read_table, write_table
 
     table = write_table(pd.DataFrame([p.__dict__ for p in PAIRS[:2]]), tmp_path / "pairs.jsonl")
     out = tmp_path / "judged.jsonl"
@@ -151,7 +151,7 @@ def test_bench_times_a_real_server_beside_the_engine(transformers_server, monkey
 
 
 def test_a_bounded_or_verdict_answer_still_has_a_shown_verdict():
-    from judgebias.judging import shown_verdict
+    from judgebias.engine.pairwise import shown_verdict
 
     ab = ("A", "B")
     assert shown_verdict(OptionScores({"A": math.nan, "B": math.nan}, bounds={"A": [0.99, 1.0]}), *ab) == "a"

@@ -7,8 +7,8 @@ import pytest
 from test_pointwise_metrics import table
 from typer.testing import CliRunner
 
-from judgebias.pointwise_table import unscored_reasons
 from judgebias.reporting.pointwise_analysis import analyze_pointwise
+from judgebias.tables.pointwise import unscored_reasons
 
 
 def test_self_preference_skip_says_no_responses_by_the_judge():
@@ -76,7 +76,7 @@ def test_figures_per_criterion_beside_the_pooled_ones():
 
 def test_analyze_on_a_pointwise_table_writes_its_report_card(tmp_path):
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     scores, out = tmp_path / "scores.jsonl", tmp_path / "m.json"
     write_table(_two_criteria(), scores)

@@ -11,16 +11,16 @@ import pytest
 
 from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.protocol import Generation, OptionScores, TokenLogprobs
-from judgebias.judging_pointwise import (
+from judgebias.engine.pointwise import (
     PARSED_NO_LOGPROBS,
     ScoreItem,
     find_score,
     items_from_frame,
     judge_responses,
 )
-from judgebias.pointwise_table import validate_pointwise
 from judgebias.prompts.pointwise import MTBENCH_SINGLE, RUBRIC_5
-from judgebias.table import TableError
+from judgebias.tables.pairwise import TableError
+from judgebias.tables.pointwise import validate_pointwise
 
 DIGITS = [str(k) for k in range(1, 10)]
 
@@ -263,7 +263,7 @@ def test_mt_bench_single_judgments_import_as_a_pointwise_table(tmp_path):
 
 
 def test_bounded_score_tokens_fall_back_to_the_parsed_integer_and_raw_probability_reads_bounds():
-    from judgebias.judging_pointwise import PARSED_BOUNDS, raw_probability
+    from judgebias.engine.pointwise import PARSED_BOUNDS, raw_probability
 
     # Some digits outside an endpoint's top log-probs: only bounds, so the text's integer, counted.
     bounds = {d: [0.0, 0.01] for d in DIGITS} | {"8": [0.9, 0.99]}
@@ -303,7 +303,7 @@ def test_direct_template_reads_the_score_without_generating():
 
 
 def test_criteria_template_scores_one_criterion_per_call_and_rows_validate():
-    from judgebias.judging_pointwise import items_from_frame, with_criteria
+    from judgebias.engine.pointwise import items_from_frame, with_criteria
     from judgebias.prompts.pointwise import CRITERIA_5, pointwise_template
 
     assert pointwise_template("criteria-5") is CRITERIA_5

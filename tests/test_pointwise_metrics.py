@@ -12,10 +12,10 @@ from scipy import stats
 
 from judgebias.metrics import pointwise as P
 from judgebias.metrics import pointwise_origin as O
-from judgebias.pointwise_table import validate_pointwise
 from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
 from judgebias.stats import InsufficientData
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
+from judgebias.tables.pointwise import validate_pointwise
 
 # Judge j on a 1..10 scale. Items 1-3 were written by j itself, 4-6 by m. Prompts q1..q3 each have
 # one own and one other response (for the pairwise join). Response i has 10*i words.
@@ -249,7 +249,7 @@ def test_analyze_command_on_a_pointwise_file_with_a_pairwise_table(tmp_path):
     from typer.testing import CliRunner
 
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     scores, pairs, out = tmp_path / "scores.jsonl", tmp_path / "pairs.jsonl", tmp_path / "m.json"
     write_table(table(), scores)
@@ -270,7 +270,7 @@ def test_analyze_refuses_pairwise_option_with_a_pairwise_file(tmp_path):
     from typer.testing import CliRunner
 
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     pairs, out = tmp_path / "pairs.jsonl", tmp_path / "m.json"
     write_table(_pairs(), pairs)

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from judgebias.display import file_stem
-from judgebias.io import write_table
-from judgebias.pointwise_table import validate_pointwise
 from judgebias.reporting.plots_pointwise import pointwise_figures
+from judgebias.tables.files import write_table
+from judgebias.tables.pointwise import validate_pointwise
 from judgebias.tracking.log_pointwise import flatten_pointwise
 
 # Judge j on 1..5 wrote i1 and i2 itself; m wrote i3..i5.

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from judgebias.metrics.pointwise_perplexity import score_perplexity
-from judgebias.pointwise_table import validate_pointwise
 from judgebias.reporting.pointwise_analysis import analyze_pointwise
 from judgebias.stats import InsufficientData
+from judgebias.tables.pointwise import validate_pointwise
 
 
 def table() -> pd.DataFrame:
@@ -54,7 +54,7 @@ def test_score_perplexity_in_analyze_and_skipped_without_ppl():
 
 def test_fill_response_perplexity_computes_each_response_once():
     from judgebias.backends.protocol import TokenLogprobs
-    from judgebias.perplexity import fill_response_perplexity
+    from judgebias.engine.perplexity import fill_response_perplexity
 
     class Counting:
         is_chat = True

@@ -67,7 +67,7 @@ def test_to_base_maps_1_10_linearly_onto_1_5():
 
 
 def test_letter_ids_are_read_and_valued_by_their_position():
-    from judgebias.judging_pointwise import combine, digit_options, find_score
+    from judgebias.engine.pointwise import combine, digit_options, find_score
     from judgebias.prompts.pointwise import RUBRIC_5
     from judgebias.prompts.pointwise_variants import POINTWISE_PROBES
 

@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from judgebias.io import read_raw
-from judgebias.judging_pointwise import PARSED_NO_LOGPROBS
-from judgebias.pointwise_table import validate_pointwise
+from judgebias.engine.pointwise import PARSED_NO_LOGPROBS
+from judgebias.tables.files import read_raw
+from judgebias.tables.pointwise import validate_pointwise
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 
 import judgebias
 from judgebias.backends.protocol import GenerationParams, Prompt
-from judgebias.io import read_raw
-from judgebias.pointwise_table import validate_pointwise
+from judgebias.tables.files import read_raw
+from judgebias.tables.pointwise import validate_pointwise
 
 ALIAS = "smollm2-135m-instruct"
 QUESTIONS = Path(judgebias.__file__).parent / "data" / "mt_bench_40.jsonl"
@@ -129,7 +129,7 @@ class CannedExplanation:
 
 @pytest.mark.slow
 def test_real_score_distribution_after_the_marker(smollm2):
-    from judgebias.judging_pointwise import ScoreItem, judge_responses
+    from judgebias.engine.pointwise import ScoreItem, judge_responses
     from judgebias.prompts.pointwise import MTBENCH_SINGLE, RUBRIC_5
 
     item = ScoreItem(item_id="x", prompt="What is 2 + 2?", response="2 + 2 = 4.", generator="test-author")

@@ -19,7 +19,7 @@ TAGS = ("authority@1", "verbosity@1")
 def api_probe_run(prefect_harness, tiny_models, transformers_server, tmp_path_factory):
     from judgebias.config.experiment import load_config
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     base = tmp_path_factory.mktemp("api-probes")
     doc = tiny_config(tiny_models, base)
@@ -44,7 +44,7 @@ def api_probe_run(prefect_harness, tiny_models, transformers_server, tmp_path_fa
 
 
 def test_an_api_judge_is_probed_on_votes(api_probe_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store, out = api_probe_run["cfg"], api_probe_run["store"], api_probe_run["perturbed"]
     judged = store.read_frame(RunLayout.perturbation(cfg).judgments("api"))
@@ -64,7 +64,7 @@ def test_an_api_judge_is_probed_on_votes(api_probe_run):
 
 
 def test_an_api_judge_is_asked_which_answer_it_wrote(api_probe_run):
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store, out = api_probe_run["cfg"], api_probe_run["store"], api_probe_run["recognised"]
     asked = store.read_frame(RunLayout.recognition(cfg).judgments("api"))
@@ -90,7 +90,7 @@ def _failed(rows) -> int:
 
 def test_a_rerun_asks_again_only_what_failed(api_probe_run):
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     cfg, store = api_probe_run["cfg"], api_probe_run["store"]
     failed, asked = {}, {}

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from judgebias.cli import progress
-from judgebias.exclusions import Exclusions
-from judgebias.table import TableError
+from judgebias.tables.exclusions import Exclusions
+from judgebias.tables.pairwise import TableError
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +71,7 @@ def _fake_judge(monkeypatch, tmp_path, fail: BaseException | None):
     raises ``fail`` (or returns the table unfinished: a counter that never reached its total)."""
     from judgebias.backends import builder
     from judgebias.cli import judge
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     table = pd.DataFrame([{"pair_id": "p1", "prompt": "q", "response_a": "x", "response_b": "y"}])
     src = write_table(table, tmp_path / "in.jsonl")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from judgebias.judging import OFF_FORMAT, find_verdict, strip_think
+from judgebias.engine.pairwise import OFF_FORMAT, find_verdict, strip_think
 from judgebias.prompts import (
     DBG_AB,
     DBG_GENERATE,

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 from test_analyze import synthetic
 
-from judgebias.io import read_table, write_table
 from judgebias.metrics import frame as F
 from judgebias.metrics.frame import response_features
 from judgebias.reporting.analysis import analyze
-from judgebias.table import TableError
-from judgebias.table_for_analysis import read_for_analysis
+from judgebias.tables.files import read_table, write_table
+from judgebias.tables.for_analysis import read_for_analysis
+from judgebias.tables.pairwise import TableError
 
 
 def _plain_values(table: pd.DataFrame) -> pd.DataFrame:
@@ -174,7 +174,7 @@ def test_analyze_names_the_reserved_column(tmp_path):
 
 
 def test_response_texts_read_back_for_the_rows_kept(tmp_path):
-    from judgebias.table_for_analysis import with_response_texts
+    from judgebias.tables.for_analysis import with_response_texts
 
     table = synthetic(80)
     # Numeric ids (read back as validation reads them: as text); pair 3's first row is dropped by

@@ -1,5 +1,5 @@
-"""``read_for_analysis`` of a JSONL table through Arrow's JSON reader (judgebias.jsonl_columns): the same
-validated table, figures and problems as ``read_table``'s line-by-line read, and that read (with its
+"""``read_for_analysis`` of a JSONL table through Arrow's JSON reader (judgebias.tables.jsonl_columns):
+the same validated table, figures and problems as ``read_table``'s line-by-line read, and that read (with its
 errors naming the line) wherever Arrow would read a value otherwise."""
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ import pandas as pd
 import pytest
 from test_analyze import synthetic
 
-import judgebias.jsonl_columns
-from judgebias.io import read_table, write_table
+import judgebias.tables.jsonl_columns
 from judgebias.metrics.frame import response_features
 from judgebias.reporting.analysis import analyze
-from judgebias.table import TableError
-from judgebias.table_for_analysis import read_for_analysis
+from judgebias.tables.files import read_table, write_table
+from judgebias.tables.for_analysis import read_for_analysis
+from judgebias.tables.pairwise import TableError
 
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     # Blocks of 2 KB and row groups of 16 rows: a table of a few hundred rows spans many of each.
-    monkeypatch.setattr(judgebias.jsonl_columns, "BLOCK_BYTES", 2048)
-    monkeypatch.setattr(judgebias.jsonl_columns, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(judgebias.tables.jsonl_columns, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(judgebias.tables.jsonl_columns, "ROW_GROUP_ROWS", 16)
 
 
 def _columnar(path, **kwargs):
@@ -186,7 +186,7 @@ def test_what_is_not_one_object_per_line_is_named_as_before(tmp_path, edit):
 
 
 def test_lines_counted_as_python_reads_them(tmp_path):
-    from judgebias.jsonl_columns import NotColumnar, content_lines
+    from judgebias.tables.jsonl_columns import NotColumnar, content_lines
 
     path = tmp_path / "t.txt"
     for data in (b"a\nb\n", b"a\n\n  \nb", b"\n\n\ta\n", b"a\r\n\r\nb\r\n", b"", b"  ", b"a\n \t\n",
@@ -262,12 +262,12 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
     # the same figures as the same table in Parquet.
     from typer.testing import CliRunner
 
-    import judgebias.table_for_analysis
+    import judgebias.tables.for_analysis
     from judgebias.cli import app
 
-    monkeypatch.setattr(judgebias.table_for_analysis, "JSONL_COLUMNAR_BYTES", 0)
+    monkeypatch.setattr(judgebias.tables.for_analysis, "JSONL_COLUMNAR_BYTES", 0)
     calls = []
-    real = judgebias.table_for_analysis.read_for_analysis
+    real = judgebias.tables.for_analysis.read_for_analysis
 
     def spy(path, **kwargs):
         table, exclusions = real(path, **kwargs)
@@ -275,7 +275,7 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
                       "response_a" in table.columns))
         return table, exclusions
 
-    monkeypatch.setattr(judgebias.table_for_analysis, "read_for_analysis", spy)
+    monkeypatch.setattr(judgebias.tables.for_analysis, "read_for_analysis", spy)
     table = synthetic(30)  # 90 rows: more than traces are drawn for
     outs = []
     for suffix in ("jsonl", "parquet"):
@@ -290,10 +290,10 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
 
 def test_response_texts_read_back_for_traces(tmp_path, monkeypatch):
     # A lean read that --skip-invalid shrank to a few rows gets its texts back from the JSONL file.
-    import judgebias.table_for_analysis
-    from judgebias.table_for_analysis import with_response_texts
+    import judgebias.tables.for_analysis
+    from judgebias.tables.for_analysis import with_response_texts
 
-    monkeypatch.setattr(judgebias.table_for_analysis, "JSONL_COLUMNAR_BYTES", 0)
+    monkeypatch.setattr(judgebias.tables.for_analysis, "JSONL_COLUMNAR_BYTES", 0)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     recs = _records()

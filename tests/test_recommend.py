@@ -126,7 +126,7 @@ def test_labels_for_the_gap_by_hand():
 
 
 def test_judging_time_is_measured_only_from_uncached_calls(tmp_path):
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
     from judgebias.stages.leaderboard import judging_time
 
     store = RunStore(tmp_path)
@@ -162,7 +162,7 @@ def test_the_panel_table_pools_the_unrelated_judges_votes():
     import pandas as pd
 
     from judgebias.reporting.recommendation import panel_table
-    from judgebias.table import validate
+    from judgebias.tables.pairwise import validate
 
     # p1 (m1 vs m2): both judges vote, P(A) 0.8 and 0.4 -> the panel's P(A) = (0.8 + 0.4) / 2 = 0.6,
     # per order (0.9 + 0.5) / 2 = 0.7 and (0.7 + 0.3) / 2 = 0.5. p2 (g1 vs m2): j1 wrote g1, so only

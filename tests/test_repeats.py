@@ -13,12 +13,12 @@ from test_judging import DATA, tiny_folder  # noqa: F401 (a fixture)
 
 from judgebias.backends.call_cache import CachedBackend, ResponseCache
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores
-from judgebias.judging import judge_pairs
-from judgebias.judging_repeats import repeated
+from judgebias.engine.pairwise import judge_pairs
+from judgebias.engine.repeats import repeated
 from judgebias.metrics.repeats import REPEATS_COLUMN, repeat_kappa, verdict_stability
 from judgebias.prompts import DBG_AB, MTBENCH_PAIR
-from judgebias.records import Pair
 from judgebias.stats import InsufficientData
+from judgebias.tables.records import Pair
 
 
 def _rows(lists):
@@ -175,7 +175,7 @@ def test_log_probability_read_is_reread_and_checked(tmp_path, drift, same):
 
 def test_analyze_reports_the_repeat_figures():
     from judgebias.reporting.analysis import analyze
-    from judgebias.table import validate
+    from judgebias.tables.pairwise import validate
 
     lists = [["a", "a", "b"], ["b", "b", "b"], ["a", "tie", "a"], ["a", "a", "a"]]
     table = pd.DataFrame(
@@ -199,7 +199,7 @@ def test_judge_command_repeats_a_log_probability_read(tiny_folder, tmp_path):  #
     from typer.testing import CliRunner
 
     from judgebias.cli import app
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     out = tmp_path / "judged.jsonl"
     args = ["judge", str(DATA), "--judge", str(tiny_folder), "--out", str(out)]

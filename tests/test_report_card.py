@@ -12,9 +12,9 @@ import pytest
 from test_analyze import synthetic
 from typer.testing import CliRunner
 
-from judgebias.io import write_table
 from judgebias.reporting.report_card import render_html, render_markdown, write_report
 from judgebias.reporting.trust import mutual_gold, trust_summary
+from judgebias.tables.files import write_table
 
 RENDER = Path(__file__).with_name("render_page.py")
 

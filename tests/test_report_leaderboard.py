@@ -76,7 +76,7 @@ def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
     from typer.testing import CliRunner
 
     from judgebias.cli import app
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     layout = RunLayout()
     (tmp_path / layout.metrics).write_text(json.dumps({"judges": {}, "dataset": {}}))
@@ -88,9 +88,9 @@ def test_report_command_on_a_run_folder_keeps_the_section(board, tmp_path):
 
 
 def test_console_report_lines_say_the_recommendation(board, tmp_path):
-    from judgebias.layout import RunLayout
     from judgebias.reporting.experiment_summary import leaderboard_lines
-    from judgebias.runstore import RunStore
+    from judgebias.runs.layout import RunLayout
+    from judgebias.runs.store import RunStore
 
     store = RunStore(tmp_path)
     assert leaderboard_lines(store) == []

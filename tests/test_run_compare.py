@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from judgebias.bundled import BUNDLED, analyze_bundled
-from judgebias.io import read_table
 from judgebias.metrics import frame as F
 from judgebias.metrics import registry as R
 from judgebias.reporting.analysis import lean_table
@@ -26,6 +25,7 @@ from judgebias.reporting.run_compare import (
 )
 from judgebias.reporting.run_compare_page import render_html
 from judgebias.stats import kappa
+from judgebias.tables.files import read_table
 
 LLMBAR = next(b for b in BUNDLED if b.name == "llmbar-natural")
 

@@ -65,8 +65,8 @@ class _Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory) -> Path:
-    from judgebias.layout import RunLayout
     from judgebias.reporting.analysis import analyze
+    from judgebias.runs.layout import RunLayout
 
     root = tmp_path_factory.mktemp("run")
     result = analyze(synthetic(60), self_map={"j1": {"j1"}, "j2": {"j2"}, "j3": {"j3"}}, reps=100)

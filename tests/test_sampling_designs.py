@@ -217,7 +217,7 @@ def test_plan_uniform_matches_the_closed_form_and_the_cli_prints_every_design(pa
                                    "--judge", "pandalm-7b"])
     assert res.exit_code != 0  # not a judgment table: a clear error, no traceback
     assert "Traceback" not in res.output
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     path = write_table(pandalm, tmp_path / "p.jsonl")
     res = CliRunner().invoke(app, ["annotate", "plan", str(path), "--judge", "pandalm-7b", "--self",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from judgebias.runstore import RunStore, watch
+from judgebias.runs.store import RunStore, watch
 from judgebias.stages._common import document, frame, frames, stage_output
 
 

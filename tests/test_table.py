@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judgebias.io import read_table, write_table
-from judgebias.labels import normalize_label
-from judgebias.records import Judgment, Pair, combine_orders
-from judgebias.table import (
+from judgebias.tables.files import read_table, write_table
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import (
     CANONICAL,
     TableError,
     human_label,
@@ -21,6 +20,7 @@ from judgebias.table import (
     pairs,
     validate,
 )
+from judgebias.tables.records import Judgment, Pair, combine_orders
 
 
 def _rows(**over):

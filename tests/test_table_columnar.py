@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from judgebias.metrics import frame as F
-from judgebias.parquet_columns import distinct_categorical, text_categorical
-from judgebias.table_columns import arrow_label_lists, first_labels_by_value, missing_mask
-from judgebias.table_for_analysis import dictionary_categorical
+from judgebias.tables.columns import arrow_label_lists, first_labels_by_value, missing_mask
+from judgebias.tables.for_analysis import dictionary_categorical
+from judgebias.tables.parquet_columns import distinct_categorical, text_categorical
 
 
 def _write(tmp_path, texts, row_group_size):
@@ -136,7 +136,7 @@ def test_markdown_and_word_counts_of_a_categorical_are_per_text():
 
 
 def test_repeated_pairs_are_the_later_rows_of_equal_code_pairs_missing_included():
-    from judgebias.table import _repeated
+    from judgebias.tables.pairwise import _repeated
 
     # (pair, judge) codes: (0, 0), (0, 1), (0, 0) repeats row 0; (-1, 1), (-1, 1) repeats row 3
     # (missing is a value like any other); (1, -1) is new.

@@ -12,7 +12,7 @@ import pytest
 from test_analyze import synthetic
 from typer.testing import CliRunner
 
-from judgebias.io import read_raw, write_table
+from judgebias.tables.files import read_raw, write_table
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 
 from judgebias.metrics import margins as M
 from judgebias.metrics import registry as R
-from judgebias.reporting.trust import probe_statements, statements, trust_summary
-from judgebias.reporting.trust_family import family
+from judgebias.reporting.trust import family, probe_statements, statements, trust_summary
 
 Z = 1.959963984540054
 
@@ -211,7 +210,7 @@ def test_analyze_records_margins_and_the_cli_overrides_them(tmp_path):
     from test_analyze import synthetic
 
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     table = tmp_path / "t.parquet"
     write_table(synthetic(), table)
@@ -252,7 +251,7 @@ def test_pointwise_analyze_takes_its_own_margins(tmp_path):
     from test_pointwise_finished import _two_criteria
 
     from judgebias.cli import app
-    from judgebias.io import write_table
+    from judgebias.tables.files import write_table
 
     scores, out = tmp_path / "scores.jsonl", tmp_path / "m.json"
     write_table(_two_criteria(), scores)

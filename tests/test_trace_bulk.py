@@ -191,7 +191,7 @@ def test_the_bulk_rows_are_the_rows_mlflows_store_writes_in_every_table(tmp_path
 def test_judgments_round_trip_through_a_database_uri_written_in_bulk(sqlite_uri, tmp_path, monkeypatch):
     """The server round trip of test_mlflow_traces on a database URI: analyze --traces (the bulk
     path), import mlflow, and analyze of what came back equals analyze of the original."""
-    from judgebias.io import read_table, write_table
+    from judgebias.tables.files import read_table, write_table
 
     chunks = []
     real = trace_bulk.write_chunk

@@ -20,7 +20,7 @@ from servers import running
 from judgebias.backends import vllm_backend
 from judgebias.backends.openai_compat import OpenAICompatBackend
 from judgebias.prompts import DBG_AB
-from judgebias.records import Pair
+from judgebias.tables.records import Pair
 
 ALIAS = "smollm2-135m-instruct"
 SERVED = "smollm2-vllm"

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
 from judgebias.redaction import redact_uri, redact_uris
 from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
 from judgebias.reporting.plots import judge_figures
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 from judgebias.tracking.judgment_traces import run_url
 from judgebias.tracking.log_analysis import (

@@ -7,8 +7,8 @@ experiment opens on (Traces once judgebias logged some, else Runs). The trace la
 from __future__ import annotations
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 
 
 def log_run_traces(cfg: ExperimentConfig, store: RunStore) -> dict[str, int] | None:

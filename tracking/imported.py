@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from judgebias.bundled import BundledTable
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.tracking.log_analysis import log_analysis, log_files
 from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.settings import TrackingSettings

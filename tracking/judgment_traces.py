@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judgebias.labels import majority, normalize_label
 from judgebias.metrics.origin import SelfMap, own_sides
 from judgebias.redaction import secret_name
+from judgebias.tables.labels import majority, normalize_label
 
 LAYOUT = "pairwise-v1"
 ASSESSMENT = "preference"

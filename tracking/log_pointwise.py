@@ -117,7 +117,7 @@ def log_pointwise_analysis(
 def log_experiment_pointwise(cfg, store, tags: Mapping[str, str]) -> dict[str, int] | None:
     """Inside an experiment's parent run: one nested run ``pointwise`` with the pointwise judges'
     figures, their table and plots (``RunLayout.pointwise``); None when the run has none."""
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
     from judgebias.tracking.mlflow_run import mlflow_run
 
     layout = RunLayout.pointwise(cfg)

@@ -1,4 +1,4 @@
-"""Pointwise judgments (one score per item and judge, ``judgebias.pointwise_table``) as MLflow
+"""Pointwise judgments (one score per item and judge, ``judgebias.tables.pointwise``) as MLflow
 traces, and such traces read back into a pointwise table.
 
 One trace per row (layout ``pointwise-v1``, docs/mlflow-genai.md), written by the same batched,
@@ -12,7 +12,7 @@ idempotent writer as the pairwise layout (``judgebias.tracking.judgment_traces.l
   judge (an error instead of a value where the judge gave none), each human score as feedback
   ``score`` from a HUMAN source whose id is a hash of the rater (``human_raters`` where the table
   has it, else the rater's position on the item);
-* tags: ``judgebias.item_id``, ``judgebias.judge``, ``judgebias.layout``, ``judgebias.key``.
+* tags: ``judgebias.item_id``, ``judgebias.judge``, ``judgebias.runs.layout``, ``judgebias.key``.
 
 Reading: the score, distribution and other outputs of a ``pointwise-v1`` trace come from its span
 (the feedback names the judge), the human scores from its HUMAN feedback (sorted: the raters' order
@@ -30,9 +30,9 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.pointwise_table import validate_pointwise
 from judgebias.redaction import secret_name
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
+from judgebias.tables.pointwise import validate_pointwise
 from judgebias.tracking.judgment_traces import (
     KEY_TAG,
     LAYOUT_TAG,

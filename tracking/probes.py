@@ -7,9 +7,9 @@ judges' own figures are logged by ``judgebias.tracking.log_pointwise.log_experim
 from __future__ import annotations
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
 from judgebias.reporting.experiment_summary import probe_results
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.tracking.log_analysis import estimate_metrics, log_files, log_metrics_dict, log_params_dict
 
 

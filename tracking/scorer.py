@@ -17,9 +17,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from judgebias.judging import judge_pairs
+from judgebias.engine.pairwise import judge_pairs
 from judgebias.prompts import DBG_AB
-from judgebias.records import Pair
+from judgebias.tables.records import Pair
 
 FIELDS = ("prompt", "response_a", "response_b")
 

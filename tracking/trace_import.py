@@ -6,7 +6,7 @@ string) and makes one row per (trace, judge assessment):
 * a judge assessment is feedback whose name is one of ``judge_assessments`` and whose source is
   not HUMAN; the judge is the source's id (the assessment's name where the source has no id). Its
   value is the verdict when it reads as a pairwise label (``A``, ``model_b``, ``tie``, ...; see
-  ``judgebias.labels``), P(A) when it is a number in [0, 1]; its rationale becomes ``judge_reason``
+  ``judgebias.tables.labels``), P(A) when it is a number in [0, 1]; its rationale becomes ``judge_reason``
   and an assessment error (the judge gave no verdict) ``judge_error``. Any other value is left out
   and counted (``assessment_not_pairwise``);
 * human labels are the feedback named ``human_assessment`` from HUMAN sources (one per source);
@@ -32,8 +32,8 @@ from typing import Any
 import pandas as pd
 
 from judgebias.importers._common import finish
-from judgebias.labels import normalize_label
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import Exclusions, TableError
 from judgebias.tracking.judgment_traces import ASSESSMENT, LAYOUT, LAYOUT_TAG, ORDER_COLUMNS
 
 TEXT_FIELDS = ("pair_id", "prompt", "response_a", "response_b", "generator_a", "generator_b")

@@ -1,7 +1,8 @@
 """Where the chunks of a distributed judging run execute: Prefect task runners.
 
 A thread pool in this process (the default) or a Dask cluster, local (one process per worker) or
-an existing one by address. The work itself is ``judgebias.workers``; the chunks ``judgebias.chunks``.
+an existing one by address. The work itself is ``judgebias.engine.workers``; the chunks
+``judgebias.engine.chunks``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from judgebias.workers import ENV_TORCH_THREADS
+from judgebias.engine.workers import ENV_TORCH_THREADS
 
 
 def make_task_runner(kind: str = "thread", max_workers: int = 1, address: str | None = None, *,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from judgebias.backends.library_noise import peft_reads_deprecated_attributes
 from judgebias.backends.protocol import Prompt
-from judgebias.io import iter_jsonl
+from judgebias.tables.files import iter_jsonl
 
 IGNORE_INDEX = -100
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.backends.protocol import Backend, GenerationParams, Prompt
-from judgebias.judging import generate_all
+from judgebias.engine.pairwise import generate_all
 
 TEMPLATE_VERSION = "style-rewrite@1"
 

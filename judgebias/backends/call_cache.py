@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from judgebias import interrupts
 from judgebias.backends.call_store import (  # noqa: F401  (the cache's public names, also here)
     DB_NAME,
     DEFAULT_CACHE_DIR,
@@ -40,6 +39,7 @@ from judgebias.backends.protocol import (
     Prompt,
     TokenLogprobs,
 )
+from judgebias.runs import interrupts
 
 # Within a backend call, results reported so far are committed once this many seconds have passed.
 COMMIT_SECONDS = 5.0

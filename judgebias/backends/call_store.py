@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.protocol import Generation, OptionScores, TokenLogprobs
-from judgebias.diskfull import naming_full_disk
+from judgebias.runs.diskfull import naming_full_disk
 
 ENV_CACHE_DIR = "JUDGEBIAS_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/judgebias/calls")

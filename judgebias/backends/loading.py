@@ -32,7 +32,7 @@ from typing import Any
 
 from judgebias.backends.gguf import exclusive, gguf_parsed_once
 from judgebias.backends.kinds import DTYPES
-from judgebias.runstore import atomic_dir
+from judgebias.runs.store import atomic_dir
 
 ALIASES: dict[str, dict[str, str]] = {
     "smollm2-135m-instruct": {

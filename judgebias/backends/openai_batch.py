@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgebias import interrupts
 from judgebias.backends import openai_parsing as op
 from judgebias.backends.openai_compat import OpenAICompatBackend, ServiceUnavailable
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
+from judgebias.runs import interrupts
 
 STATE_FILE = "batch_state.json"
 ENDPOINT = "/v1/chat/completions"

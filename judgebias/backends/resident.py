@@ -2,7 +2,7 @@
 
 Two callers hold models this way: the experiment's stages (``backends.builder.resident_model``:
 plain weights reused across generate, judge, perplexity, attention and the ablations) and a
-distributed worker (``workers.worker_backend``: the built backend reused across the chunks it gets).
+distributed worker (``engine.workers.worker_backend``: the built backend reused across the chunks it gets).
 How many stay is read from an environment variable at each use, so a run can be tuned without code.
 """
 

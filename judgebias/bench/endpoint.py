@@ -45,7 +45,7 @@ def bench_endpoint(prompts: list, options: tuple[str, ...], *, base_url: str, mo
     """Score ``prompts`` through the endpoint; (the row's figures, P(first) per prompt with NaN
     where the server gave no probability). ``concurrency`` 1 matches the engine's one process."""
     from judgebias.backends.openai_compat import OpenAICompatBackend
-    from judgebias.judging import shown_verdict
+    from judgebias.engine.pairwise import shown_verdict
 
     backend = OpenAICompatBackend(model, base_url, name=f"endpoint {base_url}",
                                   concurrency=concurrency, max_tries=2, timeout_s=600,

@@ -38,7 +38,7 @@ def bench_pairs(n: int, prompt_tokens: int, tokenizer, template) -> list:
     pairs a row with a farther one (the engine computes identical prompts once: no repeats)."""
     from importlib.resources import files
 
-    from judgebias.records import Pair
+    from judgebias.tables.records import Pair
 
     rows = [json.loads(line) for line in
             files("judgebias").joinpath("data/llmbar_natural_sft.jsonl").read_text().splitlines() if line]
@@ -103,7 +103,7 @@ def run_benchmark(*, model: str | None, arch: str | None, n_pairs: int, prompt_t
     from judgebias.backends.local import LocalBackend
     from judgebias.backends.protocol import GenerationParams
     from judgebias.backends.quantization import quantize_weights, weight_bytes
-    from judgebias.judging import judge_pairs
+    from judgebias.engine.pairwise import judge_pairs
     from judgebias.prompts import DBG_AB, MTBENCH_PAIR
 
     device = device or models.default_device()

@@ -73,7 +73,7 @@ _register_all()
 # (exit code 2) rather than as a traceback. Named by module and class so the CLI's start-up does
 # not import torch, openai or the Label Studio SDK to recognize them.
 _USER_ERRORS = {
-    ("judgebias.table", "TableError"),
+    ("judgebias.tables.pairwise", "TableError"),
     ("judgebias.config.experiment", "ConfigError"),
     ("judgebias.backends.loading", "ModelNotFound"),
     ("judgebias.backends.openai_compat", "ServiceUnavailable"),

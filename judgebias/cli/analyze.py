@@ -90,12 +90,12 @@ def analyze_cmd(
     """
     from judgebias.cli.options import input_errors, margin_overrides, origin_map, require_tracking
     from judgebias.display import terminal_safe
-    from judgebias.folding import refold
     from judgebias.metrics.frame import response_features
     from judgebias.reporting.analysis import analyze
     from judgebias.reporting.console_table import format_report
-    from judgebias.runstore import atomic_write_text
-    from judgebias.table_for_analysis import read_for_analysis, table_rows, with_response_texts
+    from judgebias.runs.store import atomic_write_text
+    from judgebias.tables.folding import refold
+    from judgebias.tables.for_analysis import read_for_analysis, table_rows, with_response_texts
 
     require_tracking(mlflow)
     self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")
@@ -106,7 +106,7 @@ def analyze_cmd(
         multiplicity = check_method(multiplicity)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
-    from judgebias.pointwise_table import file_is_pointwise
+    from judgebias.tables.pointwise import file_is_pointwise
 
     pointwise = file_is_pointwise(file)
     margins = margin_overrides(margin, pairwise_only=not pointwise, pointwise_only=pointwise)

@@ -79,7 +79,7 @@ def push_cmd(
     A pointwise table (one response per row) gets rating tasks instead: one response, the rubric and
     one choice per score of the table's scale; items are drawn the same way.
     """
-    from judgebias.pointwise_table import file_is_pointwise
+    from judgebias.tables.pointwise import file_is_pointwise
 
     if file_is_pointwise(table):
         from judgebias.cli.annotate_ratings import RATING_TITLE, push_ratings
@@ -93,8 +93,8 @@ def push_cmd(
     from judgebias.annotation.labelstudio import project_title as title_ok
     from judgebias.annotation.loop import DesignSettings
     from judgebias.annotation.store import Ledger
-    from judgebias.io import read_table
-    from judgebias.table import TableError
+    from judgebias.tables.files import read_table
+    from judgebias.tables.pairwise import TableError
 
     settings = DesignSettings(design=design, population=population, min_prob=min_prob, seed=seed,
                               judges=judge or None, gold=gold or None, self_map=origin_map(self_))
@@ -159,7 +159,7 @@ def pull_cmd(
     bias against humans and its score self-preference are estimated for every item, Hájek and PPI++
     (the judge's score as the prediction).
     """
-    from judgebias.pointwise_table import file_is_pointwise
+    from judgebias.tables.pointwise import file_is_pointwise
 
     if file_is_pointwise(table):
         from judgebias.cli.annotate_ratings import pull_ratings
@@ -175,7 +175,7 @@ def pull_cmd(
         return
     from judgebias.annotation.labelstudio import LabelStudioError
     from judgebias.annotation.sync import SyncSettings, recompute_from_ledger, sync
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
 
     settings = SyncSettings(
         table=table,
@@ -234,7 +234,7 @@ def status_cmd(
     path = ledger or ledger_for(table, None)
     if not Path(path).exists():
         fail(f"no labels ledger at {path}: nothing pushed yet (run `judgebias annotate push`)")
-    from judgebias.pointwise_table import file_is_pointwise
+    from judgebias.tables.pointwise import file_is_pointwise
 
     if table is not None and file_is_pointwise(table):
         from judgebias.annotation.ratings import rating_status

@@ -1,7 +1,7 @@
 """``judgebias annotate push|pull`` on a POINTWISE table: rating tasks instead of pairwise ones.
 
 ``judgebias.cli.annotate`` dispatches here when the table has the pointwise shape
-(``judgebias.pointwise_table``), so one command serves both kinds of table.
+(``judgebias.tables.pointwise``), so one command serves both kinds of table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def push_ratings(table: Path, *, budget: int, design: str, min_prob: float | Non
     from judgebias.annotation.ratings import RatingClient
     from judgebias.annotation.store import Ledger
     from judgebias.cli.annotate_push import report_and_push
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
 
     settings = RatingSettings(design=design, min_prob=min_prob, seed=seed, judges=judges, rubric=rubric,
                               self_map=self_map)
@@ -56,7 +56,7 @@ def pull_ratings(table: Path, *, judges: list[str] | None, self_map: dict, ledge
     from judgebias.annotation.labelstudio import LabelStudioError
     from judgebias.annotation.rating_loop import rating_lines
     from judgebias.annotation.rating_sync import RatingSyncSettings, sync_ratings
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
 
     if not ledger_path.exists():
         fail(f"no labels ledger at {ledger_path}: nothing pushed yet (run `judgebias annotate push`)")

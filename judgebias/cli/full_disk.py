@@ -41,8 +41,8 @@ def resume_command(argv: list[str] | None = None) -> str:
 
 def line(exc: BaseException) -> str | None:
     """The one line that says a full disk ended the command (None: the disk is not the cause)."""
-    from judgebias.diskfull import find
     from judgebias.display import terminal_safe
+    from judgebias.runs.diskfull import find
 
     full = find(exc)
     if full is None:
@@ -62,7 +62,7 @@ def hide_prefect_reports() -> None:
 
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    from judgebias.diskfull import HideDiskFull
+    from judgebias.runs.diskfull import HideDiskFull
 
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler) and not any(

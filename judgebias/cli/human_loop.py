@@ -14,7 +14,7 @@ from judgebias.cli.options import fail, origin_map, out_folder
 def _table_with_ledger_labels(table: Path, ledger: Path | None):
     from judgebias.annotation.feedback import merge_labels
     from judgebias.annotation.store import Ledger
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     df, _ = read_table(table)
     path = ledger_for(table, ledger)
@@ -50,8 +50,8 @@ def plan_cmd(
     """
     from judgebias.annotation.planning import plan
     from judgebias.annotation.sampling import population_frame
-    from judgebias.pointwise_table import file_is_pointwise
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
+    from judgebias.tables.pointwise import file_is_pointwise
 
     if half_width is None and not budget:
         fail("give --half-width, --budget, or both")
@@ -82,7 +82,7 @@ def plan_cmd(
 def _plan_ratings(table, judge, figure, half_width, budgets, population, gold, self_map, ledger, as_json):
     """``annotate plan`` on a pointwise table: the ratings pulled so far refine the pilot."""
     from judgebias.annotation.rating_plan import MIN_PPI_LABELS, rating_plan
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
 
     if population != "all":
         fail(f"--population {population}: a pointwise table's population is every item the judge scored "
@@ -177,9 +177,9 @@ def replay_cmd(
     prediction (ppi), against the figure over every rated item. Items without a rating are left out.
     """
     from judgebias.annotation.replay import METHODS, ReplaySettings, replay
-    from judgebias.io import read_table
-    from judgebias.pointwise_table import file_is_pointwise
-    from judgebias.table import TableError
+    from judgebias.tables.files import read_table
+    from judgebias.tables.pairwise import TableError
+    from judgebias.tables.pointwise import file_is_pointwise
 
     out_folder(out)
     pointwise = file_is_pointwise(table)

@@ -32,7 +32,7 @@ def _parse_mapping(items: list[str]) -> dict[str, str]:
 
 
 def _rule(fold: str) -> str:
-    from judgebias.folding import check_rule
+    from judgebias.tables.folding import check_rule
 
     try:
         return check_rule(fold)
@@ -90,8 +90,8 @@ def import_cmd(
 
     """
     from judgebias.importers import IMPORTERS, finish_import, import_dataset, split_counts
-    from judgebias.io import write_table
-    from judgebias.table import TableError, human_label
+    from judgebias.tables.files import write_table
+    from judgebias.tables.pairwise import TableError, human_label
 
     if fmt not in IMPORTERS and fmt != "mlflow":
         raise typer.BadParameter(f"unknown format {fmt!r}; choose from {', '.join(IMPORTERS)}",
@@ -121,14 +121,14 @@ def import_cmd(
         raise typer.Exit(2) from None
 
     judges = sorted(table["judge"].dropna().unique())
-    if "pair_id" not in table.columns:  # a pointwise table (judgebias.pointwise_table)
+    if "pair_id" not in table.columns:  # a pointwise table (judgebias.tables.pointwise)
         judges = [j for j in judges if j]
         rated = int(table["human_scores"].map(len).gt(0).sum())
         typer.echo(f"wrote {out}")
         typer.echo(f"pointwise rows: {len(table)}  items: {table['item_id'].nunique()}  judges: {len(judges)}"
                    + (f" ({', '.join(judges)})" if judges else "") + f"  rows with human scores: {rated}")
         from judgebias.display import terminal_safe
-        from judgebias.pointwise_table import unscored_reasons
+        from judgebias.tables.pointwise import unscored_reasons
 
         reasons = unscored_reasons(table)
         typer.echo(f"unscored judge rows: {sum(reasons.values())}"

@@ -53,15 +53,15 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool 
                 ppl_context: str = "auto", max_new_tokens: int = 512, keep_other_judges: bool = False,
                 progress: bool = True, chunk_size: int = 256, temperature: float = 0.0, repeats: int = 1):
     """The judged table (pure of I/O): one row per unique pair of ``df`` for ``judge_name``; with
-    ``repeats`` > 1 also each pair's K verdicts (``judgebias.judging_repeats``: the table, and the
+    ``repeats`` > 1 also each pair's K verdicts (``judgebias.engine.repeats``: the table, and the
     check a log-probability read's repeats get)."""
     import pandas as pd
 
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.judging import judge_pairs, pairs_from_table
-    from judgebias.perplexity import fill_perplexity
+    from judgebias.engine.pairwise import judge_pairs, pairs_from_table
+    from judgebias.engine.perplexity import fill_perplexity
     from judgebias.prompts import judge_template
-    from judgebias.table import CANONICAL
+    from judgebias.tables.pairwise import CANONICAL
 
     template = judge_template(template_name)
     pairs = pairs_from_table(df)
@@ -72,7 +72,7 @@ def judge_table(df, backend, template_name: str, *, judge_name: str, chat: bool 
     out = result.table()
     check = None
     if repeats > 1:
-        from judgebias.judging_repeats import repeated
+        from judgebias.engine.repeats import repeated
 
         out, check = repeated(out, pairs, backend, template, judge=judge_name, chat=chat, repeats=repeats,
                               params=GenerationParams(max_new_tokens=max_new_tokens, temperature=temperature),
@@ -206,10 +206,10 @@ def register(app: typer.Typer) -> None:
         values; off-format answers are excluded with their reason in judge_error, never scored 0.5.
         Model calls are cached by content, so a rerun only computes what is missing.
         """
-        from judgebias import interrupts
         from judgebias.backends.builder import build_backend, cached, chat_for
         from judgebias.backends.call_cache import ResponseCache
-        from judgebias.io import read_table, write_table
+        from judgebias.runs import interrupts
+        from judgebias.tables.files import read_table, write_table
 
         if mode not in ("pairwise", "pointwise"):
             raise typer.BadParameter(f"unknown mode {mode!r}; use pairwise or pointwise", param_hint="--mode")
@@ -244,8 +244,8 @@ def register(app: typer.Typer) -> None:
                           chat=chat, option_tokenizer=option_tokenizer, concurrency=concurrency, rpm=rpm,
                           tpm=tpm)
         if mode == "pointwise":
-            from judgebias.io import read_raw
-            from judgebias.pointwise_table import is_pointwise
+            from judgebias.tables.files import read_raw
+            from judgebias.tables.pointwise import is_pointwise
 
             df = read_raw(table)
             if not is_pointwise(df):
@@ -276,7 +276,7 @@ def register(app: typer.Typer) -> None:
                     max_new_tokens=max_new_tokens, chunk_size=batch_size,
                     progress=_progress("scoring responses"), criteria=criterion or None)
                 if perplexity:
-                    from judgebias.perplexity import fill_response_perplexity
+                    from judgebias.engine.perplexity import fill_response_perplexity
 
                     judged = fill_response_perplexity(judged, runner, context=ppl_context,
                                                       chunk_size=batch_size)
@@ -292,7 +292,7 @@ def register(app: typer.Typer) -> None:
         import time
 
         from judgebias.cli import judge_cost
-        from judgebias.io import read_usage
+        from judgebias.tables.files import read_usage
 
         estimate = None
         if spec.backend == "openai":

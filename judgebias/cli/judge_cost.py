@@ -1,6 +1,6 @@
 """``judgebias judge``'s cost and time: the estimate printed and stored before a run (and
 ``--max-cost`` checked against it), and the tokens, seconds and dollars recorded after it in the
-table's judging record (``<table>.usage.json``, ``judgebias.io.write_usage``), which
+table's judging record (``<table>.usage.json``, ``judgebias.tables.files.write_usage``), which
 ``judgebias leaderboard`` reads in place of a hand-typed ``--timing``."""
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ def before(df, runner, inner, template_name: str, *, chat: bool | None, max_new_
     """Estimate, print and store the run's cost; stop before sending anything when it exceeds
     ``max_cost``. The estimate as a dict."""
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.io import write_usage
-    from judgebias.judging import judging_plan, pairs_from_table, plan_cost
+    from judgebias.engine.pairwise import judging_plan, pairs_from_table, plan_cost
     from judgebias.prompts import judge_template
+    from judgebias.tables.files import write_usage
 
     if price is not None and hasattr(inner, "prices"):
         inner.prices = {**inner.prices, inner.model: price[1]}
@@ -94,7 +94,7 @@ def after(inner, runner, *, judged, judge_name: str, seconds: float, estimate: d
     """Record what the run used beside the table (with ``carried``: other judges' records of the
     input table, kept for a table that keeps their rows); print the tokens against the estimate."""
     from judgebias.backends.pricing import per_thousand
-    from judgebias.io import write_usage
+    from judgebias.tables.files import write_usage
 
     rows = int((judged["judge"] == judge_name).sum()) if "judge" in judged.columns else len(judged)
     calls, hits = runner.calls, runner.hits

@@ -62,9 +62,9 @@ def leaderboard_cmd(
     """
     from judgebias.cli.options import input_errors, origin_map, require_tracking
     from judgebias.display import terminal_safe
-    from judgebias.io import read_table
     from judgebias.reporting.leaderboard import format_leaderboard, leaderboard
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
+    from judgebias.tables.files import read_table
 
     require_tracking(mlflow)
     try:
@@ -82,7 +82,7 @@ def leaderboard_cmd(
         raise typer.BadParameter(str(exc), param_hint="--margin") from None
     maps = {hint: origin_map(spec, hint) for hint, spec in (("--self", self_), ("--family", family))}
     with input_errors(file):
-        from judgebias.io import read_usage
+        from judgebias.tables.files import read_usage
 
         try:
             recorded = recorded_timing(read_usage(file))
@@ -148,7 +148,7 @@ def parse_timing(specs: list[str]) -> dict[str, dict]:
 
 def recorded_timing(record: dict) -> dict[str, dict]:
     """The judges' seconds (and dollars) per 1,000 judgments that ``judgebias judge`` recorded
-    (``judgebias.io.read_usage``), as ``parse_timing`` gives them; judges whose run made no call
+    (``judgebias.tables.files.read_usage``), as ``parse_timing`` gives them; judges whose run made no call
     (all from the call cache) or did not finish are left out."""
     out: dict[str, dict] = {}
     for judge, r in (record.get("judges") or {}).items():

@@ -67,7 +67,7 @@ def input_errors(file: Path) -> Iterator[None]:
     """A table that cannot be read (``TableError``) or figures its rows cannot give (``ValueError``,
     naming ``file``) as one line on stderr and exit code 2, never a traceback."""
     from judgebias.display import terminal_safe
-    from judgebias.table import TableError
+    from judgebias.tables.pairwise import TableError
 
     try:
         yield

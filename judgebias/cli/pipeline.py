@@ -113,7 +113,7 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     prefetch(cfg.local_models())  # cold models convert in a child process while Prefect starts
     typer.echo("stages, as each ends (ran, or reused from the run folder):")
     from judgebias.flows.experiment import experiment
-    from judgebias.runstore import RunStore
+    from judgebias.runs.store import RunStore
 
     if not verbose:  # --verbose asked for Prefect's own lines, tracebacks included
         full_disk.hide_prefect_reports()

@@ -26,7 +26,7 @@ def judge_pointwise_table(
     """The pointwise table of ``judge_name`` over every response of ``df`` (a pointwise or a
     pairwise table): one row per response."""
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.judging_pointwise import items_from_frame, judge_responses, with_criteria
+    from judgebias.engine.pointwise import items_from_frame, judge_responses, with_criteria
     from judgebias.prompts.pointwise import pointwise_template
 
     template = pointwise_template(template_name)
@@ -76,10 +76,10 @@ def analyze_pointwise_file(
     margin values (shares of the scale) overriding the declared ones, recorded under
     ``settings.margins``."""
     from judgebias.display import terminal_safe
-    from judgebias.io import read_raw, read_table
-    from judgebias.pointwise_table import validate_pointwise
     from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
+    from judgebias.tables.files import read_raw, read_table
+    from judgebias.tables.pointwise import validate_pointwise
 
     with input_errors(file):
         table, exclusions = validate_pointwise(read_raw(file), source=str(file), skip_invalid=skip_invalid)

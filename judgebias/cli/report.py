@@ -18,7 +18,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
         plots, page = analyze_outputs(path)
         return path, plots if plots.is_dir() else None, page, path.name, {}
     if path.is_dir():
-        from judgebias.layout import RunLayout
+        from judgebias.runs.layout import RunLayout
 
         metrics = path / RunLayout().metrics
         if not metrics.is_file():
@@ -27,7 +27,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
                 param_hint="RUN_OR_FILE",
             )
         from judgebias.reporting.experiment_summary import indexed_probe_results
-        from judgebias.runstore import RunStore
+        from judgebias.runs.store import RunStore
 
         probes = indexed_probe_results(RunStore(path))
         return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.name, probes
@@ -52,7 +52,7 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
 
 def _leaderboard(target: str) -> tuple[dict | None, Path | None]:
     """A run folder's leaderboard and its plots folder (the page ends with them), else (None, None)."""
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
 
     path = Path(target)
     board = path / RunLayout().leaderboard

@@ -24,7 +24,7 @@ class Loaded:
 
 
 def _read_table(path: Path):
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     table, _ = read_table(path)
     return table
@@ -40,7 +40,7 @@ def _analyzed(name: str, path: Path, reps: int, seed: int) -> Loaded:
 def load_run(spec: str, work: Path, *, table: Path | None = None, reps: int = 2000, seed: int = 0) -> Loaded:
     """One run from what the user named (see the module's doc); ``table``: its judgment table, for a
     metrics JSON that stands alone."""
-    from judgebias.layout import RunLayout
+    from judgebias.runs.layout import RunLayout
     from judgebias.tracking.compare_run import fetch_run, looks_like_run_id
 
     path = Path(spec)
@@ -179,7 +179,7 @@ def compare_cmd(
     tests adjusted across figures (Holm), as statements, JSON and an HTML page."""
     from judgebias.display import terminal_safe
     from judgebias.reporting.run_compare_page import render_html, text_lines
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
 
     with tempfile.TemporaryDirectory() as tmp:
         a = load_run(before, Path(tmp), table=table_a, seed=seed)
@@ -309,7 +309,7 @@ def judges_cmd(
     evaluator table across runs)."""
     from judgebias.display import terminal_safe
     from judgebias.reporting.judges_table import judge_rows, render_html
-    from judgebias.runstore import atomic_write_text
+    from judgebias.runs.store import atomic_write_text
     from judgebias.tracking.judges_across_runs import collect, log_judges_table
 
     try:

@@ -1,7 +1,7 @@
 """Importers: real datasets -> judgment tables.
 
 Each importer is a pure function ``(src: Path, **opts) -> (DataFrame, Exclusions)`` returning a
-table that passes ``judgebias.table.validate``; records it had to leave out are counted by reason,
+table that passes ``judgebias.tables.pairwise.validate``; records it had to leave out are counted by reason,
 and values it re-spelled are counted under ``recoded:`` reasons (see ``_common``). Options an
 importer does not use are ignored, so one CLI can pass the same options to all of them.
 """
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from judgebias.folding import DEFAULT_FOLD, refold
 from judgebias.importers._common import split_counts
 from judgebias.importers.alpaca_eval import import_alpaca_eval
 from judgebias.importers.arena import import_arena
@@ -23,7 +22,8 @@ from judgebias.importers.mt_bench_human import import_mt_bench_human
 from judgebias.importers.mt_bench_single import import_mt_bench_single
 from judgebias.importers.pandalm import import_pandalm
 from judgebias.importers.table_file import import_table
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.folding import DEFAULT_FOLD, refold
+from judgebias.tables.pairwise import Exclusions, TableError
 
 Importer = Callable[..., tuple[pd.DataFrame, Exclusions]]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.labels import normalize_label
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import Exclusions, TableError, validate
 
 RECODED = "recoded:"
 NO_VERDICT = "verdict_"

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from judgebias.importers._common import load_json
-from judgebias.table import TableError
+from judgebias.tables.pairwise import TableError
 
 HUB_PREFIX = "hf:"
 FIELDS = ("question_id", "model_a", "model_b", "winner", "judge", "conversation_a", "conversation_b", "turn")

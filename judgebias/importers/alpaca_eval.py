@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, get, load_records, short_hash, text_problem
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.pairwise import Exclusions, TableError
 
 FIELDS = ("instruction", "output_1", "output_2", "generator_1", "generator_2", "preference")
 

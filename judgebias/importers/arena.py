@@ -19,8 +19,8 @@ from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, text_problem
 from judgebias.importers._lmsys import field, read_rows, render_pair, where_error
-from judgebias.labels import normalize_label
-from judgebias.table import Exclusions
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import Exclusions
 
 REPO = "lmsys/chatbot_arena_conversations"
 EXTRA = ("language", "anony", "tstamp")

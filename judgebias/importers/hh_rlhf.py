@@ -23,7 +23,7 @@ import random
 from pathlib import Path
 
 from judgebias.importers._common import finish, get
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.pairwise import Exclusions, TableError
 
 ASSISTANT = "\n\nAssistant:"
 

@@ -12,7 +12,7 @@ ChatGPT/Swap, where the first round agrees on 62).
 * ``judge`` = ``<model>/<strategy>`` (e.g. ``GPT-4/Vanilla``); ``judge_model``/``judge_strategy``
   carry the parts.
 * ``verdict_ab`` = winner with output_1 shown first, ``verdict_ba`` = winner with output_1 shown
-  second (original terms); ``verdict`` folded from them by ``judgebias.folding`` (by default the
+  second (original terms); ``verdict`` folded from them by ``judgebias.tables.folding`` (by default the
   common verdict, a tie when they differ).
 * ``human`` = [LLMBar's expert label] (not a "gold" in judgebias's sense: gold is a panel of
   judges); ``pair_id`` = ``llmbar/<subset>/<position in dataset.json>``.
@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from judgebias.importers._common import finish, get, label, load_records, text_problem
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.pairwise import Exclusions, TableError
 
 ORDERS = {"swap = False": "verdict_ab", "swap = True": "verdict_ba"}
 CHECKED = ("input", "output_1", "output_2", "label")

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, text_problem
 from judgebias.importers._lmsys import field, read_rows, render_pair, where_error
-from judgebias.labels import normalize_label
-from judgebias.table import Exclusions
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import Exclusions
 
 REPO = "lmsys/mt_bench_human_judgments"
 SPLITS = ["human", "gpt4_pair"]

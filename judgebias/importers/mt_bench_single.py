@@ -1,5 +1,5 @@
 """MT-bench single-answer judgments (FastChat ``data/mt_bench/model_judgment/*_single.jsonl``) ->
-a pointwise table (``judgebias.pointwise_table``).
+a pointwise table (``judgebias.tables.pointwise``).
 
 Each record holds ``question_id``, ``model``, ``judge`` ([judge model, prompt name]),
 ``user_prompt`` (the full judge prompt, which embeds the question, the model's answer and, for
@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.importers._lmsys import field, where_error
-from judgebias.io import iter_jsonl
-from judgebias.pointwise_table import validate_pointwise
-from judgebias.table import Exclusions
+from judgebias.tables.files import iter_jsonl
+from judgebias.tables.pairwise import Exclusions
+from judgebias.tables.pointwise import validate_pointwise
 
 _QUESTION = re.compile(r"\[Question\]\n(.*?)\n\n\[The Start of ", re.DOTALL)
 _ANSWER = re.compile(

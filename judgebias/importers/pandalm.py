@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from judgebias.importers._common import RECODED, finish, get, label, load_records, text_problem
-from judgebias.labels import normalize_label
-from judgebias.table import Exclusions, TableError
+from judgebias.tables.labels import normalize_label
+from judgebias.tables.pairwise import Exclusions, TableError
 
 TESTSET = "testset-v1.json"
 ANNOTATORS = ("annotator1", "annotator2", "annotator3")

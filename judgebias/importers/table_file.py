@@ -1,11 +1,11 @@
 """A judgment table in any file (``judgebias import table FILE``): CSV, JSONL or Parquet with the
-columns of ``judgebias.table`` (required: pair_id, prompt, response_a, response_b), or a pointwise
-table (``judgebias.pointwise_table``: a ``response`` column and no pair columns), told by its columns.
+columns of ``judgebias.tables.pairwise`` (required: pair_id, prompt, response_a, response_b), or a pointwise
+table (``judgebias.tables.pointwise``: a ``response`` column and no pair columns), told by its columns.
 
 Label values are case-normalised and known spellings mapped ("Tie (bothbad)", "model_a", "1"; see
-``judgebias.labels``); every re-spelled value is counted under ``recoded:<column>_spelled_<value>``
+``judgebias.tables.labels``); every re-spelled value is counted under ``recoded:<column>_spelled_<value>``
 so a user sees what was read as what. A row with both orders gets its verdict folded by the
-table's rule (``judgebias.folding``).
+table's rule (``judgebias.tables.folding``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.importers._common import RECODED
-from judgebias.io import read_raw
-from judgebias.labels import label_parts, normalize_label
-from judgebias.pointwise_table import is_pointwise, validate_pointwise
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.tables.files import read_raw
+from judgebias.tables.labels import label_parts, normalize_label
+from judgebias.tables.pairwise import Exclusions, TableError, validate
+from judgebias.tables.pointwise import is_pointwise, validate_pointwise
 
 LABEL_COLUMNS = ("verdict", "verdict_ab", "verdict_ba", "human")
 

@@ -1,4 +1,4 @@
-"""Bias metrics of LLM judges: pure functions on judgment-table DataFrames (``judgebias.table``),
+"""Bias metrics of LLM judges: pure functions on judgment-table DataFrames (``judgebias.tables.pairwise``),
 each returning a frozen ``judgebias.stats.Estimate`` with a 95% interval, n and exclusions."""
 
 from judgebias.metrics.agreement import agreement, cohen_kappa, precision_cost

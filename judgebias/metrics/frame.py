@@ -17,9 +17,9 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 
-from judgebias.folding import verdict_codes
 from judgebias.metrics.text_features import markdown_counts, word_counts
 from judgebias.stats import Clusters
+from judgebias.tables.folding import verdict_codes
 
 A, B, TIE, MISSING, NO_MAJORITY = 0, 1, 2, -1, -2
 
@@ -77,7 +77,7 @@ _CODE_OF = {"a": A, "b": B, "tie": TIE}
 
 
 def label_codes(values: pd.Series, column: str) -> np.ndarray:
-    """'a'/'b'/'tie'/None -> 0/1/2/-1 (``folding.verdict_codes`` with this module's missing code).
+    """'a'/'b'/'tie'/None -> 0/1/2/-1 (``tables.folding.verdict_codes`` with this module's missing code).
     Anything else is an error: tables are validated first."""
     return verdict_codes(values, column, missing=MISSING)
 
@@ -111,7 +111,7 @@ def human_features(human: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray
     for v in values[:1000]:  # cheap guard on the contract; validate() guarantees lists
         if not isinstance(v, (list, tuple, np.ndarray)):
             raise ValueError(f"column 'human': expected a list of labels per row, got {v!r} "
-                             "(validate the table with judgebias.table.validate first)")
+                             "(validate the table with judgebias.tables.pairwise.validate first)")
     lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
     total = int(lens.sum())
     try:  # C-level iteration: a dict lookup per label, no Python frame per row
@@ -182,7 +182,7 @@ def response_features(column: str, texts) -> dict[str, np.ndarray]:
     """What the figures read of the texts of ``column`` (response_a / response_b), per text of an
     Arrow text array: the word and markdown counts ``prepare`` would derive and the characters
     (``CHARS_A`` / ``CHARS_B``), under their column names.
-    ``judgebias.table_for_analysis.read_for_analysis`` takes it to read a table without holding its
+    ``judgebias.tables.for_analysis.read_for_analysis`` takes it to read a table without holding its
     response texts."""
     import pyarrow.compute as pc
 
@@ -272,7 +272,7 @@ def prepare(df: pd.DataFrame, cluster_by: str | None = None) -> pd.DataFrame:
         new[CLUSTER] = cluster_codes(df, by, pair)
     if any(c not in df.columns for c in (HUMAN, HUMAN_VOTE, HUMAN_N, HUMAN_TIES)):
         if "human" in df.columns:
-            # Labels belong to the pair (``table.pairs``): every row of a pair gets the labels of
+            # Labels belong to the pair (``tables.pairwise.pairs``): every row of a pair gets the labels of
             # its row with the most of them, so human-only rows label the judges' rows too.
             lens = _arrow_list_lengths(df["human"])
             if lens is None:

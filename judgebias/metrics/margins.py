@@ -8,7 +8,7 @@ an effect does not matter in practice, with a one-line argument. The figure regi
 ``POINTWISE_MARGINS`` below the probes' and the pointwise figures' (those figures are computed
 outside the registry). ``--margin FIGURE=VALUE`` overrides any of them (``parse_overrides``).
 
-Against its margin a figure is, by fixed rules (``judgebias.reporting.trust_family`` applies them
+Against its margin a figure is, by fixed rules (``judgebias.reporting.trust`` applies them
 inside the judge's family of tests):
 
 * a caution when the family-adjusted test of its null rejects (unchanged);

@@ -1,6 +1,6 @@
 """Pointwise judges against human ratings: agreement, bias and the shape of the score distribution.
 
-Inputs are pointwise tables (``judgebias.pointwise_table``): ``score`` is the judge's (expected)
+Inputs are pointwise tables (``judgebias.tables.pointwise``): ``score`` is the judge's (expected)
 score, ``human_scores`` the raters' scores of the same response on the same scale. The human
 reference of a row is the mean of its raters.
 
@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics.frame import CLUSTER, CLUSTER_BY
-from judgebias.pointwise_table import human_mean
 from judgebias.stats import (
     Clusters,
     Estimate,
@@ -40,6 +39,7 @@ from judgebias.stats import (
     clustered_proportion,
     clustered_variance,
 )
+from judgebias.tables.pointwise import human_mean
 
 Z95 = 1.959963984540054
 DEFAULT_CLUSTER_BY = "item_id"

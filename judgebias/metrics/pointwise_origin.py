@@ -25,7 +25,6 @@ import pandas as pd
 from judgebias.metrics.frame import isin
 from judgebias.metrics.origin import SelfMap, self_set, with_family
 from judgebias.metrics.pointwise import clustered, judge_rows, row_clusters
-from judgebias.pointwise_table import human_mean
 from judgebias.stats import (
     Clusters,
     Estimate,
@@ -35,6 +34,7 @@ from judgebias.stats import (
     clustered_proportion,
     clustered_welch,
 )
+from judgebias.tables.pointwise import human_mean
 
 
 def _on(clusters: Clusters, what: str) -> str:

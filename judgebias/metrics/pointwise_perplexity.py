@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from judgebias.metrics.pointwise import clustered, judge_rows, row_clusters
-from judgebias.pointwise_table import human_mean
 from judgebias.stats import Estimate, InsufficientData, clustered_ols_slope, mean_t_figure
+from judgebias.tables.pointwise import human_mean
 
 BINS = 5
 

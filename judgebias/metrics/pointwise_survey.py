@@ -28,8 +28,8 @@ import pandas as pd
 from judgebias.metrics.frame import isin
 from judgebias.metrics.origin import SelfMap, self_set
 from judgebias.metrics.survey import SampleDesign, smooth_estimate
-from judgebias.pointwise_table import human_mean
 from judgebias.stats import Estimate, InsufficientData
+from judgebias.tables.pointwise import human_mean
 
 FIGURES = ("human_mean", "score_bias_human", "score_self_preference")
 DESCRIPTIONS = {

@@ -69,7 +69,7 @@ def self_recognition(df: pd.DataFrame, judge: str, self_map=None) -> Estimate:
         raise InsufficientData(f"no pair with one own response and a decided recognition probability "
                                f"({undecided} at exactly 0.5)")
     correct = int((decided > 0.5).sum())
-    # The test behind the self-recognition statement (judgebias.reporting.trust_family): exact binomial
+    # The test behind the self-recognition statement (judgebias.reporting.trust): exact binomial
     # test of chance (0.5) on the decided pairs (the Wald t-test on the CR1 standard error where the
     # pairs share prompts); the interval stays Agresti-Coull.
     d = clustered_share(decided.to_numpy() > 0.5, clusters.subset((own != 0.5).to_numpy()))

@@ -13,7 +13,7 @@
   project's own.
 
 A template's ``marker`` is the text after which the score is read; the score distribution is read
-at the token after it (``judgebias.judging_pointwise``).
+at the token after it (``judgebias.engine.pointwise``).
 """
 
 from __future__ import annotations

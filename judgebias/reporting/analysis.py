@@ -28,9 +28,9 @@ from judgebias.metrics.repeats import REPEATS_COLUMN
 from judgebias.metrics.verbosity import human_verbosity
 from judgebias.metrics.win_rate import length_controlled_win_rates
 from judgebias.multiplicity import HOLM, check_method
-from judgebias.reporting.trust_family import attach
+from judgebias.reporting.trust import attach
 from judgebias.stats import InsufficientData, jsonable
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 SCHEMA_VERSION = 1
 # What the metrics read once the features are computed; the rest (texts, labels, extras) is dropped
@@ -80,7 +80,7 @@ def analyze(df: pd.DataFrame, *, self_map: Mapping[str, Iterable[str]] | None = 
     the one generator in every pair it judged, if there is one).
 
     ``multiplicity`` ("holm" or "bh") adjusts the p-values of each judge's statement tests together
-    (``judgebias.reporting.trust_family``): ``p_adjusted`` beside each member's ``p_value`` and the family
+    (``judgebias.reporting.trust``): ``p_adjusted`` beside each member's ``p_value`` and the family
     under the judge's ``multiplicity`` key. ``margins``: {figure: value} overriding declared margins
     of practical irrelevance (``--margin``; ``judgebias.metrics.margins``), recorded with every
     declared one under ``settings.margins``; each member figure gets its ``verdict``."""
@@ -207,7 +207,7 @@ def _dataset(prepared: pd.DataFrame, lean: pd.DataFrame, judges: list[str],
         "human_only_rows": int(lean["judge"].isna().sum()),
         "human_labelled_pairs": int(labelled), "generators": sorted(gens),
         "columns_with_values": present,
-        # Which rule made each judge row's verdict from its two orders (judgebias.folding).
+        # Which rule made each judge row's verdict from its two orders (judgebias.tables.folding).
         "fold_rules": ({str(k): int(v) for k, v in prepared["fold_rule"].value_counts().sort_index().items()}
                        if "fold_rule" in prepared.columns else {}),
         "exclusions": exclusions.to_dict() if exclusions is not None else {},

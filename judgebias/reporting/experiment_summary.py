@@ -11,10 +11,10 @@ from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.display import markdown_safe
-from judgebias.layout import RunLayout
 from judgebias.metrics.registry import FIGURES
 from judgebias.reporting.trust import family_note, fmt, fmt_ci, mutual_gold, statements
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 
 # (key, label) of the demo's headline figures; whether each carries a sign is the registry's.
 HEADLINE = (

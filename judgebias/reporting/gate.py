@@ -9,7 +9,7 @@ Rules (one per ``--rule``, or a YAML list under ``rules:``):
   the rule *inconclusive*: the data cannot say on which side the judge is, and
   ``on_inconclusive`` ("pass" or "fail") decides.
 * ``no caution on FIGURE``: broken when the figure's test rejects in the judge's family of tests
-  (its ``p_adjusted`` under 5%: the report card's "caution"; ``judgebias.reporting.trust_family``).
+  (its ``p_adjusted`` under 5%: the report card's "caution"; ``judgebias.reporting.trust``).
 * ``no change since RUN``: broken when ``judgebias compare RUN METRICS`` flags a change of any
   figure of the judge (Holm-adjusted; ``judgebias.reporting.run_compare``). The command runs that
   comparison and hands its result here.

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from judgebias.display import file_stem, terminal_safe
-from judgebias.layout import slug
 from judgebias.reporting.plots import label
+from judgebias.runs.layout import slug
 
 # What each saved figure shows, by file stem: the page's captions (a file name says nothing to a
 # reader). Per-judge kinds are matched to their judge; "{judge}" is filled with its name.

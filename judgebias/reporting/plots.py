@@ -16,8 +16,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from judgebias.diskfull import naming_full_disk
 from judgebias.display import file_stem, terminal_safe
+from judgebias.runs.diskfull import naming_full_disk
 
 FIGSIZE = (8.0, 5.0)
 DPI = 150  # a figure a user can publish or share as is; 100 dpi blurred the ticks when scaled

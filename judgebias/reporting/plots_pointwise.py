@@ -14,8 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from judgebias.metrics.pointwise import half_up
-from judgebias.pointwise_table import human_mean
 from judgebias.reporting.plots import label, new_figure
+from judgebias.tables.pointwise import human_mean
 
 
 def judge_levels(rows: pd.DataFrame) -> np.ndarray:

@@ -99,7 +99,7 @@ def analyze_pointwise(
     pairwise_judges: Mapping[str, str] | None = None,
     cluster_by: str | None = None,
 ) -> dict[str, Any]:
-    """Figures of every judge of a validated pointwise table (``judgebias.pointwise_table``).
+    """Figures of every judge of a validated pointwise table (``judgebias.tables.pointwise``).
     ``pairwise_judges``: per pointwise judge, the judge of ``pairwise`` it is compared with (an
     experiment's pairwise judge on the same model); others use ``pairwise_judge``. ``cluster_by``:
     the column whose equal values share a cluster (default the item; ``"none"``: rows independent)."""

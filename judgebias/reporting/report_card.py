@@ -25,9 +25,8 @@ from judgebias.reporting import report_card_sections as sections_mod
 from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
 from judgebias.reporting.run_page import RunExtras
-from judgebias.reporting.trust import family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
-from judgebias.reporting.trust_family import Family
-from judgebias.runstore import atomic_write_text
+from judgebias.reporting.trust import Family, family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
+from judgebias.runs.store import atomic_write_text
 
 
 def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:

@@ -16,8 +16,7 @@ from typing import Any
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
 from judgebias.reporting.run_page import RunExtras
-from judgebias.reporting.trust import fmt, fmt_ci, fmt_p
-from judgebias.reporting.trust_family import STYLE_TERMS
+from judgebias.reporting.trust import STYLE_TERMS, fmt, fmt_ci, fmt_p
 
 # --- the judges side by side ----------------------------------------------------------------------
 

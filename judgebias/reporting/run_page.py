@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 
 # Written by the stage that knows the config (judgebias.stages.results): notes that depend on it.
 PAGE_NOTES = "page_notes.json"

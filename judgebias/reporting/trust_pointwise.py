@@ -18,7 +18,7 @@ pwprobe:<tag>            probes ... <tag>.score_shift (t-test)  the variant does
 ``score_self_preference.dp`` (own minus others, raw) mixes bias with the quality of the judge's own
 responses: it is shown, never claimed.
 
-Three verdicts, as on the pairwise side (``judgebias.reporting.trust_family``): each test's figure is
+Three verdicts, as on the pairwise side (``judgebias.reporting.trust``): each test's figure is
 read against its margin of practical irrelevance (``judgebias.metrics.margins.POINTWISE_MARGINS``: 5%
 of the score scale's range, the range read off ``score_distribution``'s levels), its equivalence
 p-values adjusted in the same family; "ok" only where that test rejects, "inconclusive" otherwise.
@@ -32,8 +32,20 @@ from typing import Any
 
 from judgebias.metrics.margins import POINTWISE_MARGINS, Margin
 from judgebias.multiplicity import HOLM, check_method
-from judgebias.reporting.trust import Said, fmt, fmt_ci, margin_text, p_text, unsettled
-from judgebias.reporting.trust_family import Family, Test, build, p_value_of, sign_of, with_margin
+from judgebias.reporting.trust import (
+    Family,
+    Said,
+    Test,
+    build,
+    fmt,
+    fmt_ci,
+    margin_text,
+    p_text,
+    p_value_of,
+    sign_of,
+    unsettled,
+    with_margin,
+)
 
 LI_2025 = "Li et al. 2025"
 # Figure key -> (row label, meaning, source, signed); the order of the page's rows.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.runstore import RunStore
+from judgebias.runs.store import RunStore
 
 log = logging.getLogger("judgebias.stages")
 
@@ -64,8 +64,8 @@ def document(name: str) -> Output:
 
 
 def judgment_table(name: str) -> Output:
-    """A judgment table, validated when read back (``judgebias.io``)."""
-    from judgebias.io import read_table, write_table
+    """A judgment table, validated when read back (``judgebias.tables.files``)."""
+    from judgebias.tables.files import read_table, write_table
 
     return Output((name,), lambda store: read_table(store.path(name))[0],
                   lambda store, df: write_table(df, store.path(name)))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.config.experiment import BUNDLED_DATASETS, ExperimentConfig, bundled_file
-from judgebias.io import iter_jsonl
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import frame, stage_output
+from judgebias.tables.files import iter_jsonl
 
 
 def dataset_path(source: str) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout, slug
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout, slug
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, frame, noop, open_model, stage_output
 from judgebias.stages.data import subset
 from judgebias.stages.generation import pair_records
@@ -17,7 +17,7 @@ def perplexity_analysis(
     cfg: ExperimentConfig, store: RunStore, judge: str, pairs: pd.DataFrame, *, progress: Progress = noop
 ) -> pd.DataFrame:
     """The judge's perplexity of each response given its instruction: ``pair_id, judge, ppl_a, ppl_b``."""
-    from judgebias.perplexity import fill_perplexity
+    from judgebias.engine.perplexity import fill_perplexity
 
     j = cfg.judge(judge)
 
@@ -38,7 +38,7 @@ def attention_analysis(
     """Mean attention per layer that the judge pays to each response (DBG Fig. 7), averaged over both
     presentation orders so the response's position does not masquerade as its author; one row per
     (pair, layer) with the generators, plus a per-generator plot."""
-    from judgebias.attention import summarize
+    from judgebias.engine.attention import summarize
     from judgebias.prompts import judge_template
 
     j = cfg.judge(judge)

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from judgebias.config.experiment import BUNDLED_SFT_DATA, ExperimentConfig, bundled_file
-from judgebias.layout import ADAPTER_RESULT, RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import ADAPTER_RESULT, RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, call_cache, document, noop, stage_output
 from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset

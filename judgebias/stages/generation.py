@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.records import Pair
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, frame, noop, on_route, stage_output
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
+from judgebias.tables.records import Pair
 
 if TYPE_CHECKING:
-    from judgebias.workers import ChunkRoute
+    from judgebias.engine.workers import ChunkRoute
 
 
 def generate_responses(
@@ -43,7 +43,7 @@ def generate_responses(
         prompts = [template.build(q, chat=chat) for q in instructions["instruction"]]
 
         def sharded(spec):
-            from judgebias.workers import generate_chunk_size
+            from judgebias.engine.workers import generate_chunk_size
 
             return chunks.generate(prompts, spec, params, template.tag(chat),
                                    generate_chunk_size(g.batch_size))

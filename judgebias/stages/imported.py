@@ -4,8 +4,8 @@ folder beside the run's own; recomputed only when the bundled file changed."""
 from __future__ import annotations
 
 from judgebias.bundled import BUNDLED, BundledTable, analyze_bundled
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, noop, timed
 
 

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, frame, noop, on_route, open_model, stage_output
 from judgebias.stages.generation import pair_records
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 if TYPE_CHECKING:
-    from judgebias.workers import ChunkRoute
+    from judgebias.engine.workers import ChunkRoute
 
 
 def judge_chat(judge_cfg, backend) -> bool:
@@ -40,7 +40,7 @@ def judge_pairs(
     """Every pair judged in both orders by ``judge``: its judgment-table rows. ``template`` asks
     the judge another question with its other settings (the self-recognition probe). ``chunks``:
     where to judge the pairs in chunks (the flow's workers); the rows are the same."""
-    from judgebias.judging import judge_pairs as run_judge
+    from judgebias.engine.pairwise import judge_pairs as run_judge
     from judgebias.prompts import judge_template
 
     def compute(info: dict) -> pd.DataFrame:
@@ -51,7 +51,7 @@ def judge_pairs(
             j = j.model_copy(update={"template": template})
 
         def sharded(spec):
-            from judgebias.workers import judge_chunk_size
+            from judgebias.engine.workers import judge_chunk_size
 
             rows, summary = chunks.judge(pair_records(pairs), spec, judge_chunk_size(j.batch_size))
             exclusions = Exclusions()
@@ -102,7 +102,7 @@ def dtype_fidelity(cfg: ExperimentConfig, store: RunStore, judge: str, judgments
     run's own. None for a float32 or API judge. A few pairs bound the cost, not the distribution:
     docs/benchmarks.md has the measurement over many."""
     from judgebias.backends.loading import load_model
-    from judgebias.judging import judge_pairs as run_judge
+    from judgebias.engine.pairwise import judge_pairs as run_judge
     from judgebias.metrics import precision_cost
     from judgebias.prompts import judge_template
 

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, noop, stage_output
 
 REPS = 1000  # as the command's default

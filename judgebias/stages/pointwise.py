@@ -1,5 +1,5 @@
 """Pointwise judges in an experiment: every generated response scored alone by each judge with
-``mode: pointwise`` (the one judging engine, ``judgebias.judging_pointwise``, through the same
+``mode: pointwise`` (the one judging engine, ``judgebias.engine.pointwise``, through the same
 cached backends), then the pointwise figures (``judgebias.reporting.pointwise_analysis``) and their plots in
 the judges' own folder (``RunLayout.pointwise``), and the run's page again with its pointwise section.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, frame, noop, open_model, stage_output
 from judgebias.stages.results import refresh_report
 
@@ -19,7 +19,7 @@ def response_items(responses: dict[str, pd.DataFrame], references: dict[str, str
     """One ``ScoreItem`` per generated response without an error, ids ``<instruction>/<generator>``
     (two generators may write the same text; each keeps its own item). ``references``: item id ->
     the reference answer shown with it (the pointwise probes)."""
-    from judgebias.judging_pointwise import ScoreItem
+    from judgebias.engine.pointwise import ScoreItem
 
     items = []
     for generator, df in responses.items():
@@ -49,10 +49,10 @@ def judge_responses(
     template=None,
     progress: Progress = noop,
 ) -> pd.DataFrame:
-    """``judge``'s pointwise rows for ``items`` (``judgebias.pointwise_table``); ``template``: a
+    """``judge``'s pointwise rows for ``items`` (``judgebias.tables.pointwise``); ``template``: a
     ``PointwiseTemplate`` other than the judge's own (a probe's variant)."""
     from judgebias.backends.protocol import GenerationParams
-    from judgebias.judging_pointwise import judge_responses as run_judge
+    from judgebias.engine.pointwise import judge_responses as run_judge
     from judgebias.prompts.pointwise import pointwise_template
 
     variant = variant if variant is not None else RunLayout.pointwise(cfg)
@@ -95,10 +95,10 @@ def pointwise_report(
     """The pointwise figures of every pointwise judge (``analyze_pointwise``), with
     ``pointwise_pairwise_consistency`` against the pairwise judge on the same model (``table``: the
     run's pairwise table), the score-distribution plots and the page rebuilt."""
-    from judgebias.pointwise_table import validate_pointwise
     from judgebias.reporting import plots as plots
     from judgebias.reporting.plots_pointwise import pointwise_figures
     from judgebias.reporting.pointwise_analysis import analyze_pointwise
+    from judgebias.tables.pointwise import validate_pointwise
 
     layout = RunLayout.pointwise(cfg)
 

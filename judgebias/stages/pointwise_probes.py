@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout, slug
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout, slug
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, noop
 from judgebias.stages.pointwise import judge_responses, response_items
 from judgebias.stages.probes import any_value, probe_document, probe_report

@@ -13,8 +13,8 @@ from functools import partial
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, estimate_entry, frame, noop, stage_output
 from judgebias.stages.data import subset
 from judgebias.stages.results import refresh_report

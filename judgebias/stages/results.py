@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, frame, judgment_table, noop, stage_output
-from judgebias.table import validate
+from judgebias.tables.pairwise import validate
 
 
 def assemble_table(
@@ -180,7 +180,7 @@ def annotated_metrics(
     """``analyze`` on the table with the human labels merged in; one folder per distinct merged table."""
     import hashlib
 
-    from judgebias.io import read_table
+    from judgebias.tables.files import read_table
 
     digest = hashlib.sha256(Path(merged_table).read_bytes()).hexdigest()[:12]
     table, _ = read_table(merged_table)

@@ -7,8 +7,8 @@ from typing import Any
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
-from judgebias.layout import RunLayout
-from judgebias.runstore import RunStore
+from judgebias.runs.layout import RunLayout
+from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, frame, frames, noop, open_model, stage_output
 from judgebias.stages.compare import dbg_summary, format_compare
 from judgebias.stages.data import subset

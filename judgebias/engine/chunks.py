@@ -4,7 +4,7 @@
 ``merge_aligned`` put each chunk's results back in the original order and check that every chunk
 came back complete; ``ChunkStore`` keeps finished chunks so a rerun skips them. Where a chunk runs
 (a thread, a Dask worker, another machine) is decided by the flow (``flows/runtime/task_runners.py``); what
-runs is ``judgebias.workers``.
+runs is ``judgebias.engine.workers``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judgebias.backends.protocol import Prompt
-from judgebias.records import Pair
+from judgebias.tables.records import Pair
 
 # --- sharding and merging (pure) ---------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ scores (``judgebias judge --mode pointwise`` writes it, ``judgebias import table
     human_scores  list   human ratings of the response on the same scale, one per rater
     reference     str    optional reference answer
 
-Rows are told from a pairwise table (``judgebias.table``) by their columns: ``response`` and no
+Rows are told from a pairwise table (``judgebias.tables.pairwise``) by their columns: ``response`` and no
 ``response_a``. Any other column is carried through untouched.
 """
 
@@ -29,8 +29,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from judgebias.table import Exclusions, TableError
-from judgebias.table_columns import is_missing
+from judgebias.tables.columns import is_missing
+from judgebias.tables.pairwise import Exclusions, TableError
 
 REQUIRED = ("item_id", "prompt", "response", "scale_min", "scale_max")
 TEXT_OPTIONAL = ("generator", "judge", "criterion", "reference")

@@ -1,5 +1,5 @@
 """Judgment table files: JSONL, Parquet and CSV read and validated (``read_table``), written atomically
-(``write_table``). Reading a large table for analysis, column-wise: ``judgebias.table_for_analysis``."""
+(``write_table``). Reading a large table for analysis, column-wise: ``judgebias.tables.for_analysis``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from judgebias.diskfull import naming_full_disk
-from judgebias.table import Exclusions, TableError, validate
+from judgebias.runs.diskfull import naming_full_disk
+from judgebias.tables.pairwise import Exclusions, TableError, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 

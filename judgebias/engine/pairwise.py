@@ -24,8 +24,8 @@ import pandas as pd
 from judgebias.backends.kinds import uses_chat
 from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
 from judgebias.prompts.base import JudgeTemplate
-from judgebias.records import Judgment, Order, Pair, combine_orders
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
+from judgebias.tables.records import Judgment, Order, Pair, combine_orders
 
 ORDERS: tuple[Order, Order] = ("ab", "ba")
 OFF_FORMAT = "off-format: no [[A]]/[[B]] verdict"
@@ -330,7 +330,7 @@ def _p_a_bounds(j: Judgment) -> tuple[float, float]:
 
 def pairs_from_table(df: pd.DataFrame) -> list[Pair]:
     """The unique pairs of a (validated) judgment table, in first-appearance order."""
-    from judgebias.table import pairs as unique_pairs
+    from judgebias.tables.pairwise import pairs as unique_pairs
 
     out = []
     for row in unique_pairs(df).itertuples(index=False):

@@ -1,6 +1,6 @@
 """A large JSONL judgment table streamed into a Parquet file by Arrow's JSON reader, block by block.
 
-``judgebias.table_for_analysis.read_for_analysis`` then reads that file column-wise as it reads
+``judgebias.tables.for_analysis.read_for_analysis`` then reads that file column-wise as it reads
 any Parquet table:
 a Python object per line (``json.loads``, then ``pandas.DataFrame.from_records``) costs about
 5 GB and 40 s per million judgments; Arrow parses the same lines in C++ into typed columns.

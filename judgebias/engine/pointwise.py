@@ -1,5 +1,5 @@
 """Pointwise judging: one response -> one score, through the same backends, cache and
-explain-first reading as pairwise judging (``judgebias.judging``).
+explain-first reading as pairwise judging (``judgebias.engine.pairwise``).
 
 The judge writes its explanation and then the score after the template's marker ("[[" for
 MT-bench, "[RESULT]" for the rubric). The prompt is then scored again with the generated text up to
@@ -32,7 +32,7 @@ import pandas as pd
 
 from judgebias.backends.kinds import uses_chat
 from judgebias.backends.protocol import Backend, Generation, GenerationParams, OptionScores, Prompt
-from judgebias.judging import (
+from judgebias.engine.pairwise import (
     JudgeResult,
     Progress,
     for_template,
@@ -41,7 +41,7 @@ from judgebias.judging import (
     strip_think,
 )
 from judgebias.prompts.pointwise import PointwiseTemplate
-from judgebias.table import Exclusions
+from judgebias.tables.pairwise import Exclusions
 
 PARSED_NO_LOGPROBS = "score parsed from the text: the endpoint gave no log-probabilities"
 PARSED_BOUNDS = "score parsed from the text: score tokens outside the endpoint's top log-probs"
@@ -180,7 +180,7 @@ def judge_responses(
     chunk_size: int = 256,
     progress: Progress | None = None,
 ) -> JudgeResult:
-    """Score every item once; rows follow ``judgebias.pointwise_table``."""
+    """Score every item once; rows follow ``judgebias.tables.pointwise``."""
     judge = judge or backend.name
     chat = uses_chat(backend, chat)
     tag = template.tag(chat)
@@ -298,7 +298,7 @@ def items_from_frame(df: pd.DataFrame) -> list[ScoreItem]:
     every pair of a pairwise table, each response once (the first row it appears in). A pointwise
     table that scores one item on several criteria gives one item per (item, criterion): each
     criterion is its own judgment (``criteria-5``)."""
-    from judgebias.pointwise_table import as_score_list, is_pointwise
+    from judgebias.tables.pointwise import as_score_list, is_pointwise
 
     out: dict[object, ScoreItem] = {}
 

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from judgebias.folding import DEFAULT_FOLD, fold_arrays
+from judgebias.tables.folding import DEFAULT_FOLD, fold_arrays
 
 Order = Literal["ab", "ba"]
 Label = Literal["a", "b", "tie"]
@@ -95,7 +95,7 @@ def combine_orders(pair: Pair, judgments: Iterable[Judgment], rule: str = DEFAUL
     """Fold a judge's two orders of one pair into one judgment-table row.
 
     With probabilities in both orders, ``p_a`` is their mean (the self-preference paper's Eq. 3
-    averaged over both positions). The verdict follows ``rule`` (``judgebias.folding``): by
+    averaged over both positions). The verdict follows ``rule`` (``judgebias.tables.folding``): by
     default the verdict of that mean, or for verdict-only judges the common verdict of both orders,
     a verdict that flips with the order being a tie (DBG paper, A.1).
     A failed order leaves the row without a score and records why in ``judge_error``.

@@ -26,10 +26,10 @@ from judgebias.backends.builder import JudgeSpec, ModelSpec, build_backend, cach
 from judgebias.backends.call_cache import on_results_kwargs
 from judgebias.backends.protocol import Generation, GenerationParams, Prompt
 from judgebias.backends.resident import Resident
-from judgebias.chunks import Chunk, ChunkStore
-from judgebias.judging import generate_all
-from judgebias.records import Pair
-from judgebias.table import Exclusions
+from judgebias.engine.chunks import Chunk, ChunkStore
+from judgebias.engine.pairwise import generate_all
+from judgebias.tables.pairwise import Exclusions
+from judgebias.tables.records import Pair
 
 ENV_WORKER_MODELS = "JUDGEBIAS_WORKER_MODELS"
 ENV_TORCH_THREADS = "JUDGEBIAS_TORCH_THREADS"
@@ -142,7 +142,7 @@ def _finish(store: ChunkStore | None, out: ChunkResult, failed: bool) -> ChunkRe
 
 def judge_chunk(chunk: Chunk, spec: JudgeSpec, store_dir: str | None = None) -> ChunkResult:
     """Judge one chunk of pairs in both orders in this process (what a task runner runs)."""
-    from judgebias.judging import judge_pairs
+    from judgebias.engine.pairwise import judge_pairs
     from judgebias.prompts import judge_template
 
     started = time.time()

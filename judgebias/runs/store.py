@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from judgebias.diskfull import naming_full_disk
-from judgebias.layout import RunLayout
+from judgebias.runs.diskfull import naming_full_disk
+from judgebias.runs.layout import RunLayout
 
 MANIFEST = RunLayout.manifest
 

@@ -15,7 +15,7 @@ Columns (see docs/importers.md "The judgment table" for the full contract):
     verdict       str   "a" | "b" | "tie" | empty
     verdict_ab    str   per-order verdict (original terms), for judges that give only a verdict
     verdict_ba    str
-    fold_rule     str   how verdict was folded from the two orders (judgebias.folding), filled here
+    fold_rule     str   how verdict was folded from the two orders (judgebias.tables.folding), filled here
     human         list  human labels, each "a" | "b" | "tie" (several annotators allowed)
     ppl_a, ppl_b  float the judge's perplexity of each response given the prompt
 
@@ -27,18 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from judgebias.exclusions import Exclusions
-from judgebias.folding import (
-    APPLIED_OF_CODE,
-    DEFAULT_FOLD,
-    FOLD_RULES,
-    NO_VERDICT,
-    VERDICT_OF_CODE,
-    fold_frame_codes,
-    verdict_codes,
-)
-from judgebias.labels import majority
-from judgebias.table_columns import (
+from judgebias.tables.columns import (
     arrow_label_lists,
     bool_mask,
     first_labels_by_value,
@@ -52,6 +41,17 @@ from judgebias.table_columns import (
     missing_mask,
     value_codes,
 )
+from judgebias.tables.exclusions import Exclusions
+from judgebias.tables.folding import (
+    APPLIED_OF_CODE,
+    DEFAULT_FOLD,
+    FOLD_RULES,
+    NO_VERDICT,
+    VERDICT_OF_CODE,
+    fold_frame_codes,
+    verdict_codes,
+)
+from judgebias.tables.labels import majority
 
 REQUIRED = ("pair_id", "prompt", "response_a", "response_b")
 TEXT_OPTIONAL = ("generator_a", "generator_b", "judge")

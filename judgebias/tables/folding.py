@@ -59,7 +59,7 @@ def verdict_codes(values, column: str = "verdict", missing: int = NO_VERDICT) ->
     for i, u in enumerate(uniques):
         if u not in _CODE_OF_VERDICT:
             raise ValueError(f"column {column!r}: label {u!r} is not 'a', 'b' or 'tie' "
-                             "(validate the table with judgebias.table.validate first)")
+                             "(validate the table with judgebias.tables.pairwise.validate first)")
         lut[i] = _CODE_OF_VERDICT[u]
     return lut[codes]
 

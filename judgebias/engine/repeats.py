@@ -1,6 +1,6 @@
 """``judge --repeats K``: every pair judged K times, for the repeat-run noise of a sampling judge.
 
-Repeat r runs the one judging engine (``judging.judge_pairs``) with ``GenerationParams.seed = r``:
+Repeat r runs the one judging engine (``engine.pairwise.judge_pairs``) with ``GenerationParams.seed = r``:
 the call cache keys a generation by its parameters, so each repeat is a distinct call (a sampling
 judge draws afresh: the seed reaches the local and vLLM samplers) that a rerun reads from the cache.
 The first repeat is the table the command writes anyway; the K folded verdicts go into the list
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from judgebias.backends.protocol import GenerationParams
-from judgebias.judging import judge_pairs
+from judgebias.engine.pairwise import judge_pairs
 from judgebias.metrics.repeats import REPEATS_COLUMN
 
 # Two reads of one probability differ by batch composition in the last bits (float32 sums): not a

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from judgebias.backends.protocol import AttentionSummary, Prompt
 from judgebias.prompts.base import JudgeTemplate
-from judgebias.records import Order, Pair
+from judgebias.tables.records import Order, Pair
 
 
 def char_spans(rendered: str, markers: tuple[str, str], first: str, second: str

@@ -1,7 +1,8 @@
 """One column of a judgment table read at once: missing values, booleans, labels and names mapped
 per distinct value instead of per row. Each function returns exactly what its per-value rule
-(``is_missing``, ``judgebias.labels.normalize_label``) would give row by row; ``judgebias.table.validate``
-uses them so that a table of millions of rows is checked without a Python call per row."""
+(``is_missing``, ``judgebias.tables.labels.normalize_label``) would give row by row;
+``judgebias.tables.pairwise.validate`` uses them so that a table of millions of rows is checked
+without a Python call per row."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from itertools import chain, islice
 import numpy as np
 import pandas as pd
 
-from judgebias.labels import LABELS, as_label_list, normalize_label
+from judgebias.tables.labels import LABELS, as_label_list, normalize_label
 
 
 def is_missing(value: object) -> bool:
@@ -41,7 +42,7 @@ def is_text_dtype(values: pd.Series) -> bool:
 
 
 def is_text_categorical(values: pd.Series) -> bool:
-    """A categorical whose categories are all text (``judgebias.table_for_analysis.read_for_analysis``
+    """A categorical whose categories are all text (``judgebias.tables.for_analysis.read_for_analysis``
     reads texts and names so): its checks run once per category."""
     if not isinstance(values.dtype, pd.CategoricalDtype):
         return False

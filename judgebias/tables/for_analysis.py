@@ -2,8 +2,8 @@
 texts and names as categoricals (each distinct value once), the human labels as an Arrow list
 column and, given ``response_features``, the response texts replaced by their counts, so ten
 million judgments fit in a few GB. Parquet is read row group by row group
-(``judgebias.parquet_columns``); a large JSONL file through Arrow's JSON reader and a temporary
-Parquet file (``judgebias.jsonl_columns``)."""
+(``judgebias.tables.parquet_columns``); a large JSONL file through Arrow's JSON reader and a temporary
+Parquet file (``judgebias.tables.jsonl_columns``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from judgebias.io import FORMATS, file_format, read_table
-from judgebias.parquet_columns import distinct_categorical, text_categorical, text_stand_in
-from judgebias.table import Exclusions, TableError, reserved_problems, validate
-from judgebias.table_columns import hand_back_memory
+from judgebias.tables.columns import hand_back_memory
+from judgebias.tables.files import FORMATS, file_format, read_table
+from judgebias.tables.pairwise import Exclusions, TableError, reserved_problems, validate
+from judgebias.tables.parquet_columns import distinct_categorical, text_categorical, text_stand_in
 
 # A pair's texts repeat on every judge's row of it, and a name on millions of rows: read for analysis,
 # these columns are pandas categoricals over Arrow's dictionary (each distinct value stored once), and
@@ -33,7 +33,7 @@ RESPONSES = ("response_a", "response_b")
 
 
 # A JSONL table at least this large is read for analysis through Arrow's JSON reader (a Parquet file in
-# between, judgebias.jsonl_columns); a smaller one line by line as ``read_table`` reads it. Measured
+# between, judgebias.tables.jsonl_columns); a smaller one line by line as ``read_table`` reads it. Measured
 # (docs/benchmarks.md): the two take the same time at about 10 MB (10,000 rows), well under a second.
 JSONL_COLUMNAR_BYTES = 16 << 20
 
@@ -96,7 +96,7 @@ def _jsonl_schema():
     ``pair_id`` is left out: an id may be a number, kept as one (validation writes it as text)."""
     import pyarrow as pa
 
-    from judgebias.table import CANONICAL, PPL_COLUMNS, PROB_COLUMNS
+    from judgebias.tables.pairwise import CANONICAL, PPL_COLUMNS, PROB_COLUMNS
 
     def arrow_type(name: str):
         if name in (*PROB_COLUMNS, *PPL_COLUMNS):
@@ -108,15 +108,15 @@ def _jsonl_schema():
 
 @contextmanager
 def _jsonl_as_parquet(path: Path) -> Iterator[Path | None]:
-    """A JSONL file as a temporary Parquet file (``judgebias.jsonl_columns``), deleted on leaving; None
+    """A JSONL file as a temporary Parquet file (``judgebias.tables.jsonl_columns``), deleted on leaving; None
     where Arrow cannot read it as ``json`` does (or this pyarrow has no streaming JSON reader)."""
     import tempfile
 
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from judgebias.jsonl_columns import NotColumnar, jsonl_to_parquet
-    from judgebias.table import REQUIRED
+    from judgebias.tables.jsonl_columns import NotColumnar, jsonl_to_parquet
+    from judgebias.tables.pairwise import REQUIRED
 
     if not hasattr(pj, "open_json"):  # an older pyarrow without the streaming reader: line by line
         yield None
@@ -149,8 +149,8 @@ def _read_jsonl_columnar(path: Path, response_features: Callable | None) -> pd.D
     column name is left to the line-by-line read to report, as before."""
     import pyarrow.parquet as pq
 
-    from judgebias.jsonl_columns import is_text_list
-    from judgebias.table import CANONICAL
+    from judgebias.tables.jsonl_columns import is_text_list
+    from judgebias.tables.pairwise import CANONICAL
 
     with _jsonl_as_parquet(path) as tmp:
         schema = pq.read_schema(tmp) if tmp is not None else None
@@ -230,7 +230,7 @@ def table_rows(path: str | Path) -> int:
     cannot be read (reading it then says why)."""
     path = Path(path)
     if path.exists() and FORMATS.get(path.suffix.lower()) == "jsonl":
-        from judgebias.jsonl_columns import jsonl_lines
+        from judgebias.tables.jsonl_columns import jsonl_lines
 
         try:
             return jsonl_lines(path)
@@ -264,7 +264,8 @@ def _read_parquet_columnar(path: Path, response_features: Callable | None = None
     index = df.index if df is not None else pd.RangeIndex(n_rows)
     texts = [c for c in coded if c in SHARED_TEXTS]
     if texts:
-        # Texts row group by row group, each pair's compared with its first (judgebias.parquet_columns).
+        # Texts row group by row group, each pair's compared with its first
+        # (judgebias.tables.parquet_columns).
         group = _pair_groups(df, schema) if df is not None and "pair_id" in df.columns else \
             np.zeros(n_rows, dtype=np.int64)
         parquet_file = pq.ParquetFile(path)
