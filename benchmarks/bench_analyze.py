@@ -45,17 +45,20 @@ def _run_file(path: str, json_out: str | None = None) -> dict:
     does before its plots). Runs in a fresh process so the peak memory is this work's alone."""
     for module in ("statsmodels.api", "statsmodels.stats.proportion", "scipy.stats"):
         importlib.import_module(module)
-    import judgebias.tables.files
     from judgebias.reporting.analysis import analyze
 
-    # What `judgebias analyze` reads with in that version of the code: from 2026-11-26 a table of
-    # more than a few dozen rows without its response texts (their counts instead; no traces), from
-    # judgebias.tables.for_analysis (judgebias.tables.files before that).
-    try:
-        module = importlib.import_module("judgebias.tables.for_analysis")
-    except ImportError:
-        module = judgebias.tables.files
-    read = getattr(module, "read_for_analysis", judgebias.tables.files.read_table)
+    # What `judgebias analyze` reads with in the version of the code being measured: from 2026-11-27
+    # judgebias.tables.for_analysis; on 2026-11-26 the flat table_for_analysis module (a table of more
+    # than a few dozen rows without its response texts, their counts instead; no traces); before that
+    # the flat io module's read_table. The old names stay: this runs against older checkouts.
+    old = ("judgebias.table_for_analysis", "judgebias.io")  # rooms-rewrite: keep
+    for name in ("judgebias.tables.for_analysis", *old):
+        try:
+            module = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    read = getattr(module, "read_for_analysis", None) or module.read_table
     kwargs = {}
     if "response_features" in inspect.signature(read).parameters:
         from judgebias.metrics.frame import response_features

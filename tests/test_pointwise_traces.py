@@ -44,7 +44,7 @@ def test_a_pointwise_trace_records_the_score_and_the_humans_as_feedback():
                                ("score", 1.0, "HUMAN", hash_annotator("i1#0"), None),
                                ("score", 3.0, "HUMAN", hash_annotator("i1#1"), None)]
     assert rec["inputs"]["response"] == "answer 1" and rec["inputs"]["scale_max"] == 5
-    assert rec["tags"]["judgebias.runs.layout"] == "pointwise-v1" and rec["tags"]["judgebias.item_id"] == "i1"
+    assert rec["tags"]["judgebias.layout"] == "pointwise-v1" and rec["tags"]["judgebias.item_id"] == "i1"
     no_score = pointwise_record(rows["i6", "j"])
     assert no_score["feedback"][0] == ("score", None, "LLM_JUDGE", "j", "no score after '[['")
     assert no_score["outputs"]["raw_output"] == "I think it is fine"
