@@ -228,3 +228,28 @@ def test_the_two_class_agreement_row_is_named_as_a_share_not_as_kappa():
     labels = dict((cells[0].split(" ")[0], name) for name, cells in rows)
     assert labels["0.781"].startswith("agreement where humans pick a side (share")
     assert "kappa" not in labels["0.781"]
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_every_style_statement_reads_as_english_in_both_directions(sign):
+    # A negative coefficient printed "fewer/less " before the positive label: "prefers fewer/less
+    # more bold text", "fewer/less its own outputs". Each term, alone in its family (p=1e-6), must
+    # say what the judge prefers in plain words for either sign.
+    from judgebias.reporting.trust_family import STYLE_TERMS, STYLE_TERMS_NEGATIVE
+
+    assert set(STYLE_TERMS_NEGATIVE) == set(STYLE_TERMS)
+    for term, label in STYLE_TERMS.items():
+        coef = 0.4 * sign
+        # origin terms are read only with the humans' choice in the model (human_a, no p-value)
+        metrics = {"regression": {"terms": {term: {"coef": coef, "ci_low": coef - 0.1 * sign,
+                                                   "ci_high": coef + 0.1 * sign, "p_value": 1e-6},
+                                            "human_a": {"coef": 1.0, "ci_low": 0.5, "ci_high": 1.5}}}}
+        said = [t for _, t in trust_summary(metrics) if t.startswith("Style")]
+        assert len(said) == 1, (term, said)
+        expected = label if sign > 0 else STYLE_TERMS_NEGATIVE[term]
+        assert f"prefers {expected} ({coef:+.3f}" in said[0], said[0]
+        assert "fewer/less" not in said[0]
+        words = said[0].split()
+        # no comparative stacked on another ("fewer more", "less more", "fewer its")
+        for i, w in enumerate(words[:-1]):
+            assert not (w in {"fewer", "less", "more"} and words[i + 1] in {"more", "fewer", "less", "its"}), said[0]

@@ -15,7 +15,7 @@ from typing import Any
 
 from judgebias.metrics import margins as M
 from judgebias.multiplicity import NAMES, PROMISE
-from judgebias.reporting.trust_family import STYLE_TERMS, Family, family, mutual_gold
+from judgebias.reporting.trust_family import STYLE_TERMS, STYLE_TERMS_NEGATIVE, Family, family, mutual_gold
 
 __all__ = ["STYLE_TERMS", "family", "family_note", "family_sentence", "fmt", "fmt_ci", "fmt_p", "mutual_gold",
            "probe_statements", "statements", "trust_summary", "unsettled"]
@@ -325,7 +325,7 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any], fam: Fam
         if not t or sign == 0:
             continue
         h = hterms.get(term)
-        piece = (f"{'' if sign > 0 else 'fewer/less '}{label} ({fmt(t['coef'], True)}"
+        piece = (f"{label if sign > 0 else STYLE_TERMS_NEGATIVE[term]} ({fmt(t['coef'], True)}"
                  f"{p_text(fam, f'style:{term}')})")
         (shared if h and _excludes_zero(h) == sign else own).append(piece)
     out = []

@@ -57,6 +57,16 @@ STYLE_TERMS = {
     "self_origin": "its own outputs",
     "family_origin": "its family's outputs",
 }
+# What the judge prefers when a term's coefficient is negative: each term's own English opposite
+# (a prefix "fewer/less" read "fewer/less more bold text").
+STYLE_TERMS_NEGATIVE = {
+    "word_diff": "shorter answers",
+    "headers_style": "fewer markdown headers",
+    "lists_style": "fewer list items",
+    "bold_style": "less bold text",
+    "self_origin": "other models' outputs over its own",
+    "family_origin": "outputs from outside its family",
+}
 
 
 @dataclass(frozen=True)
