@@ -3,6 +3,7 @@ report commands, MLflow, and the page as a real (headless) Chromium renders it."
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -251,6 +252,6 @@ def test_every_style_statement_reads_as_english_in_both_directions(sign):
         assert "fewer/less" not in said[0]
         words = said[0].split()
         # no comparative stacked on another ("fewer more", "less more", "fewer its")
-        stacked = [(w, nxt) for w, nxt in zip(words, words[1:])
+        stacked = [(w, nxt) for w, nxt in itertools.pairwise(words)
                    if w in {"fewer", "less", "more"} and nxt in {"more", "fewer", "less", "its"}]
         assert not stacked, said[0]
