@@ -170,7 +170,8 @@ def test_per_bin_n_labels_of_four_judges_never_overlap(tmp_path):
     counts = [[37, 12, 18, 25, 41, 96, 44, 23, 16, 11, 57], [36, 12, 18, 24, 41, 95, 44, 23, 16, 11, 56],
               [137, 112, 118, 125, 141, 196, 144, 123, 116, 111, 157], [9, 2, 8, 5, 1, 6, 4, 3, 6, 1, 7]]
     names = ["Vanilla", "Swap", "Rules", "Metrics"]
-    series = {f"ChatGPT/{name}": _saito_bins(ns, k) for k, (name, ns) in enumerate(zip(names, counts, strict=True))}
+    series = {f"ChatGPT/{name}": _saito_bins(ns, k)
+              for k, (name, ns) in enumerate(zip(names, counts, strict=True))}
     fig = plots.verbosity_judges(series)
     renderer = _render(fig, tmp_path, "verbosity_four_judges")
     ticks = fig.axes[0].get_xticklabels()
