@@ -284,6 +284,35 @@ def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,
     return {**log_records(records, LAYOUT, threads=threads, bulk=bulk), **flag_counts(records)}
 
 
+DISAGREEMENT_SAMPLE = 200  # a table too large for a trace per row logs at most this many disagreements
+
+
+def disagreement_records(table: pd.DataFrame, self_map: SelfMap | None = None,
+                         cap: int = DISAGREEMENT_SAMPLE) -> tuple[list[dict[str, Any]], int]:
+    """(at most ``cap`` records of rows where the judge disagrees with the humans' majority, how many
+    such rows there are): for a table too large for a trace per row, the traces that answer the
+    question a user asks of human labels first. The sample is the records with the smallest trace
+    keys (a hash of the row), so a rerun picks the same rows."""
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1, not {cap}")
+    found = [r for r in judgment_records(table, self_map)
+             if r["tags"].get(TAG + "judge_human_disagree") == "true"]
+    found.sort(key=lambda r: r["tags"][KEY_TAG])
+    return found[:cap], len(found)
+
+
+def disagreements_note(logged: int, total: int, rows: int, experiment_id: str) -> str:
+    """Markdown for a run's description: the sample of disagreements logged as traces, named as a
+    sample, with the link to the experiment's Traces page filtered on them."""
+    page = filtered_page(traces_page(None, experiment_id), TAG + "judge_human_disagree", "true")
+    sample = ("all" if logged == total
+              else f"a sample of {logged} (capped at {DISAGREEMENT_SAMPLE}, by trace key)")
+    return (f"**Traces: {sample} of the {total} judgments where the judge disagrees with the humans' "
+            f"majority** ([open them]({page})); the table's other {rows - logged} of {rows} judgments "
+            "are not logged as traces (too many for a trace each).\n\n"
+            f"      {filter_strings()['judge disagrees with the humans']}\n")
+
+
 def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int = THREADS,
                 bulk: bool = True) -> dict[str, int]:
     """Log trace records (``judgment_record``'s shape) of ``layout`` in the active experiment,
@@ -318,6 +347,8 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
 
 
 HUMAN_MAJORITY = "rows with a judge's choice and a human majority"
+NO_HUMAN_MAJORITY = ("no judgment has human labels with a majority to compare the judge with, so none can "
+                     "disagree with the humans")
 # The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
 # from these.
 QUESTIONS = {
@@ -380,7 +411,9 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
     for what, filter_string in filter_strings().items():
         _, tag, op, value = QUESTIONS[what]
         if what == "judge disagrees with the humans" and counts.get(HUMAN_MAJORITY) == 0:
-            continue  # no row has a human majority: "0 judgments" would read as perfect agreement
+            # "0 judgments" would read as perfect agreement: say why the question has no answer
+            out.append({"text": NO_HUMAN_MAJORITY, "url": "", "filter": ""})
+            continue
         out.append({"text": f"{counts.get(what, 0)} judgments where {QUESTIONS[what][0]}",
                     "url": filtered_page(page, TAG + tag, value) if page and op == "=" else "",
                     "filter": filter_string})
@@ -403,7 +436,7 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
              "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for q in trace_questions(counts, page):
         link = f" ([open them]({q['url']}))" if q["url"] else ""
-        lines += [f"- {q['text']}{link}", "", f"      {q['filter']}", ""]
+        lines += [f"- {q['text']}{link}", ""] + ([f"      {q['filter']}", ""] if q["filter"] else [])
     return "\n".join(lines)
 
 
@@ -412,7 +445,8 @@ def filter_strings() -> dict[str, str]:
     return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
+__all__ = ["ASSESSMENT", "DISAGREEMENT_SAMPLE", "LAYOUT", "disagreement_records", "disagreements_note",
+           "existing_keys", "filter_strings", "filtered_page", "flag_counts",
            "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "run_url",
            "trace_questions", "traces_note",
            "traces_page", "ui_base"]
