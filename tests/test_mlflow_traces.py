@@ -665,3 +665,29 @@ def test_an_imported_run_with_human_labels_logs_its_disagreements_as_traces(mlfl
         assert r.data.tags["judgebias.dataset_digest"] == entry.digest()
         assert run.data.tags["judgebias.dataset_digest"] == entry.digest()
         assert r.data.tags["judgebias.template_digest"].startswith("not recorded")
+
+
+def test_the_trace_list_previews_read_as_words_and_the_verdict_says_how_firm_it_is():
+    """MLflow's trace list showed inputs and outputs as raw JSON, and the judge's assessment a bare
+    "b" even at P(A) 0.49999: the previews say who judged what and the verdict with its P(A); the
+    feedback's value stays the choice (the import reads it back), its rationale says the P(A)."""
+    from judgebias.tracking.judgment_traces import _trace, judgment_records
+
+    table = small_table()
+    # a judge with one P(A) just under 0.5 (as j3's row: no per-order reads, no verdict column)
+    close = table.iloc[[0]].assign(judge="j4", p_a_ab=None, p_a_ba=None, p_a=0.49999, verdict=None)
+    records = {(r["inputs"]["pair_id"], r["inputs"]["judge"]): r
+               for r in judgment_records(pd.concat([table, close], ignore_index=True))}
+    info, _ = _trace(records["p0", "j4"], "1", None, 0)
+    assert info.response_preview == "b at P(A) 0.49999"
+    assert info.request_preview.startswith("j4 judges pair p0. Prompt: question 0 <b>bold</b> | A (j1): yes")
+    assert not info.request_preview.startswith("{")
+    (fb,) = [a for a in info.assessments if a.source.source_type == "LLM_JUDGE"]
+    assert fb.value == "b" and fb.rationale == "b at P(A) 0.49999"
+    # p1/j1: 0.3 then 0.6, both orders named with their P(A)
+    info, _ = _trace(records["p1", "j1"], "1", None, 0)
+    assert info.response_preview == "b (A first: b at P(A) 0.3; B first: a at P(A) 0.6)"
+    info, _ = _trace(records["p5", "j2"], "1", None, 0)  # no verdict: the reason, no rationale
+    assert info.response_preview.startswith("no verdict (unparseable)")
+    assert all(a.rationale is None for a in info.assessments if a.source.source_type == "LLM_JUDGE")
+    assert _trace(records["p6", None], "1", None, 0)[0].response_preview == "no judge: human labels only"

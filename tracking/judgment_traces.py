@@ -177,6 +177,46 @@ def existing_keys(experiment_id: str, client: Any = None, layout: str = LAYOUT) 
             return keys
 
 
+def _short(value: Any, chars: int) -> str:
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= chars else text[: chars - 1] + "\u2026"
+
+
+def request_text(record: Mapping[str, Any]) -> str:
+    """The trace list's request column in words (it showed the inputs' raw JSON): who judged which
+    pair, the prompt and both responses, each cut short."""
+    i = record["inputs"]
+    who = f"{i.get('judge')} judges pair {i.get('pair_id')}" if i.get("judge") else f"pair {i.get('pair_id')}"
+    side = {}
+    for s in ("a", "b"):
+        by = i.get(f"generator_{s}")
+        side[s] = f"{s.upper()}{f' ({by})' if by else ''}: {_short(i.get(f'response_{s}'), 200)}"
+    return f"{who}. Prompt: {_short(i.get('prompt'), 300)} | {side['a']} | {side['b']}"
+
+
+def _p(value: Any) -> str:
+    return f"{value:.5g}" if isinstance(value, (int, float)) and value == value else ""
+
+
+def verdict_text(record: Mapping[str, Any]) -> str:
+    """The verdict in words with the P(A) it was read from and each order's: "b (P(A) 0.49999; A
+    first: a at 0.6, B first: b at 0.4)"; a bare "b" at P(A) 0.49999 read as a firm choice."""
+    out, choice = record["outputs"], record["choice"]
+    orders = {"ab": "A first", "ba": "B first"}
+    parts = []
+    for o, v in (out.get("orders") or {}).items():
+        p = _p(v.get("p_a"))
+        parts.append(f"{orders[o]}: {v.get('verdict') or _choice(None, v.get('p_a')) or '-'}"
+                     + (f" at P(A) {p}" if p else ""))
+    if not record["inputs"].get("judge"):
+        head = "no judge: human labels only"
+    elif choice is None:
+        head = f"no verdict ({out.get('exclusion_reason') or 'none given'})"
+    else:
+        head = choice + (f" at P(A) {_p(out.get('p_a'))}" if _p(out.get("p_a")) else "")
+    return head + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def _trace_id(key: str, experiment_id: str) -> str:
     """Deterministic: the same judgment in the same experiment is the same trace (a second write
     updates it, never duplicates it); another experiment gets its own (MLflow would otherwise move
@@ -201,7 +241,9 @@ def _feedback(record: Mapping[str, Any], trace_id: str) -> list[Any]:
         if record["choice"] is None:
             reason = record["outputs"]["exclusion_reason"] or "no verdict"
             error = AssessmentError(error_code="NO_VERDICT", error_message=str(reason))
+        # The value stays the choice (what the import reads back); the rationale says how firm it was.
         out.append(Feedback(name=ASSESSMENT, value=record["choice"], error=error, trace_id=trace_id,
+                            rationale=verdict_text(record) if error is None else None,
                             source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge))))
     for label, annotator in record["humans"]:
         out.append(Feedback(name=ASSESSMENT, value=label, trace_id=trace_id,
@@ -239,8 +281,8 @@ def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, no
         metadata[TraceMetadataKey.SOURCE_RUN] = run_id  # the run page's Traces tab lists it
     info = TraceInfo(trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
                      request_time=now_ns // 1_000_000, execution_duration=0, state=TraceState.OK,
-                     client_request_id=key, request_preview=inputs[:PREVIEW_CHARS],
-                     response_preview=outputs[:PREVIEW_CHARS], trace_metadata=metadata,
+                     client_request_id=key, request_preview=request_text(record)[:PREVIEW_CHARS],
+                     response_preview=verdict_text(record)[:PREVIEW_CHARS], trace_metadata=metadata,
                      tags={**record["tags"], TraceTagKey.TRACE_NAME: SPAN_NAME},
                      assessments=_feedback(record, trace_id))
     return info, span
@@ -447,6 +489,7 @@ def filter_strings() -> dict[str, str]:
 
 __all__ = ["ASSESSMENT", "DISAGREEMENT_SAMPLE", "LAYOUT", "disagreement_records", "disagreements_note",
            "existing_keys", "filter_strings", "filtered_page", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "run_url",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "request_text",
+           "run_url",
            "trace_questions", "traces_note",
-           "traces_page", "ui_base"]
+           "traces_page", "ui_base", "verdict_text"]
