@@ -276,13 +276,17 @@ def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, no
                        SpanAttributeKey.SPAN_TYPE: json.dumps(SpanType.EVALUATOR),
                        SpanAttributeKey.INPUTS: inputs, SpanAttributeKey.OUTPUTS: outputs},
     })
+    # A pairwise judgment's previews in words; another layout's (pointwise) keep its JSON.
+    pairwise = "feedback" not in record
+    request = request_text(record) if pairwise else inputs
+    response = verdict_text(record) if pairwise else outputs
     metadata = {TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)}
     if run_id:
         metadata[TraceMetadataKey.SOURCE_RUN] = run_id  # the run page's Traces tab lists it
     info = TraceInfo(trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
                      request_time=now_ns // 1_000_000, execution_duration=0, state=TraceState.OK,
-                     client_request_id=key, request_preview=request_text(record)[:PREVIEW_CHARS],
-                     response_preview=verdict_text(record)[:PREVIEW_CHARS], trace_metadata=metadata,
+                     client_request_id=key, request_preview=request[:PREVIEW_CHARS],
+                     response_preview=response[:PREVIEW_CHARS], trace_metadata=metadata,
                      tags={**record["tags"], TraceTagKey.TRACE_NAME: SPAN_NAME},
                      assessments=_feedback(record, trace_id))
     return info, span
