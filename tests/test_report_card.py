@@ -255,3 +255,19 @@ def test_every_style_statement_reads_as_english_in_both_directions(sign):
         stacked = [(w, nxt) for w, nxt in itertools.pairwise(words)
                    if w in {"fewer", "less", "more"} and nxt in {"more", "fewer", "less", "its"}]
         assert not stacked, said[0]
+
+
+def test_no_share_in_the_side_by_side_table_is_named_as_kappa():
+    # Over every registered figure (not only the 2-class agreement row that once inherited
+    # "Cohen's kappa vs humans:"): a row whose figure is a share, a rate or a probability never
+    # reads as kappa, and a kappa row always does.
+    from judgebias.metrics import registry
+    from judgebias.reporting.report_card_sections import side_by_side
+
+    est = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+    _, rows = side_by_side({"judges": {"j": {key: est for key in registry.FIGURES}}})
+    names = [name for name, _ in rows]
+    assert len(names) == len(registry.FIGURES)
+    for key, name in zip(registry.FIGURES, names, strict=True):
+        is_kappa = "kappa" in key
+        assert ("kappa" in name.lower()) == is_kappa, (key, name)
