@@ -510,8 +510,184 @@ def test_no_disagreement_question_where_no_row_has_a_human_majority():
     unlabelled = table.assign(human=[[] for _ in range(len(table))])
     counts = {"rows": 15, **flag_counts(judgment_records(unlabelled))}
     assert counts[HUMAN_MAJORITY] == 0
-    assert "disagrees with the humans" not in traces_note(counts, page="#/experiments/1/traces")
+    unlabelled_note = traces_note(counts, page="#/experiments/1/traces")
+    assert "disagrees with the humans" not in unlabelled_note
+    # Changed on purpose (issue 45, UI 3): the question is answered with why it cannot be asked.
+    assert "no judgment has human labels with a majority to compare the judge with" in unlabelled_note
     labelled = {"rows": 15, **flag_counts(judgment_records(small_table()))}
     assert labelled[HUMAN_MAJORITY] > 0
     note = traces_note(labelled, page="#/x")
     assert "judgments where the judge disagrees with the humans' majority" in note
+
+
+def _artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
+    out = set()
+    for a in client.list_artifacts(run_id, path):
+        out |= _artifact_paths(client, run_id, a.path) if a.is_dir else {a.path}
+    return out
+
+
+@pytest.mark.server
+def test_the_logged_experiment_page_links_only_pages_its_run_holds(experiment_run, mlflow_server, tmp_path):
+    """The report.html logged to the experiment's MLflow run linked its ablations' pages (and the
+    imported data's) by relative paths that no artifact of the run held: dead links in MLflow's
+    artifact view. The shared tiny experiment's folder, logged again to a real server: every relative
+    link of every logged page names an artifact of the same run."""
+    import posixpath
+    import shutil
+    from html.parser import HTMLParser
+    from urllib.parse import unquote, urlsplit
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    from judgebias.runs.store import RunStore
+    from judgebias.tracking.experiment import log_experiment
+
+    class Hrefs(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.hrefs = []
+
+        def handle_starttag(self, tag, attrs):
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
+
+    # a copy: the shared run folder (and its mlflow.json) stays as the other tests read it
+    folder = shutil.copytree(experiment_run["store"].root, tmp_path / "run")
+    cfg = experiment_run["cfg"]
+    cfg = cfg.model_copy(update={"tracking": cfg.tracking.model_copy(
+        update={"tracking_uri": mlflow_server, "experiment": "linked-pages", "traces": False})})
+    try:
+        run_id = log_experiment(cfg, RunStore(folder),
+                                config_source=str(experiment_run["config_path"]))["run_id"]
+    finally:
+        mlflow.set_tracking_uri(None)
+    client = MlflowClient(tracking_uri=mlflow_server)
+    held = _artifact_paths(client, run_id)
+    pages = sorted(p for p in held if p.endswith(".html"))
+    assert "report.html" in pages
+    linked = 0
+    for page in pages:
+        local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=page,
+                                                    dst_path=str(tmp_path / "dl"), tracking_uri=mlflow_server)
+        parser = Hrefs()
+        parser.feed(Path(local).read_text(encoding="utf-8"))
+        for href in parser.hrefs:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or not parts.path:
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(page), unquote(parts.path)))
+            assert target in held, f"{page} links {href!r}, which run {run_id} does not hold"
+            linked += 1
+    # the tiny run's page links its two style variants' pages and its fine-tune page at least
+    assert linked >= 3
+    # Issue 42 item 5: each judge's run carries the judge, the data and the template's words as tags,
+    # its figures under the same names as the other judges', and its time per 1k judgments.
+    parent = client.get_run(run_id)
+    children = client.search_runs([parent.info.experiment_id], filter_string=(
+        f"tags.mlflow.parentRunId = '{run_id}' and tags.`judgebias.kind` = 'judge'"))
+    assert {r.data.tags["judgebias.judge"] for r in children} == {"ta", "tb"}
+    for r in children:
+        assert r.data.tags["judgebias.dataset_digest"] == parent.data.params["data_hash"]
+        assert len(r.data.tags["judgebias.template_digest"]) == 16
+        assert r.data.metrics["seconds_per_1k"] > 0  # the shared run judged with its model (no cache)
+        assert parent.data.metrics[f"{r.data.tags['judgebias.judge']}.seconds_per_1k"] == \
+            r.data.metrics["seconds_per_1k"]
+    assert any(p.startswith("style-") for p in pages) and any(p.startswith("finetune-") for p in pages)
+
+
+def test_a_table_too_large_for_traces_keeps_a_named_sample_of_its_disagreements():
+    from judgebias.tracking.judgment_traces import (
+        HUMAN_MAJORITY,
+        disagreement_records,
+        disagreements_note,
+        flag_counts,
+        judgment_records,
+    )
+
+    table = small_table()
+    counts = flag_counts(judgment_records(table))
+    found, total = disagreement_records(table)
+    assert counts[HUMAN_MAJORITY] > total == counts["judge disagrees with the humans"] == len(found) > 0
+    assert all(r["tags"]["judgebias.judge_human_disagree"] == "true" for r in found)
+    one, same_total = disagreement_records(table, cap=1)
+    assert same_total == total and one == found[:1]  # the smallest key: the same row on a rerun
+    with pytest.raises(ValueError, match="cap"):
+        disagreement_records(table, cap=0)
+    note = disagreements_note(200, 581, 1878, "7")
+    assert ("a sample of 200 (capped at 200, by trace key) of the 581 judgments where the judge "
+            "disagrees") in note
+    assert "tag=judgebias.judge_human_disagree%3Dtrue" in note and "startTimeLabel=ALL" in note
+    assert "other 1678 of 1878 judgments are not logged" in note
+
+
+@pytest.mark.server
+def test_an_imported_run_with_human_labels_logs_its_disagreements_as_traces(mlflow_server, tmp_path,
+                                                                           monkeypatch):
+    """The demo's imported runs (LLMBar's 400 rows, PandaLM's 1,878: over the 50 rows that get a
+    trace each) logged no traces, so "where does the judge disagree with the humans" had no link.
+    LLMBar's 75 disagreements are all logged (under the 200 cap), tagged, and the run's description
+    names them with a link filtered on them."""
+    from mlflow import MlflowClient
+
+    from judgebias.bundled import BUNDLED
+    from judgebias.runs.store import RunStore
+    from judgebias.tracking.imported import log_imported
+    from judgebias.tracking.settings import TrackingSettings
+
+    monkeypatch.chdir(tmp_path)
+    (entry,) = [e for e in BUNDLED if e.name == "llmbar-natural"]
+    from judgebias.bundled import analyze_bundled
+
+    result = analyze_bundled(entry, reps=100)
+    settings = TrackingSettings(tracking_uri=mlflow_server, experiment_name="imported-traces")
+    run_id = log_imported(RunStore(tmp_path / "run"), [(entry, result)], settings)[entry.name]
+    client = MlflowClient(tracking_uri=mlflow_server)
+    run = client.get_run(run_id)
+    traces = client.search_traces(locations=[run.info.experiment_id], max_results=500, include_spans=False)
+    assert len(traces) == 75
+    assert {t.info.tags["judgebias.judge_human_disagree"] for t in traces} == {"true"}
+    assert {t.info.trace_metadata.get("mlflow.sourceRun") for t in traces} == {run_id}
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("IMPORTED DATA")  # the provenance stays first
+    assert "Traces: all of the 75 judgments where the judge disagrees with the humans' majority" in note
+    assert "tag=judgebias.judge_human_disagree%3Dtrue" in note
+    assert run.data.tags["judgebias.traces.sample"] == "judge_human_disagree"
+    # Issue 42 item 5: one nested run per judge, its figures under names without the judge (the
+    # parent's "<judge>.<figure>" held NaN in MLflow's compare view for every other judge)
+    children = client.search_runs([run.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
+    judges = {r.data.tags["judgebias.judge"]: r for r in children}
+    assert set(judges) == set(result["judges"]) and len(judges) >= 2
+    names = [set(r.data.metrics) for r in judges.values()]
+    assert all(n == names[0] for n in names) and "agreement_human" in names[0]
+    for r in judges.values():
+        assert r.data.tags["judgebias.dataset_digest"] == entry.digest()
+        assert run.data.tags["judgebias.dataset_digest"] == entry.digest()
+        assert r.data.tags["judgebias.template_digest"].startswith("not recorded")
+
+
+def test_the_trace_list_previews_read_as_words_and_the_verdict_says_how_firm_it_is():
+    """MLflow's trace list showed inputs and outputs as raw JSON, and the judge's assessment a bare
+    "b" even at P(A) 0.49999: the previews say who judged what and the verdict with its P(A); the
+    feedback's value stays the choice (the import reads it back), its rationale says the P(A)."""
+    from judgebias.tracking.judgment_traces import _trace, judgment_records
+
+    table = small_table()
+    # a judge with one P(A) just under 0.5 (as j3's row: no per-order reads, no verdict column)
+    close = table.iloc[[0]].assign(judge="j4", p_a_ab=None, p_a_ba=None, p_a=0.49999, verdict=None)
+    records = {(r["inputs"]["pair_id"], r["inputs"]["judge"]): r
+               for r in judgment_records(pd.concat([table, close], ignore_index=True))}
+    info, _ = _trace(records["p0", "j4"], "1", None, 0)
+    assert info.response_preview == "b at P(A) 0.49999"
+    assert info.request_preview.startswith("j4 judges pair p0. Prompt: question 0 <b>bold</b> | A (j1): yes")
+    assert not info.request_preview.startswith("{")
+    (fb,) = [a for a in info.assessments if a.source.source_type == "LLM_JUDGE"]
+    assert fb.value == "b" and fb.rationale == "b at P(A) 0.49999"
+    # p1/j1: 0.3 then 0.6, both orders named with their P(A)
+    info, _ = _trace(records["p1", "j1"], "1", None, 0)
+    assert info.response_preview == "b (A first: b at P(A) 0.3; B first: a at P(A) 0.6)"
+    info, _ = _trace(records["p5", "j2"], "1", None, 0)  # no verdict: the reason, no rationale
+    assert info.response_preview.startswith("no verdict (unparseable)")
+    assert all(a.rationale is None for a in info.assessments if a.source.source_type == "LLM_JUDGE")
+    assert _trace(records["p6", None], "1", None, 0)[0].response_preview == "no judge: human labels only"

@@ -151,3 +151,34 @@ def test_perturbation_legend_of_long_judge_names_stays_on_the_canvas(tmp_path):
     fig = plots_probes.perturbation_shifts(_probe(tuple(f"{'x' * 36}-{k}" for k in range(4))))
     renderer = _render(fig, tmp_path, "perturbations_long")
     assert _outside(fig, renderer) == []
+
+
+def _saito_bins(ns, seed):
+    """Saito's 11 bins of the relative word-count difference (%): open below -80 and from 100 up."""
+    rng = np.random.default_rng(seed)
+    edges = [None, -80, -60, -40, -20, 0, 20, 40, 60, 80, 100, None]
+    out = []
+    for (lo, hi), n in zip(itertools.pairwise(edges), ns, strict=True):
+        rate = float(rng.uniform(0.3, 0.9))
+        out.append({"low": lo, "high": hi, "n": n, "rate": rate, "ci_low": rate - 0.1, "ci_high": rate + 0.1})
+    return out
+
+
+def test_per_bin_n_labels_of_four_judges_never_overlap(tmp_path):
+    # LLMBar's four judges over Saito's 11 bins: "n=a/b/c/d" under each bin ran into its neighbours
+    # in 6 of 11 bins. The judges' n differ where a judge gave no verdict on some pairs.
+    counts = [[37, 12, 18, 25, 41, 96, 44, 23, 16, 11, 57], [36, 12, 18, 24, 41, 95, 44, 23, 16, 11, 56],
+              [137, 112, 118, 125, 141, 196, 144, 123, 116, 111, 157], [9, 2, 8, 5, 1, 6, 4, 3, 6, 1, 7]]
+    names = ["Vanilla", "Swap", "Rules", "Metrics"]
+    series = {f"ChatGPT/{name}": _saito_bins(ns, k)
+              for k, (name, ns) in enumerate(zip(names, counts, strict=True))}
+    fig = plots.verbosity_judges(series)
+    renderer = _render(fig, tmp_path, "verbosity_four_judges")
+    ticks = fig.axes[0].get_xticklabels()
+    assert len([t for t in ticks if t.get_text()]) == 11
+    assert _overlaps(ticks, renderer) == []
+    assert _outside(fig, renderer) == []
+    # every judge's n is still readable under its bin, in legend order
+    first = ticks[0].get_text().replace("\n", " ")
+    assert all(str(ns[0]) in first for ns in counts), first
+    assert all(t.get_fontsize() >= 8 for t in ticks)

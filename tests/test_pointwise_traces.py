@@ -48,6 +48,11 @@ def test_a_pointwise_trace_records_the_score_and_the_humans_as_feedback():
     no_score = pointwise_record(rows["i6", "j"])
     assert no_score["feedback"][0] == ("score", None, "LLM_JUDGE", "j", "no score after '[['")
     assert no_score["outputs"]["raw_output"] == "I think it is fine"
+    # the pairwise previews in words are for pairwise records; a pointwise trace keeps its JSON
+    from judgebias.tracking.judgment_traces import _trace
+
+    info, _ = _trace(rec, "1", None, 0)
+    assert info.request_preview.startswith("{") and '"answer 1"' in info.request_preview
     humans_only = pointwise_record(rows["i7", ""])
     assert [f[2] for f in humans_only["feedback"]] == ["HUMAN", "HUMAN"]
     records = [pointwise_record(r) for r in rows.values()]

@@ -3,6 +3,7 @@ report commands, MLflow, and the page as a real (headless) Chromium renders it."
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -228,3 +229,45 @@ def test_the_two_class_agreement_row_is_named_as_a_share_not_as_kappa():
     labels = dict((cells[0].split(" ")[0], name) for name, cells in rows)
     assert labels["0.781"].startswith("agreement where humans pick a side (share")
     assert "kappa" not in labels["0.781"]
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_every_style_statement_reads_as_english_in_both_directions(sign):
+    # A negative coefficient printed "fewer/less " before the positive label: "prefers fewer/less
+    # more bold text", "fewer/less its own outputs". Each term, alone in its family (p=1e-6), must
+    # say what the judge prefers in plain words for either sign.
+    from judgebias.reporting.trust import STYLE_TERMS, STYLE_TERMS_NEGATIVE
+
+    assert set(STYLE_TERMS_NEGATIVE) == set(STYLE_TERMS)
+    for term, label in STYLE_TERMS.items():
+        coef = 0.4 * sign
+        # origin terms are read only with the humans' choice in the model (human_a, no p-value)
+        metrics = {"regression": {"terms": {term: {"coef": coef, "ci_low": coef - 0.1 * sign,
+                                                   "ci_high": coef + 0.1 * sign, "p_value": 1e-6},
+                                            "human_a": {"coef": 1.0, "ci_low": 0.5, "ci_high": 1.5}}}}
+        said = [t for _, t in trust_summary(metrics) if t.startswith("Style")]
+        assert len(said) == 1, (term, said)
+        expected = label if sign > 0 else STYLE_TERMS_NEGATIVE[term]
+        assert f"prefers {expected} ({coef:+.3f}" in said[0], said[0]
+        assert "fewer/less" not in said[0]
+        words = said[0].split()
+        # no comparative stacked on another ("fewer more", "less more", "fewer its")
+        stacked = [(w, nxt) for w, nxt in itertools.pairwise(words)
+                   if w in {"fewer", "less", "more"} and nxt in {"more", "fewer", "less", "its"}]
+        assert not stacked, said[0]
+
+
+def test_no_share_in_the_side_by_side_table_is_named_as_kappa():
+    # Over every registered figure (not only the 2-class agreement row that once inherited
+    # "Cohen's kappa vs humans:"): a row whose figure is a share, a rate or a probability never
+    # reads as kappa, and a kappa row always does.
+    from judgebias.metrics import registry
+    from judgebias.reporting.report_card_sections import side_by_side
+
+    est = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+    _, rows = side_by_side({"judges": {"j": {key: est for key in registry.FIGURES}}})
+    names = [name for name, _ in rows]
+    assert len(names) == len(registry.FIGURES)
+    for key, name in zip(registry.FIGURES, names, strict=True):
+        is_kappa = "kappa" in key
+        assert ("kappa" in name.lower()) == is_kappa, (key, name)

@@ -299,3 +299,26 @@ def test_judge_rows_and_page():
     page = render_html(rows, title="t")
     assert "&lt;j&gt;" in page and "<j>" not in page and "0.750 [0.600, 0.800]" in page
     assert "20 5 0 / 5 15 0 / 2 3 0" in page
+
+
+def test_time_and_price_per_1k_judgments_from_the_judging_stage():
+    from judgebias.reporting.judges_table import RunResult, judge_rows, per_thousand, render_html
+
+    # 52.2 s for 32 model calls: 52.2 * 1000 / 32 = 1631.25 s per 1k; $0.048 / 32 * 1000 = $1.50.
+    assert per_thousand({"calls": 32, "hits": 8, "seconds": 52.2, "usage": {"usd": 0.048}}) == \
+        {"seconds_per_1k": pytest.approx(1631.25), "usd_per_1k": pytest.approx(1.5)}
+    # a local judge records no price; a fully cached stage made no judgment to time
+    assert per_thousand({"calls": 32, "seconds": 52.2}) == {"seconds_per_1k": pytest.approx(1631.25)}
+    assert per_thousand({"calls": 0, "hits": 32, "seconds": 0.4}) == {}
+    assert per_thousand({"calls": 4, "seconds": 1.0, "usage": {"usd": None}}) == {"seconds_per_1k": 250.0}
+    assert per_thousand({}) == {}
+    with pytest.raises(ValueError, match="negative"):
+        per_thousand({"calls": -1, "seconds": 1.0})
+    run = RunResult("r1", "api", "2026-11-20T00:00:00+00:00", "sha256 abc (50 pairs)",
+                    {"judges": {"gpt": {}, "local": {}}},
+                    {"gpt": {"seconds_per_1k": 1631.25, "usd_per_1k": 1.5},
+                     "local": {"seconds_per_1k": 250.0}})
+    rows = {r["judge"]: r for r in judge_rows([run])}
+    assert rows["gpt"]["usd_per_1k"] == 1.5 and rows["local"]["usd_per_1k"] is None
+    page = render_html(list(rows.values()), title="t")
+    assert "USD per 1k judgments" in page and "<td class='num'>1631</td><td class='num'>1.5</td>" in page

@@ -196,3 +196,44 @@ def test_the_page_renders_with_its_table_and_links_in_a_headless_browser(run_fol
     assert seen["images"] == seen["decoded"] > 0
     assert seen["scroll_width"] <= seen["window_width"]  # nothing wider than the window
     assert seen["shot_saved"] and shot.stat().st_size > 100_000
+
+
+def _h1(page: Path) -> str:
+    return re.search(r"<h1>(.*?)</h1>", page.read_text(encoding="utf-8"), re.S).group(1)
+
+
+def test_report_of_a_run_folder_keeps_the_header_the_flow_gave_its_page(tmp_path, monkeypatch):
+    # `judgebias report .`, as the console recommends, rewrote the page as "Judge report card: "
+    # (Path(".").name is empty) and dropped the experiment's provenance.
+    from judgebias.cli import app
+    from judgebias.reporting.analysis import analyze
+    from judgebias.reporting.run_page import write_page_header
+    from judgebias.runs.store import RunStore
+
+    root = tmp_path / "demo-30a5"
+    root.mkdir()
+    (root / "metrics.json").write_text(json.dumps(analyze(synthetic(20), reps=100)))
+    monkeypatch.chdir(root)
+    assert CliRunner().invoke(app, ["report", "."]).exit_code == 0
+    assert _h1(root / "report.html") == "Judge report card: demo-30a5"
+    write_page_header(RunStore(root), "Judge report card: demo", ["experiment demo, config hash 30a5"])
+    assert CliRunner().invoke(app, ["report", "."]).exit_code == 0
+    text = (root / "report.html").read_text(encoding="utf-8")
+    assert _h1(root / "report.html") == "Judge report card: demo"
+    assert "experiment demo, config hash 30a5" in text
+
+
+def test_ablation_and_imported_pages_link_back_to_the_run_page(tmp_path):
+    from judgebias.reporting.analysis import analyze
+    from judgebias.reporting.report_card import write_report
+    from judgebias.reporting.run_page import back_to_run
+
+    result = analyze(synthetic(20), reps=100)
+    for where in ("imported/pandalm", "style-aa11/attractive", "finetune-bb22"):
+        page = tmp_path / where / "report.html"
+        write_report(page, result, title="t", extras=back_to_run(tmp_path, page))
+        parsed = _Page()
+        parsed.feed(page.read_text(encoding="utf-8"))
+        back = [h for h in parsed.links if h.endswith("report.html")]
+        assert back and all((page.parent / h).resolve() == (tmp_path / "report.html").resolve() for h in back)
+        assert "back to the experiment" in page.read_text(encoding="utf-8")

@@ -24,6 +24,7 @@ from typing import Any
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.redaction import redact_uri, redact_uris
 from judgebias.reporting.experiment_summary import headline_rows, headline_table, summary_markdown
+from judgebias.reporting.judges_table import per_thousand
 from judgebias.reporting.plots import judge_figures
 from judgebias.runs.layout import RunLayout
 from judgebias.runs.store import RunStore
@@ -34,6 +35,7 @@ from judgebias.tracking.log_analysis import (
     flatten_metrics,
     log_analysis,
     log_files,
+    log_linked_pages,
     log_metrics_dict,
     log_params_dict,
     name_key,
@@ -41,7 +43,7 @@ from judgebias.tracking.log_analysis import (
 )
 from judgebias.tracking.log_pointwise import log_experiment_pointwise
 from judgebias.tracking.mlflow_run import mlflow_run
-from judgebias.tracking.params import flatten
+from judgebias.tracking.params import flatten, template_digest
 from judgebias.tracking.probes import log_probes
 from judgebias.tracking.settings import TrackingSettings
 
@@ -200,6 +202,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_params(params)
         pages = [store.path(p) for p in (RunLayout().report_html, RunLayout().report_md) if store.has(p)]
         log_analysis(metrics, table_path=store.path(RunLayout().table), reports=pages)
+        log_linked_pages(pages, store.root)  # the ablations' and imported data's pages it links
         traces = log_run_traces(cfg, store)
         extra = {
             f"seconds.{k}".replace("[", ".").replace("]", ""): v for k, v in store.stage_seconds().items()
@@ -221,11 +224,19 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         _log_pngs(plots, "plots", skip=[s for names in per_judge.values() for s in names])
 
         flat = flatten_metrics(metrics)
+        stages = store.manifest().get("stages", {})
+        mlflow.set_tags({"judgebias.dataset_digest": params["data_hash"],
+                         "judgebias.judges": ",".join(metrics.get("judges", {}))})
         for judge, per in metrics.get("judges", {}).items():
-            with mlflow_run(
-                f"judge:{judge}", tags={**tags, "judgebias.kind": "judge", "judgebias.judge": judge}
-            ):
-                j = next((x for x in cfg.judges if x.name == judge), None)
+            j = next((x for x in cfg.judges if x.name == judge), None)
+            # The same names in every judge's run (MLflow's compare view lines judges up by them),
+            # with what identifies the judge as tags: its name, the data, the template's words.
+            ident = {"judgebias.kind": "judge", "judgebias.judge": judge,
+                     "judgebias.dataset_digest": params["data_hash"],
+                     "judgebias.template_digest": (template_digest(j.template) if j else "") or "n/a"}
+            cost = per_thousand(stages.get(f"judge_pairs[{judge}]") or {})
+            log_metrics_dict({f"{name_key(judge)}.{k}": v for k, v in cost.items()})
+            with mlflow_run(f"judge:{judge}", tags={**tags, **ident}):
                 log_params_dict(
                     {
                         "judge": judge,
@@ -234,7 +245,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
                         "self_generator": cfg.self_map.get(judge, ""),
                     }
                 )
-                log_metrics_dict(judge_metrics(flat, judge))
+                log_metrics_dict({**judge_metrics(flat, judge), **cost})
                 # Each judge's page leads with its own figures, not only its parent's.
                 mine = [row for row in headline_rows(metrics) if row[0] == judge]
                 mlflow.set_tag("mlflow.note.content", "\n".join(headline_table(mine)) + "\n")

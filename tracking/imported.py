@@ -17,6 +17,48 @@ from judgebias.tracking.settings import TrackingSettings
 DIGEST_TAG = "judgebias.imported_sha256"
 
 
+def _log_disagreements(entry: BundledTable) -> str:
+    """Log, into the active run, a sample of the bundled table's judgments where the judge disagrees
+    with the humans' majority (too many rows for a trace each): the question a user asks of human
+    labels gets traces to open. Returns the run description's paragraph naming the sample ("" where
+    no judgment disagrees or the table has no human labels)."""
+    import mlflow
+
+    from judgebias.tables.files import read_table
+    from judgebias.tracking.judgment_traces import (
+        LAYOUT,
+        disagreement_records,
+        disagreements_note,
+        log_records,
+    )
+
+    table, _ = read_table(entry.path())
+    sample, total = disagreement_records(table)
+    if not sample:
+        return ""
+    counts = log_records(sample, LAYOUT)
+    run = mlflow.active_run()
+    mlflow.set_tags({"judgebias.traces": str(counts["rows"]),
+                     "judgebias.traces.sample": "judge_human_disagree"})
+    return disagreements_note(counts["rows"], total, len(table), run.info.experiment_id)
+
+
+def _log_judges(result: dict, digest: str, settings: TrackingSettings) -> None:
+    """One nested run per judge with the figures under the same names as an experiment's judge runs
+    (``judge_metrics``: no judge in the name), so MLflow's compare view lines the same judge up
+    across runs; the parent's ``<judge>.<figure>`` names held NaN for every other run's judge."""
+    from judgebias.tracking.experiment import judge_metrics
+    from judgebias.tracking.log_analysis import flatten_metrics, log_metrics_dict
+
+    flat = flatten_metrics(result)
+    for judge in result.get("judges") or {}:
+        tags = {"judgebias.kind": "judge", "judgebias.data": "imported", "judgebias.judge": judge,
+                "judgebias.dataset_digest": digest,
+                "judgebias.template_digest": "not recorded (imported judgments)"}
+        with mlflow_run(f"judge:{judge}", settings=settings, tags=tags):
+            log_metrics_dict(judge_metrics(flat, judge))
+
+
 def log_imported(store: RunStore, reports: Iterable[tuple[BundledTable, dict]],
                  settings: TrackingSettings) -> dict[str, str]:
     """Dataset name -> MLflow run id, logging the runs not logged before."""
@@ -35,6 +77,7 @@ def log_imported(store: RunStore, reports: Iterable[tuple[BundledTable, dict]],
                 continue
         layout = RunLayout.imported(entry.name)
         tags = {"judgebias.command": "demo", "judgebias.data": "imported", DIGEST_TAG: digest,
+                "judgebias.dataset_digest": digest, "judgebias.judges": ",".join(result.get("judges") or {}),
                 "mlflow.note.content": "\n".join(entry.provenance())}
         with mlflow_run(f"imported: {entry.title}", settings=settings, tags=tags) as run:
             pages = [store.path(layout.report_html), store.path(layout.report_md)]
@@ -42,6 +85,10 @@ def log_imported(store: RunStore, reports: Iterable[tuple[BundledTable, dict]],
                          extra_params={"source": entry.source, "licence": entry.licence})
             plots = Path(store.path(layout.plots))
             log_files(sorted(plots.glob("*.png")) if plots.is_dir() else [], "plots")
+            note = _log_disagreements(entry)
+            if note:
+                mlflow.set_tag("mlflow.note.content", tags["mlflow.note.content"] + "\n\n" + note)
+            _log_judges(result, digest, settings)
         out[entry.name] = run.info.run_id
         experiment = experiment or mlflow.get_experiment_by_name(settings.experiment_name)
     return out

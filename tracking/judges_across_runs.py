@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgebias.reporting.judges_table import RunResult, dataset_of
+from judgebias.reporting.judges_table import PER_1K, RunResult, dataset_of
 from judgebias.tracking.settings import TrackingSettings
 
 TABLE_ARTIFACT = "judges.json"
@@ -53,8 +53,21 @@ def collect(
                     started,
                     dataset_of(run.data.params, result),
                     result,
+                    _per_1k(run.data.metrics, result),
                 )
             )
+    return out
+
+
+def _per_1k(metrics: Mapping[str, float], result: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per judge of the run, the time and price per 1k judgments it logged (``<judge key>.<PER_1K>``)."""
+    from judgebias.tracking.log_analysis import name_key
+
+    out = {}
+    for judge in result.get("judges") or {}:
+        found = {k: metrics[f"{name_key(judge)}.{k}"] for k in PER_1K if f"{name_key(judge)}.{k}" in metrics}
+        if found:
+            out[judge] = found
     return out
 
 

@@ -177,6 +177,46 @@ def existing_keys(experiment_id: str, client: Any = None, layout: str = LAYOUT) 
             return keys
 
 
+def _short(value: Any, chars: int) -> str:
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= chars else text[: chars - 1] + "\u2026"
+
+
+def request_text(record: Mapping[str, Any]) -> str:
+    """The trace list's request column in words (it showed the inputs' raw JSON): who judged which
+    pair, the prompt and both responses, each cut short."""
+    i = record["inputs"]
+    who = f"{i.get('judge')} judges pair {i.get('pair_id')}" if i.get("judge") else f"pair {i.get('pair_id')}"
+    side = {}
+    for s in ("a", "b"):
+        by = i.get(f"generator_{s}")
+        side[s] = f"{s.upper()}{f' ({by})' if by else ''}: {_short(i.get(f'response_{s}'), 200)}"
+    return f"{who}. Prompt: {_short(i.get('prompt'), 300)} | {side['a']} | {side['b']}"
+
+
+def _p(value: Any) -> str:
+    return f"{value:.5g}" if isinstance(value, (int, float)) and value == value else ""
+
+
+def verdict_text(record: Mapping[str, Any]) -> str:
+    """The verdict in words with the P(A) it was read from and each order's: "b (P(A) 0.49999; A
+    first: a at 0.6, B first: b at 0.4)"; a bare "b" at P(A) 0.49999 read as a firm choice."""
+    out, choice = record["outputs"], record["choice"]
+    orders = {"ab": "A first", "ba": "B first"}
+    parts = []
+    for o, v in (out.get("orders") or {}).items():
+        p = _p(v.get("p_a"))
+        parts.append(f"{orders[o]}: {v.get('verdict') or _choice(None, v.get('p_a')) or '-'}"
+                     + (f" at P(A) {p}" if p else ""))
+    if not record["inputs"].get("judge"):
+        head = "no judge: human labels only"
+    elif choice is None:
+        head = f"no verdict ({out.get('exclusion_reason') or 'none given'})"
+    else:
+        head = choice + (f" at P(A) {_p(out.get('p_a'))}" if _p(out.get("p_a")) else "")
+    return head + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def _trace_id(key: str, experiment_id: str) -> str:
     """Deterministic: the same judgment in the same experiment is the same trace (a second write
     updates it, never duplicates it); another experiment gets its own (MLflow would otherwise move
@@ -201,7 +241,9 @@ def _feedback(record: Mapping[str, Any], trace_id: str) -> list[Any]:
         if record["choice"] is None:
             reason = record["outputs"]["exclusion_reason"] or "no verdict"
             error = AssessmentError(error_code="NO_VERDICT", error_message=str(reason))
+        # The value stays the choice (what the import reads back); the rationale says how firm it was.
         out.append(Feedback(name=ASSESSMENT, value=record["choice"], error=error, trace_id=trace_id,
+                            rationale=verdict_text(record) if error is None else None,
                             source=AssessmentSource(AssessmentSourceType.LLM_JUDGE, str(judge))))
     for label, annotator in record["humans"]:
         out.append(Feedback(name=ASSESSMENT, value=label, trace_id=trace_id,
@@ -234,13 +276,17 @@ def _trace(record: Mapping[str, Any], experiment_id: str, run_id: str | None, no
                        SpanAttributeKey.SPAN_TYPE: json.dumps(SpanType.EVALUATOR),
                        SpanAttributeKey.INPUTS: inputs, SpanAttributeKey.OUTPUTS: outputs},
     })
+    # A pairwise judgment's previews in words; another layout's (pointwise) keep its JSON.
+    pairwise = "feedback" not in record
+    request = request_text(record) if pairwise else inputs
+    response = verdict_text(record) if pairwise else outputs
     metadata = {TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)}
     if run_id:
         metadata[TraceMetadataKey.SOURCE_RUN] = run_id  # the run page's Traces tab lists it
     info = TraceInfo(trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
                      request_time=now_ns // 1_000_000, execution_duration=0, state=TraceState.OK,
-                     client_request_id=key, request_preview=inputs[:PREVIEW_CHARS],
-                     response_preview=outputs[:PREVIEW_CHARS], trace_metadata=metadata,
+                     client_request_id=key, request_preview=request[:PREVIEW_CHARS],
+                     response_preview=response[:PREVIEW_CHARS], trace_metadata=metadata,
                      tags={**record["tags"], TraceTagKey.TRACE_NAME: SPAN_NAME},
                      assessments=_feedback(record, trace_id))
     return info, span
@@ -284,6 +330,35 @@ def log_judgment_traces(table: pd.DataFrame, *, self_map: SelfMap | None = None,
     return {**log_records(records, LAYOUT, threads=threads, bulk=bulk), **flag_counts(records)}
 
 
+DISAGREEMENT_SAMPLE = 200  # a table too large for a trace per row logs at most this many disagreements
+
+
+def disagreement_records(table: pd.DataFrame, self_map: SelfMap | None = None,
+                         cap: int = DISAGREEMENT_SAMPLE) -> tuple[list[dict[str, Any]], int]:
+    """(at most ``cap`` records of rows where the judge disagrees with the humans' majority, how many
+    such rows there are): for a table too large for a trace per row, the traces that answer the
+    question a user asks of human labels first. The sample is the records with the smallest trace
+    keys (a hash of the row), so a rerun picks the same rows."""
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1, not {cap}")
+    found = [r for r in judgment_records(table, self_map)
+             if r["tags"].get(TAG + "judge_human_disagree") == "true"]
+    found.sort(key=lambda r: r["tags"][KEY_TAG])
+    return found[:cap], len(found)
+
+
+def disagreements_note(logged: int, total: int, rows: int, experiment_id: str) -> str:
+    """Markdown for a run's description: the sample of disagreements logged as traces, named as a
+    sample, with the link to the experiment's Traces page filtered on them."""
+    page = filtered_page(traces_page(None, experiment_id), TAG + "judge_human_disagree", "true")
+    sample = ("all" if logged == total
+              else f"a sample of {logged} (capped at {DISAGREEMENT_SAMPLE}, by trace key)")
+    return (f"**Traces: {sample} of the {total} judgments where the judge disagrees with the humans' "
+            f"majority** ([open them]({page})); the table's other {rows - logged} of {rows} judgments "
+            "are not logged as traces (too many for a trace each).\n\n"
+            f"      {filter_strings()['judge disagrees with the humans']}\n")
+
+
 def log_records(records: list[Mapping[str, Any]], layout: str, *, threads: int = THREADS,
                 bulk: bool = True) -> dict[str, int]:
     """Log trace records (``judgment_record``'s shape) of ``layout`` in the active experiment,
@@ -318,6 +393,8 @@ def flag_counts(records: list[Mapping[str, Any]]) -> dict[str, int]:
 
 
 HUMAN_MAJORITY = "rows with a judge's choice and a human majority"
+NO_HUMAN_MAJORITY = ("no judgment has human labels with a majority to compare the judge with, so none can "
+                     "disagree with the humans")
 # The usual questions: (what a user asks, the tag, the operator, the value); the filters are built
 # from these.
 QUESTIONS = {
@@ -380,7 +457,9 @@ def trace_questions(counts: Mapping[str, int], page: str | None) -> list[dict[st
     for what, filter_string in filter_strings().items():
         _, tag, op, value = QUESTIONS[what]
         if what == "judge disagrees with the humans" and counts.get(HUMAN_MAJORITY) == 0:
-            continue  # no row has a human majority: "0 judgments" would read as perfect agreement
+            # "0 judgments" would read as perfect agreement: say why the question has no answer
+            out.append({"text": NO_HUMAN_MAJORITY, "url": "", "filter": ""})
+            continue
         out.append({"text": f"{counts.get(what, 0)} judgments where {QUESTIONS[what][0]}",
                     "url": filtered_page(page, TAG + tag, value) if page and op == "=" else "",
                     "filter": filter_string})
@@ -403,7 +482,7 @@ def traces_note(counts: Mapping[str, int], page: str | None = None) -> str:
              "--filter`, and on the page is a tag filter under its Filter button):", ""]
     for q in trace_questions(counts, page):
         link = f" ([open them]({q['url']}))" if q["url"] else ""
-        lines += [f"- {q['text']}{link}", "", f"      {q['filter']}", ""]
+        lines += [f"- {q['text']}{link}", ""] + ([f"      {q['filter']}", ""] if q["filter"] else [])
     return "\n".join(lines)
 
 
@@ -412,7 +491,9 @@ def filter_strings() -> dict[str, str]:
     return {what: f"tag.`{TAG}{tag}` {op} '{value}'" for what, (_, tag, op, value) in QUESTIONS.items()}
 
 
-__all__ = ["ASSESSMENT", "LAYOUT", "existing_keys", "filter_strings", "filtered_page", "flag_counts",
-           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "run_url",
+__all__ = ["ASSESSMENT", "DISAGREEMENT_SAMPLE", "LAYOUT", "disagreement_records", "disagreements_note",
+           "existing_keys", "filter_strings", "filtered_page", "flag_counts",
+           "hash_annotator", "judgment_records", "log_judgment_traces", "log_records", "request_text",
+           "run_url",
            "trace_questions", "traces_note",
-           "traces_page", "ui_base"]
+           "traces_page", "ui_base", "verdict_text"]

@@ -251,6 +251,62 @@ def log_reports(reports: Iterable[str | Path]) -> None:
         mlflow.log_artifact(str(page))
 
 
+def linked_files(page: str | Path, root: str | Path) -> list[Path]:
+    """The files under ``root`` that ``page`` (an HTML page inside it) links by a relative href, and
+    those that they link in turn (each once): what a logged copy of the page needs beside it for no
+    link of it to be dead. An address (``http:``, ``#...``, ``mailto:``) or a path leaving ``root``
+    is not followed."""
+    from html.parser import HTMLParser
+    from urllib.parse import unquote, urlsplit
+
+    class _Hrefs(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hrefs: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
+
+    root = Path(root).resolve()
+    seen: set[Path] = set()
+    todo, found = [Path(page).resolve()], []
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.suffix.lower() not in (".html", ".htm"):
+            continue
+        parser = _Hrefs()
+        parser.feed(current.read_text(encoding="utf-8", errors="replace"))
+        for href in parser.hrefs:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or not parts.path:
+                continue
+            target = (current.parent / unquote(parts.path)).resolve()
+            if target.is_file() and target.is_relative_to(root) and target not in seen:
+                found.append(target)
+                todo.append(target)
+    return sorted(set(found) - {Path(page).resolve()})
+
+
+def log_linked_pages(pages: Iterable[str | Path], root: str | Path) -> list[str]:
+    """Log what ``pages`` (logged at the artifact root, ``log_reports``) link inside ``root`` at the
+    same relative paths, so the logged pages' links open files the run holds (the experiment's page
+    links its ablations' and the imported data's pages). Returns the artifact paths logged."""
+    import mlflow
+
+    root, logged = Path(root).resolve(), []
+    for page in pages:
+        for target in linked_files(page, root):
+            rel = target.relative_to(root).as_posix()
+            if rel in logged or ("/" not in rel and any(Path(p).name == rel for p in pages)):
+                continue
+            mlflow.log_artifact(str(target), artifact_path=posixpath.dirname(rel) or None)
+            logged.append(rel)
+    return logged
+
+
 def run_links(logged: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
     """(text, URL, note) for a report card written inside the active run: the run's page in the
     MLflow UI and, with its rows logged as traces (``logged``: ``log_judgment_traces``'s counts), the
@@ -270,7 +326,8 @@ def run_links(logged: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
         page = traces_page(uri, exp)
         links.append((f"{int(logged['rows'])} judgments as MLflow traces", page,
                       "the experiment's Traces page"))
-        links += [(q["text"], q["url"], f"filter: {q['filter']}") for q in trace_questions(logged, page)]
+        links += [(q["text"], q["url"], f"filter: {q['filter']}" if q["filter"] else "")
+                  for q in trace_questions(logged, page)]
     return links
 
 

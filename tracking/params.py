@@ -27,3 +27,20 @@ def flatten(cfg: ExperimentConfig) -> dict[str, str]:
 
     walk("", cfg.model_dump(mode="json"))
     return out
+
+
+def template_digest(name: str) -> str:
+    """A digest of judge template ``name`` as it reads (both its chat and few-shot variants rendered
+    on placeholder texts), so a run tagged with it says whether two runs asked with the same words;
+    "" for a name that is no pairwise template (a pointwise one: its own name and version say it)."""
+    import hashlib
+
+    from judgebias.prompts import JUDGE_TEMPLATES
+
+    template = JUDGE_TEMPLATES.get(name)
+    if template is None:
+        return ""
+    builders = {True: template.chat_builder, False: template.raw_builder}
+    rendered = [template.build("{question}", "{first}", "{second}", chat=chat) if builder else None
+                for chat, builder in builders.items()]
+    return hashlib.sha256(json.dumps([template.tag(True), rendered], default=str).encode()).hexdigest()[:16]

@@ -30,7 +30,8 @@ def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, d
         from judgebias.runs.store import RunStore
 
         probes = indexed_probe_results(RunStore(path))
-        return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.name, probes
+        # "report ." named the page after "" (Path(".").name)
+        return metrics, path / RunLayout().plots, path / RunLayout().report_html, path.resolve().name, probes
     from judgebias.redaction import redact_uri
     from judgebias.tracking.log_analysis import download_analysis
     from judgebias.tracking.settings import TrackingSettings
@@ -111,12 +112,17 @@ def report_cmd(
     # A run folder's page links its MLflow run, imported data and ablations, relative to the page.
     extras = run_extras(target, page_path.parent) if Path(target).is_dir() else None
     board, board_plots = _leaderboard(target)
+    # The header the flow gave the run's page, kept when the page is written again from its folder.
+    from judgebias.reporting.run_page import page_header
+
+    header = page_header(target) if Path(target).is_dir() else None
+    heading, provenance = header if header else (f"Judge report card: {title}", [])
     page, md = write_report(
         page_path,
         {**result, "probes": probes} if probes else result,
-        title=f"Judge report card: {title}",
+        title=heading,
         plot_dir=plots,
-        provenance=[f"metrics: {metrics}"],
+        provenance=[*provenance, f"metrics: {metrics}"],
         multiplicity=multiplicity,
         margins=margins or None,
         extras=extras,

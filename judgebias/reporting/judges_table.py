@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from judgebias.metrics import registry as R
@@ -29,6 +29,28 @@ MAIN_FIGURES = (
 )
 
 
+PER_1K = ("seconds_per_1k", "usd_per_1k")  # the metric names a judge's run logs them under
+
+
+def per_thousand(stage: Mapping[str, Any]) -> dict[str, float]:
+    """Time and price per 1,000 judgments of one judge's judging stage (its manifest record:
+    ``seconds``, ``calls`` the judgments the model made, and ``usage.usd`` an API judge's dollars),
+    over the calls only: a cached judgment cost neither. Empty where the stage made no call; a price
+    only where the stage recorded one. Raises ValueError on negative seconds or calls."""
+    calls, seconds = stage.get("calls"), stage.get("seconds")
+    if calls is None or seconds is None:
+        return {}
+    if calls < 0 or seconds < 0:
+        raise ValueError(f"judging stage with negative calls ({calls}) or seconds ({seconds})")
+    if calls == 0:
+        return {}
+    out = {"seconds_per_1k": 1000.0 * float(seconds) / calls}
+    usd = (stage.get("usage") or {}).get("usd")
+    if usd is not None and usd == usd:
+        out["usd_per_1k"] = 1000.0 * float(usd) / calls
+    return out
+
+
 @dataclass(frozen=True)
 class RunResult:
     """One run's analyze result with what identifies it."""
@@ -38,6 +60,7 @@ class RunResult:
     started: str  # ISO time
     dataset: str  # the table's digest where the run recorded it, else its rows and pairs
     result: Mapping[str, Any]
+    per_1k: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # judge -> PER_1K values
 
 
 def dataset_of(params: Mapping[str, Any], result: Mapping[str, Any]) -> str:
@@ -64,6 +87,9 @@ def judge_rows(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
                 for part in ("value", "ci_low", "ci_high", "n"):
                     row[f"{key}.{part}"] = est.get(part)
             table = ((m.get("agreement_human") or {}).get("table") or {}).get("rows_judge_cols_human")
+            cost = run.per_1k.get(judge) or {}
+            for key in PER_1K:  # empty where the run recorded none (imported data, all cached)
+                row[key] = cost.get(key)
             row["confusion_vs_humans"] = table  # rows: judge a / b / tie; columns: humans a / b / tie
             rows.append(row)
     return rows
@@ -90,7 +116,7 @@ def render_html(rows: Sequence[Mapping[str, Any]], *, title: str, provenance: Se
         "matrix: rows the judge's a / b / tie, columns the humans'.</li>",
         "</ul>",
         f"<table class='figures'><tr><th>judge</th><th>run</th><th>started</th><th>dataset</th>{head}"
-        "<th>confusion vs humans</th></tr>",
+        "<th>seconds per 1k judgments</th><th>USD per 1k judgments</th><th>confusion vs humans</th></tr>",
     ]
     for r in rows:
         cells = "".join(f"<td class='num'>{e(_cell(r, k))}</td>" for k in MAIN_FIGURES)
@@ -99,7 +125,8 @@ def render_html(rows: Sequence[Mapping[str, Any]], *, title: str, provenance: Se
         parts.append(
             f"<tr><td>{e(r['judge'])}</td><td>{e(r['run_name'])} <code>{e(r['run_id'][:8])}</code></td>"
             f"<td>{e(r['started'])}</td><td>{e(r['dataset'])}</td>{cells}"
-            f"<td class='num'>{e(conf_text)}</td></tr>"
+            + "".join(f"<td class='num'>{'' if r.get(k) is None else f'{r[k]:.4g}'}</td>" for k in PER_1K)
+            + f"<td class='num'>{e(conf_text)}</td></tr>"
         )
     parts += ["</table>", "</body></html>"]
     return "\n".join(parts)

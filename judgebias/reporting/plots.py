@@ -149,7 +149,10 @@ def binned_rates(ax, series: Mapping[str, Sequence[Mapping[str, Any]]], unit: st
     ticks = []
     for key in keys:
         ns = [str(bins[key]["n"]) if key in bins else "0" for bins in by_key.values()]
-        ticks.append(f"{bin_label(every[key], unit)}\nn={'/'.join(ns)}")
+        # One n where the series agree; else two side by side, more one per line in legend order:
+        # "n=a/b/c/d" under each of 11 bins ran into its neighbours (LLMBar's four judges).
+        n_text = ns[0] if len(set(ns)) == 1 else "/".join(ns) if len(ns) <= 2 else "\n".join(ns)
+        ticks.append(f"{bin_label(every[key], unit)}\nn={n_text}")
     ax.set_xticks(range(len(keys)), ticks, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylim(-0.04, 1.04)

@@ -120,7 +120,7 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
             for q in traces.get("questions", []):
                 url = str(q.get("url") or "")
                 extras.links.append(Link(str(q.get("text", "")), url if url.startswith(("http://", "https://"))
-                                         else "", f"filter: {q.get('filter', '')}"))
+                                         else "", f"filter: {q['filter']}" if q.get("filter") else ""))
     for page in sorted(root.glob("imported/*/report.html")):
         extras.links.append(Link(f"imported data: {page.parent.name}", Path(_rel(page, page_dir)).as_posix(),
                                  "real judges on real data, bundled with judgebias (not from this run)"))
@@ -140,6 +140,30 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
         for png in sorted((folder / "plots").glob("*.png")):
             extras.plots.append((caption(png.stem, judges), png.read_bytes()))
     return extras
+
+
+PAGE_HEADER = "page_header.json"  # the run page's title and provenance, as the flow wrote them
+
+
+def write_page_header(store: RunStore, title: str, provenance: list[str]) -> None:
+    store.write_json(PAGE_HEADER, {"title": title, "provenance": list(provenance)})
+
+
+def page_header(root: str | Path) -> tuple[str, list[str]] | None:
+    """The title and provenance the flow gave the run's page (``write_page_header``), so a page
+    written again from the folder alone keeps them; None for a folder without (an analyze run)."""
+    store = RunStore(root)
+    if not store.has(PAGE_HEADER):
+        return None
+    header = store.read_json(PAGE_HEADER)
+    return str(header.get("title") or ""), [str(p) for p in header.get("provenance") or []]
+
+
+def back_to_run(root: str | Path, page: str | Path) -> RunExtras:
+    """The extras of a page inside a run folder other than the run's own (an ablation's, the
+    imported data's): a link back to the run's page."""
+    href = Path(_rel(Path(root) / RunLayout().report_html, Path(page).parent)).as_posix()
+    return RunExtras(links=[Link("back to the experiment's page", href, "the run this page belongs to")])
 
 
 def write_page_notes(store: RunStore, notes: list[str]) -> None:

@@ -70,6 +70,16 @@ STYLE_TERMS = {
     "self_origin": "its own outputs",
     "family_origin": "its family's outputs",
 }
+# What the judge prefers when a term's coefficient is negative: each term's own English opposite
+# (a prefix "fewer/less" read "fewer/less more bold text").
+STYLE_TERMS_NEGATIVE = {
+    "word_diff": "shorter answers",
+    "headers_style": "fewer markdown headers",
+    "lists_style": "fewer list items",
+    "bold_style": "less bold text",
+    "self_origin": "other models' outputs over its own",
+    "family_origin": "outputs from outside its family",
+}
 
 
 @dataclass(frozen=True)
@@ -651,7 +661,7 @@ def _style_statements(reg: Mapping[str, Any], human: Mapping[str, Any], fam: Fam
         if not t or sign == 0:
             continue
         h = hterms.get(term)
-        piece = (f"{'' if sign > 0 else 'fewer/less '}{label} ({fmt(t['coef'], True)}"
+        piece = (f"{label if sign > 0 else STYLE_TERMS_NEGATIVE[term]} ({fmt(t['coef'], True)}"
                  f"{p_text(fam, f'style:{term}')})")
         (shared if h and _excludes_zero(h) == sign else own).append(piece)
     out = []

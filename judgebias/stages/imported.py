@@ -14,6 +14,7 @@ def imported_reports(store: RunStore, *, progress: Progress = noop) -> list[tupl
     report.html under ``RunLayout.imported(name)``."""
     from judgebias.reporting import plots as plots
     from judgebias.reporting.report_card import write_report
+    from judgebias.reporting.run_page import back_to_run
 
     out = []
     for entry in BUNDLED:
@@ -30,7 +31,8 @@ def imported_reports(store: RunStore, *, progress: Progress = noop) -> list[tupl
             store.write_json(layout.metrics, result)
             write_report(store.path(layout.report_html), result,
                          title=f"Judge report card: {entry.title} (imported data)",
-                         plot_dir=store.path(layout.plots), provenance=entry.provenance())
+                         plot_dir=store.path(layout.plots), provenance=entry.provenance(),
+                         extras=back_to_run(store.root, store.path(layout.report_html)))
         progress(f"imported data {entry.title}: {len(result['judges'])} judge(s)")
         out.append((entry, result))
     return out

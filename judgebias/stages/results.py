@@ -138,23 +138,25 @@ def compute_metrics(
 def _report(cfg: ExperimentConfig, store: RunStore, result: dict, layout: RunLayout) -> None:
     from judgebias.reporting.experiment_summary import page_notes
     from judgebias.reporting.report_card import write_report
-    from judgebias.reporting.run_page import run_extras, write_page_notes
+    from judgebias.reporting.run_page import back_to_run, run_extras, write_page_header, write_page_notes
 
-    extras = None
+    what = f" ({layout.label})" if layout.label else ""
+    title = f"Judge report card: {cfg.name}{what}"
+    provenance = [f"experiment {cfg.name}, config hash {cfg.config_hash()}", f"run folder {store.root}",
+                  "judges: " + ", ".join(j.name for j in cfg.pairwise_judges()),
+                  "generators: " + ", ".join(g.name for g in cfg.generators)]
     if layout == RunLayout():  # the run's own page: its links, ablations, probes and caveats
         write_page_notes(store, page_notes(cfg, result))
+        write_page_header(store, title, provenance)  # `judgebias report RUN` writes the page again
         extras = run_extras(store.root)
-    what = f" ({layout.label})" if layout.label else ""
+    else:  # an ablation's page leads back to the run's
+        extras = back_to_run(store.root, store.path(layout.report_html))
     # The leaderboard stage runs after this page is first written and writes it again; a rerun that
     # only rewrites the page (probes, a missing page) keeps the section.
     board = store.read_json(layout.leaderboard) if store.has(layout.leaderboard) else None
-    write_report(store.path(layout.report_html), result, title=f"Judge report card: {cfg.name}{what}",
+    write_report(store.path(layout.report_html), result, title=title,
                  plot_dir=store.path(layout.plots), extras=extras, leaderboard=board,
-                 leaderboard_plots=store.path(layout.leaderboard_plots),
-                 provenance=[f"experiment {cfg.name}, config hash {cfg.config_hash()}",
-                             f"run folder {store.root}",
-                             "judges: " + ", ".join(j.name for j in cfg.pairwise_judges()),
-                             "generators: " + ", ".join(g.name for g in cfg.generators)])
+                 leaderboard_plots=store.path(layout.leaderboard_plots), provenance=provenance)
 
 
 def refresh_report(cfg: ExperimentConfig, store: RunStore) -> None:
