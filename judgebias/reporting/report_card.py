@@ -21,6 +21,7 @@ from typing import Any
 
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
+from judgebias.parts import probes as declared_probes
 from judgebias.reporting import report_card_sections as sections_mod
 from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
@@ -50,32 +51,13 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-CALM = "Ye et al. 2024 (CALM)"
-PANICKSSERY = "Panickssery et al. 2024"
-
-
 def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
-    """The probes' figures of one judge (``result["probes"]``, written by the probe stages)."""
-    rows = []
-
-    def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
-        if est and est.get("value") is not None:
-            rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
-                         "n": n_text(est), "meaning": meaning, "source": source})
-
-    pert = probes.get("perturbations") or {}
-    for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
-        what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
-        add(f"robust to {tag.split('@')[0]}", entry.get("robustness_rate"), False,
-            f"share of verdicts unchanged when one side gets {what}", CALM)
-        add(f"shift toward {tag.split('@')[0]}", entry.get("shift"), True,
-            "P(perturbed side) after - before; 0 = not moved", CALM)
-    rec = ((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}
-    add("self-recognition accuracy", rec.get("self_recognition"), False,
-        "picks its own answer when asked which it wrote; 0.5 = chance", PANICKSSERY)
-    add("recognition vs self-preference (r)", rec.get("recognition_preference"), True,
-        "per pair: confidence it wrote its answer against its preference for it", PANICKSSERY)
-    return rows
+    """The pairwise probes' figures of one judge (``result["probes"]``, written by the probe stages),
+    as each probe declares them (``judgebias.parts``)."""
+    return [{"figure": label, "value": fmt(est["value"], fig.signed, fig.pct),
+             "ci": fmt_ci(est, fig.signed, fig.pct), "n": n_text(est), "meaning": meaning, "source": source}
+            for part in declared_probes("pairwise")
+            for _, fig, label, meaning, source, est in part.judge_figures(probes.get(part.name), judge)]
 
 
 def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
