@@ -31,57 +31,17 @@ from dataclasses import replace
 from typing import Any
 
 from judgebias.metrics.margins import POINTWISE_MARGINS, Margin
+from judgebias.metrics.registry import POINTWISE_FIGURES
 from judgebias.multiplicity import HOLM, check_method
+from judgebias.parts import declared
 from judgebias.reporting.trust import Said, fmt, fmt_ci, margin_text, p_text, unsettled
 from judgebias.reporting.trust_family import Family, Test, build, p_value_of, sign_of, with_margin
 
 LI_2025 = "Li et al. 2025"
-# Figure key -> (row label, meaning, source, signed); the order of the page's rows.
+# Figure key -> (row label, meaning, source, signed): the declared rows of the figure registry, in
+# its order (the page's rows).
 ROWS: dict[str, tuple[str, str, str, bool]] = {
-    "score_bias_human": (
-        "score bias vs humans",
-        "mean judge - mean human score",
-        "Stureborg et al. 2024",
-        True,
-    ),
-    "score_self_preference.eo": (
-        "score self-preference (vs humans)",
-        "(judge - human) on own responses minus on others'",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_self_preference.dp": (
-        "score own - others (raw)",
-        "mean score of own responses minus others'; includes quality differences",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_dbg": (
-        "score DBG",
-        "own responses: judge's score minus the gold panel's",
-        "Beyond the Surface (DBG), 2025",
-        True,
-    ),
-    "score_family_preference": (
-        "score family preference",
-        "(judge - human) on its family's responses minus others'",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_verbosity": (
-        "score verbosity",
-        "slope of (judge - human) per 100 words",
-        "Saito et al. 2023",
-        True,
-    ),
-    "score_distribution": ("score skew", "skew of its scores (0 = symmetric)", "Stureborg et al. 2024", True),
-    "pointwise_pairwise_consistency": (
-        "lower-scored response wins",
-        "share of compared pairs whose pairwise verdict went to the response it scored lower",
-        "TrustJudge 2025",
-        False,
-    ),
-}
+    k: (f.label, f.meaning, f.source, f.signed) for k, f in POINTWISE_FIGURES.items() if f.label}
 CLAIMED = (
     "score_bias_human",
     "score_self_preference.eo",
@@ -258,23 +218,7 @@ def pointwise_rows(
 
     for key, (label, meaning, source, signed) in ROWS.items():
         add(label, _at(figures, key), signed, meaning, source)
-    descriptions = (probes or {}).get("probes") or {}
-    for tag, entry in _probe_figures(probes, judge).items():
-        what = descriptions.get(tag, {})
-        name = tag.split("@")[0]
-        add(
-            f"unchanged under {name}",
-            entry.get("unchanged_rate"),
-            False,
-            f"share of most probable scores unchanged: {what.get('description', tag)}",
-            what.get("source", ""),
-            pct=True,
-        )
-        add(
-            f"score shift under {name}",
-            entry.get("score_shift"),
-            True,
-            "mean score variant - baseline (baseline's scale); 0 = not moved",
-            what.get("source", ""),
-        )
+    # the pointwise probes' figures (``probes``: their result), as their declaration says
+    for _, fig, label, meaning, source, est in declared("pointwise_probes").judge_figures(probes, judge):
+        add(label, est, fig.signed, meaning, source, pct=fig.pct)
     return rows
