@@ -113,3 +113,46 @@ def test_a_toy_probe_declared_alone_reaches_layout_summary_mlflow_and_report_car
     md = render_markdown({"judges": {"j1": {}}, "probes": results}, title="T")
     assert "kept under arr" in md and "verdict kept when one side talks like a pirate" in md
     assert "+0.120" in md and "Toy 2026" in md
+
+
+def pointwise_table():
+    """Judge j scores five items on 1..5 (it wrote i1, i2); org/g scores three, without humans."""
+    import pandas as pd
+
+    from judgebias.pointwise_table import validate_pointwise
+
+    scores, humans, gens = [2, 3, 3, 4, 5], [[1, 3], [3], [2, 4], [5], [5, 5]], ["j", "j", "m", "m", "m"]
+
+    def row(i, judge, score, human):
+        return dict(item_id=f"i{i}", prompt=f"q{i}", response=f"answer {i}", generator=gens[i - 1],
+                    judge=judge, score=score, score_argmax=score, scale_min=1, scale_max=5,
+                    criterion="overall", human_scores=human)
+
+    rows = [row(i, "j", scores[i - 1], humans[i - 1]) for i in range(1, 6)]
+    rows += [row(i, "org/g", 4, []) for i in range(1, 4)]
+    return validate_pointwise(pd.DataFrame(rows))[0]
+
+
+def test_a_toy_pointwise_figure_declared_alone_reaches_analyze_text_mlflow_and_page(monkeypatch):
+    from judgebias.metrics import pointwise as PW
+    from judgebias.metrics import registry as R
+    from judgebias.reporting.pointwise_analysis import analyze_pointwise, format_pointwise
+    from judgebias.reporting.trust_pointwise import pointwise_rows
+    from judgebias.tracking.log_pointwise import flatten_pointwise
+
+    toy = R.PointwiseFigure("score_toy", lambda c: PW.score_mae_human(c.df, c.judge), "toy error",
+                            "mean |judge - human| once more", "Toy 2026", signed=False,
+                            mlflow_value="score_toy.mean_abs_error")
+    monkeypatch.setattr(R, "POINTWISE_FIGURES", R.index_pointwise([*R.POINTWISE_FIGURES.values(), toy]))
+    result = analyze_pointwise(pointwise_table(), reps=200)
+    j = result["judges"]["j"]
+    # judge j's scores 2 3 3 4 5 against human means 2 3 3 5 5: |diffs| 0 0 0 1 0, mean 0.2
+    assert j["score_toy"]["value"] == pytest.approx(0.2) == j["score_agreement_human"]["mae"]["value"]
+    assert "score_toy" in result["judges"]["org/g"]["skipped"]  # no human scores: its reason, never 0
+    text = format_pointwise(result).splitlines()
+    assert any(line.startswith("  score_toy ") and "0.200" in line for line in text)
+    assert flatten_pointwise(result)["j.score_toy.mean_abs_error"] == pytest.approx(0.2)
+    row = next(r for r in pointwise_rows(j, None, "j") if r["figure"] == "toy error")
+    assert row["value"] == "0.200" and row["source"] == "Toy 2026"
+    with pytest.raises(ValueError, match="declared twice"):
+        R.index_pointwise([toy, toy])

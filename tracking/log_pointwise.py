@@ -28,16 +28,14 @@ from judgebias.tracking.log_analysis import (
     sanitize,
 )
 
-# What each record is logged as: its value's name, its detail numbers and estimates, or its parts.
-_RECORDS = pointwise_records()
-
 
 def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
+    declared = pointwise_records()  # how each record is logged: its value's name and details, or its parts
     for judge_name, key, rec in judge_records(result):
         judge = name_key(judge_name)
-        figures = _RECORDS.get(key, ())
+        figures = declared.get(key, ())
         if any(f.part for f in figures):  # a record keyed by its parts, each a full estimate
             for part, est in rec.items():
                 if isinstance(est, Mapping):

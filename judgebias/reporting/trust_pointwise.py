@@ -30,18 +30,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from judgebias.metrics import registry
 from judgebias.metrics.margins import POINTWISE_MARGINS, Margin
-from judgebias.metrics.registry import POINTWISE_FIGURES
 from judgebias.multiplicity import HOLM, check_method
 from judgebias.parts import declared
 from judgebias.reporting.trust import Said, fmt, fmt_ci, margin_text, p_text, unsettled
 from judgebias.reporting.trust_family import Family, Test, build, p_value_of, sign_of, with_margin
 
 LI_2025 = "Li et al. 2025"
-# Figure key -> (row label, meaning, source, signed): the declared rows of the figure registry, in
-# its order (the page's rows).
-ROWS: dict[str, tuple[str, str, str, bool]] = {
-    k: (f.label, f.meaning, f.source, f.signed) for k, f in POINTWISE_FIGURES.items() if f.label}
+def declared_rows() -> dict[str, tuple[str, str, str, bool]]:
+    """Figure key -> (row label, meaning, source, signed): the figure registry's pointwise figures
+    that declare a page row, in its order (the page's rows)."""
+    return {k: (f.label, f.meaning, f.source, f.signed) for k, f in registry.POINTWISE_FIGURES.items()
+            if f.label}
+
+
 CLAIMED = (
     "score_bias_human",
     "score_self_preference.eo",
@@ -142,7 +145,7 @@ def pointwise_statements(
                 (
                     "caution",
                     f"Scores {what} {'higher' if sign > 0 else 'lower'} than it should "
-                    f"({ROWS[key][0]}: {said(key)}).",
+                    f"({declared_rows()[key][0]}: {said(key)}).",
                 )
             )
         else:
@@ -216,7 +219,7 @@ def pointwise_rows(
                 }
             )
 
-    for key, (label, meaning, source, signed) in ROWS.items():
+    for key, (label, meaning, source, signed) in declared_rows().items():
         add(label, _at(figures, key), signed, meaning, source)
     # the pointwise probes' figures (``probes``: their result), as their declaration says
     for _, fig, label, meaning, source, est in declared("pointwise_probes").judge_figures(probes, judge):
