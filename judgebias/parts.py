@@ -65,6 +65,9 @@ class Part:
     figures: tuple[PartFigure, ...] = ()
     params: tuple[tuple[str, str], ...] = ()  # MLflow param name, field of the config section
     summary: str = ""  # the experiment summary's heading over its figures (none: no summary lines)
+    # What turns it on where its config section has no ``enabled``: a config method that returns
+    # something non-empty (the pointwise judges).
+    enabled_by: str = ""
     sep: str = "-"
 
     def __post_init__(self) -> None:
@@ -99,6 +102,9 @@ class Part:
         return out
 
     def enabled(self, cfg: Any) -> bool:
+        """Whether an experiment with config ``cfg`` runs this part."""
+        if self.enabled_by:
+            return bool(getattr(cfg, self.enabled_by)())
         return bool(self.block) and bool(getattr(self.section(cfg), "enabled", False))
 
     def judge_figures(self, result: Mapping[str, Any] | None, judge: str
@@ -165,7 +171,8 @@ _CATALOGUE: tuple[Part, ...] = (
                              "per pair: confidence it wrote its answer against its preference for it",
                              PANICKSSERY, True)),
          params=(("sample", "sample"),)),
-    Part("pointwise", "mode", "pointwise", "pointwise judges", ("pointwise_hash",)),
+    Part("pointwise", "mode", "pointwise", "pointwise judges", ("pointwise_hash",),
+         enabled_by="pointwise_judges"),
     Part("pointwise_probes", "probe", "pwprobe", "pointwise probes", ("probe_hash", "pointwise"),
          ("probes", "pointwise"), judges="pointwise", per_variant=True, variants_at="probes",
          figures=(PartFigure("unchanged_rate", "unchanged under {variant}",

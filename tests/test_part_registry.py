@@ -156,3 +156,15 @@ def test_a_toy_pointwise_figure_declared_alone_reaches_analyze_text_mlflow_and_p
     assert row["value"] == "0.200" and row["source"] == "Toy 2026"
     with pytest.raises(ValueError, match="declared twice"):
         R.index_pointwise([toy, toy])
+
+
+def test_the_experiment_flow_runs_each_part_the_config_enables_in_declared_order():
+    from judgebias.flows.experiment import PART_FLOWS
+
+    assert set(PART_FLOWS) <= set(P.PARTS)
+    demo, pointwise = load_config(DEMO), load_config(DEMO.parent / "pointwise.yaml")
+    ran = {name: [p.name for p in P.PARTS.values() if p.name in PART_FLOWS and p.enabled(cfg)]
+           for name, cfg in (("demo", demo), ("pointwise", pointwise))}
+    # demo.yaml: both ablations and both pairwise probes on; pointwise.yaml: its judges and their probes
+    assert ran == {"demo": ["style_rewrite", "finetune", "perturbations", "self_recognition"],
+                   "pointwise": ["pointwise", "pointwise_probes"]}
