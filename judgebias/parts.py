@@ -223,3 +223,8 @@ def part_of(label: str) -> Part | None:
 def probes(judges: JudgeKind | None = None) -> tuple[Part, ...]:
     """The probes, in declaration order (of one judge kind when given)."""
     return tuple(p for p in PARTS.values() if p.kind == "probe" and judges in (None, p.judges))
+
+
+def ablations() -> tuple[Part, ...]:
+    """The ablations, in declaration order."""
+    return tuple(p for p in PARTS.values() if p.kind == "ablation")
