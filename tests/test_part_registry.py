@@ -109,6 +109,10 @@ def test_a_toy_probe_declared_alone_reaches_layout_summary_mlflow_and_report_car
     assert run.data.metrics["j1.arr.drift.ci_high"] == pytest.approx(0.22)
     assert run.data.metrics["j1.arr.kept.n"] == 10
     assert mlflow.active_run() is None
+    # The figure registry lists its figures beside every other probe's.
+    from judgebias.metrics.registry import probe_figures
+
+    assert {"pirate.kept", "pirate.drift", "perturbations.shift"} <= set(probe_figures())
     # The report card: the judge's section holds both rows with interval, n, meaning and source.
     md = render_markdown({"judges": {"j1": {}}, "probes": results}, title="T")
     assert "kept under arr" in md and "verdict kept when one side talks like a pirate" in md
