@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from judgebias import stages
+from judgebias import parts, stages
 from judgebias.backends.builder import release_resident_models
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.runs.layout import RunLayout
@@ -194,6 +194,14 @@ def pointwise_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     return t.pointwise_probe_report(cfg, store, judged)
 
 
+# The subflow of each experiment part that runs after the main stages (``judgebias.parts``: whether
+# the config enables it, in which order); a part without a subflow here (the annotated table, the
+# imported data) is written by a command of its own.
+PART_FLOWS = {"style_rewrite": style_rewrite_ablation, "finetune": finetune_ablation,
+              "perturbations": perturbation_probe, "self_recognition": self_recognition_probe,
+              "pointwise": pointwise_judging, "pointwise_probes": pointwise_probe}
+
+
 @flow(name="experiment", log_prints=True)
 def experiment(config_path: str, overrides: dict | None = None, run_dir: str | None = None,
                cfg: ExperimentConfig | None = None) -> dict:
@@ -206,18 +214,9 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     store = _store(cfg, run_dir)
     try:
         configured(main_flow, cfg)(cfg, run_dir)
-        if cfg.ablations.style_rewrite.enabled:
-            configured(style_rewrite_ablation, cfg)(cfg, run_dir)
-        if cfg.ablations.finetune.enabled:
-            configured(finetune_ablation, cfg)(cfg, run_dir)
-        if cfg.probes.perturbations.enabled:
-            configured(perturbation_probe, cfg)(cfg, run_dir)
-        if cfg.probes.self_recognition.enabled:
-            configured(self_recognition_probe, cfg)(cfg, run_dir)
-        if cfg.pointwise_judges():
-            configured(pointwise_judging, cfg)(cfg, run_dir)
-        if cfg.probes.pointwise.enabled:
-            configured(pointwise_probe, cfg)(cfg, run_dir)
+        for part in parts.PARTS.values():  # in the declaration's order, each part the config enables
+            if part.name in PART_FLOWS and part.enabled(cfg):
+                configured(PART_FLOWS[part.name], cfg)(cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, os.path.abspath(config_path), started_at)

@@ -13,20 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 
+from judgebias.parts import part_of
+
 LOGGER = logging.getLogger("judgebias.run")
 
 _lock = threading.Lock()
 _reported: set[str] = set()
-
-# A variant's folder prefix (judgebias.runs.layout.RunLayout) as the words the console shows.
-_VARIANTS = {
-    "style": "style ablation",
-    "finetune": "fine-tune ablation",
-    "perturb": "perturbation probe",
-    "recognition": "self-recognition probe",
-    "annotated": "with human labels",
-}
-
 
 def new_experiment() -> None:
     """Forget what was reported: a ``serve`` process runs the experiment again every week."""
@@ -38,9 +30,14 @@ def variant_words(label: str) -> str:
     """"style-3f2a/attractive" -> "style ablation, attractive"; "" for the main run."""
     if not label:
         return ""
+    part = part_of(label)
     head, _, rest = label.partition("/")
-    kind = _VARIANTS.get(head.split("-")[0], head)
-    return f"{kind}, {rest}" if rest else kind
+    if part is not None and part.sep == "/":  # "imported/name": the name is the folder's key
+        head, _, rest = rest.partition("/")
+        head = f"{part.words}, {head}"
+    elif part is not None:
+        head = part.words
+    return f"{head}, {rest}" if rest else head
 
 
 def stage_line(outcome: str, name: str, variant_label: str, seconds: float, said: str) -> str:

@@ -220,7 +220,7 @@ def test_console_headline_signs_differences_only():
 def test_the_two_class_agreement_row_is_named_as_a_share_not_as_kappa():
     # It followed Cohen's kappa in the registry as a sub-row and read "Cohen's kappa vs humans: where
     # humans pick a side" beside a share of 0.781.
-    from judgebias.reporting.report_card_sections import side_by_side
+    from judgebias.reporting.report_card import side_by_side
 
     result = {"judges": {"j": {"kappa_human": {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 100},
                                "agreement_human_2class": {"value": 0.781, "ci_low": 0.7, "ci_high": 0.85,
@@ -262,7 +262,7 @@ def test_no_share_in_the_side_by_side_table_is_named_as_kappa():
     # "Cohen's kappa vs humans:"): a row whose figure is a share, a rate or a probability never
     # reads as kappa, and a kappa row always does.
     from judgebias.metrics import registry
-    from judgebias.reporting.report_card_sections import side_by_side
+    from judgebias.reporting.report_card import side_by_side
 
     est = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
     _, rows = side_by_side({"judges": {"j": {key: est for key in registry.FIGURES}}})

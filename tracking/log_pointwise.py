@@ -2,7 +2,8 @@
 (``judgebias.tracking.log_analysis``): ``<judge>.<figure>`` for the value with ``.ci_low``, ``.ci_high``,
 ``.n``, ``.p_value``; NaN/None left out; params; the JSON, the table and the plots as artifacts.
 
-Where a JSON key alone would not say what its value is, the MLflow name adds it (``VALUE_NAMES``):
+Where a JSON key alone would not say what its value is, the MLflow name adds it (each figure's
+``mlflow_value`` in ``judgebias.metrics.registry.POINTWISE_FIGURES``):
 ``<judge>.score_distribution.skew``, ``<judge>.score_verbosity.slope_gap``, ...; the agreement and
 self-preference records are already named by their part (``<judge>.score_agreement_human.spearman``,
 ``<judge>.score_self_preference.eo``). Table sizes as ``dataset.rows`` and ``dataset.items``.
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from judgebias.metrics.registry import pointwise_records
 from judgebias.tracking.log_analysis import (
     estimate_metrics,
     finite_fields,
@@ -26,41 +28,23 @@ from judgebias.tracking.log_analysis import (
     sanitize,
 )
 
-# key -> the MLflow name of its value (None: the key says it).
-VALUE_NAMES: dict[str, str | None] = {
-    "score_bias_human": "score_bias_human.mean_judge_minus_human",
-    "score_dbg": "score_dbg.mean_judge_minus_gold",
-    "score_family_preference": "score_family_preference.eo",
-    "score_verbosity": "score_verbosity.slope_gap",
-    "score_perplexity": "score_perplexity.slope_gap",
-    "score_distribution": "score_distribution.skew",
-    "pointwise_pairwise_consistency": "pointwise_pairwise_consistency.lower_scored_wins",
-}
-# Records keyed by their parts: ``<judge>.<key>.<part>``, each a full estimate.
-NESTED = ("score_agreement_human", "score_self_preference")
-# Plain numbers in a figure's record worth a metric of their own: ``<judge>.<key>.<field>``.
-DETAIL_NUMBERS = {
-    "score_verbosity": ("judge_slope", "human_slope"),
-    "score_perplexity": ("judge_slope", "human_slope"),
-    "score_distribution": ("used_min", "used_max", "levels_used", "levels", "mean"),
-}
-# Estimates inside a figure's record: ``<judge>.<key>.<field>`` with its interval.
-DETAIL_ESTIMATES = {"score_distribution": ("round_share",)}
-
 
 def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
+    declared = pointwise_records()  # how each record is logged: its value's name and details, or its parts
     for judge_name, key, rec in judge_records(result):
         judge = name_key(judge_name)
-        if key in NESTED:
+        figures = declared.get(key, ())
+        if any(f.part for f in figures):  # a record keyed by its parts, each a full estimate
             for part, est in rec.items():
                 if isinstance(est, Mapping):
                     out.update(estimate_metrics(f"{judge}.{key}.{part}", est))
             continue
-        out.update(estimate_metrics(f"{judge}.{VALUE_NAMES.get(key) or key}", rec))
-        out.update(finite_fields(rec, DETAIL_NUMBERS.get(key, ()), f"{judge}.{key}"))
-        for field in DETAIL_ESTIMATES.get(key, ()):
+        fig = figures[0] if figures else None
+        out.update(estimate_metrics(f"{judge}.{(fig and fig.mlflow_value) or key}", rec))
+        out.update(finite_fields(rec, fig.details if fig else (), f"{judge}.{key}"))
+        for field in fig.detail_estimates if fig else ():
             if isinstance(rec.get(field), Mapping):
                 out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
     out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))

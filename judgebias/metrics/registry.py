@@ -20,6 +20,8 @@ import pandas as pd
 
 from judgebias.metrics import frame as F
 from judgebias.metrics import origin
+from judgebias.metrics import pointwise as PW
+from judgebias.metrics import pointwise_origin as PO
 from judgebias.metrics.agreement import agreement, agreement_two_class, cohen_kappa, tie_rate
 from judgebias.metrics.ceiling import human_ceiling
 from judgebias.metrics.dbg import GoldVotes, dbg_score, gold_votes
@@ -31,6 +33,7 @@ from judgebias.metrics.perplexity import (
     perplexity_own_other,
     perplexity_preference,
 )
+from judgebias.metrics.pointwise_perplexity import score_perplexity
 from judgebias.metrics.position import position_bias, position_consistency, position_flip_rate
 from judgebias.metrics.regression import choice_regression
 from judgebias.metrics.repeats import REPEATS_COLUMN, repeat_kappa, verdict_stability
@@ -42,6 +45,8 @@ from judgebias.metrics.self_preference import (
     self_preference_score,
 )
 from judgebias.metrics.verbosity import verbosity_bias
+from judgebias.parts import PartFigure
+from judgebias.parts import probes as declared_probes
 from judgebias.stats import Estimate
 
 
@@ -443,3 +448,123 @@ def margins() -> Mapping[str, Margin]:
     entries), then the probes' (``judgebias.metrics.margins.PROBE_MARGINS``)."""
     out = {k: f.margin for k, f in FIGURES.items() if f.margin is not None}
     return MappingProxyType({**out, **PROBE_MARGINS})
+
+
+# --- the pointwise figures (``analyze`` on a pointwise table) --------------------------------------
+
+
+@dataclass(frozen=True)
+class PointwiseInputs:
+    """What a pointwise figure's ``compute`` reads: the validated pointwise table (clusters added),
+    the judge, the maps and the settings."""
+
+    df: pd.DataFrame
+    judge: str
+    self_map: origin.SelfMap | None = None
+    family_map: origin.SelfMap | None = None
+    gold: Sequence[str] | None = None
+    pairwise: pd.DataFrame | None = None
+    pairwise_judge: str | None = None
+    reps: int = 2000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PointwiseFigure:
+    """One per-judge figure of a pointwise ``analyze``. ``key`` is its JSON key; a dotted key
+    (``score_agreement_human.spearman``) is one part of a record keyed by its parts. ``label``,
+    ``meaning``, ``source`` and ``signed`` are its report-card row (no label: no row); ``mlflow_value``
+    names its value in MLflow where the key alone would not say what it is, ``details`` are plain
+    numbers of its record logged beside it and ``detail_estimates`` estimates inside its record."""
+
+    key: str
+    compute: Callable[[PointwiseInputs], Estimate]
+    label: str = ""
+    meaning: str = ""
+    source: str = ""
+    signed: bool = True
+    mlflow_value: str | None = None
+    details: tuple[str, ...] = ()
+    detail_estimates: tuple[str, ...] = ()
+    needs_pairwise: bool = False
+
+    @property
+    def record(self) -> str:
+        """The JSON key of its record (the key before its part)."""
+        return self.key.partition(".")[0]
+
+    @property
+    def part(self) -> str:
+        return self.key.partition(".")[2]
+
+
+STUREBORG, SPILIOPOULOU = "Stureborg et al. 2024", "Spiliopoulou et al. 2025"
+_POINTWISE: tuple[PointwiseFigure, ...] = (
+    PointwiseFigure("score_agreement_human.spearman", lambda c: PW.score_spearman_human(c.df, c.judge)),
+    PointwiseFigure("score_agreement_human.kendall", lambda c: PW.score_kendall_human(c.df, c.judge)),
+    PointwiseFigure("score_agreement_human.weighted_kappa",
+                    lambda c: PW.score_kappa_human(c.df, c.judge, reps=c.reps, seed=c.seed)),
+    PointwiseFigure("score_agreement_human.mae", lambda c: PW.score_mae_human(c.df, c.judge)),
+    PointwiseFigure("score_self_preference.eo",
+                    lambda c: PO.score_self_preference_eo(c.df, c.judge, c.self_map),
+                    "score self-preference (vs humans)", "(judge - human) on own responses minus on others'",
+                    SPILIOPOULOU),
+    PointwiseFigure("score_self_preference.dp",
+                    lambda c: PO.score_self_preference_dp(c.df, c.judge, c.self_map),
+                    "score own - others (raw)",
+                    "mean score of own responses minus others'; includes quality differences", SPILIOPOULOU),
+    PointwiseFigure("score_bias_human", lambda c: PW.score_bias_human(c.df, c.judge),
+                    "score bias vs humans", "mean judge - mean human score", STUREBORG,
+                    mlflow_value="score_bias_human.mean_judge_minus_human"),
+    PointwiseFigure("score_dbg", lambda c: PO.score_dbg(c.df, c.judge, c.gold, c.self_map),
+                    "score DBG", "own responses: judge's score minus the gold panel's",
+                    "Beyond the Surface (DBG), 2025", mlflow_value="score_dbg.mean_judge_minus_gold"),
+    PointwiseFigure("score_family_preference",
+                    lambda c: PO.score_family_preference_eo(c.df, c.judge, c.self_map, c.family_map),
+                    "score family preference", "(judge - human) on its family's responses minus others'",
+                    SPILIOPOULOU, mlflow_value="score_family_preference.eo"),
+    PointwiseFigure("score_verbosity", lambda c: PO.score_verbosity(c.df, c.judge),
+                    "score verbosity", "slope of (judge - human) per 100 words", SAITO,
+                    mlflow_value="score_verbosity.slope_gap", details=("judge_slope", "human_slope")),
+    PointwiseFigure("score_perplexity", lambda c: score_perplexity(c.df, c.judge),
+                    mlflow_value="score_perplexity.slope_gap", details=("judge_slope", "human_slope")),
+    PointwiseFigure("score_distribution", lambda c: PW.score_distribution(c.df, c.judge),
+                    "score skew", "skew of its scores (0 = symmetric)", STUREBORG,
+                    mlflow_value="score_distribution.skew",
+                    details=("used_min", "used_max", "levels_used", "levels", "mean"),
+                    detail_estimates=("round_share",)),
+    PointwiseFigure("pointwise_pairwise_consistency",
+                    lambda c: PO.pointwise_pairwise_consistency(c.df, c.pairwise, c.judge, c.pairwise_judge),
+                    "lower-scored response wins",
+                    "share of compared pairs whose pairwise verdict went to the response it scored lower",
+                    "TrustJudge 2025", signed=False,
+                    mlflow_value="pointwise_pairwise_consistency.lower_scored_wins", needs_pairwise=True),
+)
+
+
+def index_pointwise(figures: Sequence[PointwiseFigure]) -> Mapping[str, PointwiseFigure]:
+    """Pointwise figures by key, read-only; a key declared twice fails at import."""
+    out: dict[str, PointwiseFigure] = {}
+    for fig in figures:
+        if fig.key in out:
+            raise ValueError(f"pointwise figure registry: {fig.key!r} is declared twice")
+        out[fig.key] = fig
+    return MappingProxyType(out)
+
+
+POINTWISE_FIGURES: Mapping[str, PointwiseFigure] = index_pointwise(_POINTWISE)
+
+
+def pointwise_records() -> dict[str, tuple[PointwiseFigure, ...]]:
+    """The pointwise figures by the JSON record they are written to, in declaration order."""
+    out: dict[str, list[PointwiseFigure]] = {}
+    for fig in POINTWISE_FIGURES.values():
+        out.setdefault(fig.record, []).append(fig)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def probe_figures() -> Mapping[str, PartFigure]:
+    """Every probe's figures (``judgebias.parts``: declared with their probe), by
+    ``<probe>.<figure>``."""
+    return MappingProxyType({f"{part.name}.{fig.key}": fig for part in declared_probes()
+                             for fig in part.figures})

@@ -12,6 +12,7 @@ from typing import Any
 from judgebias.config.experiment import ExperimentConfig
 from judgebias.display import markdown_safe
 from judgebias.metrics.registry import FIGURES
+from judgebias.parts import part_of, probes
 from judgebias.reporting.trust import family_note, fmt, fmt_ci, mutual_gold, statements
 from judgebias.runs.layout import RunLayout
 from judgebias.runs.store import RunStore
@@ -172,22 +173,11 @@ def _small_models(cfg: ExperimentConfig) -> bool:
     return any(any(s in j.model.lower() for s in small) for j in cfg.judges)
 
 
-# A stage's main group by its name's prefix; the first that matches wins.
-_STAGE_GROUPS = (
-    ("style-", "style ablation"),
-    ("perturb-", "perturbation probe"),
-    ("recognition-", "self-recognition probe"),
-    ("pointwise-", "pointwise judges"),
-    ("pwprobe-", "pointwise probes"),
-    ("imported/", "imported data"),
-    ("finetune-", "fine-tune ablation"),
-)
-
-
 def _stage_group(stage: str) -> str:
-    for prefix, group in _STAGE_GROUPS:
-        if stage.startswith(prefix):
-            return group
+    """A stage's main group: its part's words (``judgebias.parts``), else its name."""
+    part = part_of(stage)
+    if part is not None:
+        return part.words
     return stage.split("[")[0] if "/" not in stage else "other"
 
 
@@ -241,7 +231,7 @@ def console_report(
                 f"{', '.join(comp['excluded_from_gold'])})"
             )
     probes = probe_results(cfg, store)
-    lines += perturbation_lines(probes)
+    lines += perturbation_lines(probes) + probe_lines(probes)
     groups = stage_groups(store.stage_seconds())
     if groups:
         lines.append(
@@ -272,17 +262,33 @@ def perturbation_lines(probes: dict) -> list[str]:
     return lines
 
 
+def probe_lines(results: dict) -> list[str]:
+    """Each declared probe with a summary heading (``judgebias.parts``): its figures, one line per
+    judge and figure, 95% intervals."""
+    lines = []
+    for part in probes():
+        if not part.summary:
+            continue
+        result = results.get(part.name) or {}
+        rows = [(judge, label, fmt_estimate(est, fig.signed)) for judge in (result.get("judges") or {})
+                for _, fig, label, _, _, est in part.judge_figures(result, judge)]
+        if rows:
+            jw, lw = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+            lines += [f"\n{part.summary}", *(f"  {j:<{jw}}  {lab:<{lw}}  {e}" for j, lab, e in rows)]
+    return lines
+
+
 def probe_index(cfg: ExperimentConfig, store: RunStore) -> dict[str, str]:
     """Kind -> the run-folder path of the figures of each enabled probe that ran."""
     out = {}
-    for kind, where in (("perturbations", RunLayout.perturbation(cfg)),
-                        ("self_recognition", RunLayout.recognition(cfg)),
-                        ("pointwise_probes", RunLayout.pointwise_probes(cfg))):
-        if getattr(cfg.probes, kind.removesuffix("_probes")).enabled and store.has(where.probe_result):
-            out[kind] = where.probe_result
+    for part in probes():  # every declared probe (judgebias.parts)
+        where = RunLayout.of(part.name, cfg).probe_result
+        if part.enabled(cfg) and store.has(where):
+            out[part.name] = where
     # The pointwise judges' figures ride along: the page's pointwise section reads them from here.
-    if cfg.pointwise_judges() and store.has(RunLayout.pointwise(cfg).metrics):
-        out["pointwise"] = RunLayout.pointwise(cfg).metrics
+    pointwise = RunLayout.of("pointwise", cfg).metrics
+    if cfg.pointwise_judges() and store.has(pointwise):
+        out["pointwise"] = pointwise
     return out
 
 

@@ -4,84 +4,39 @@ the judge's ``skipped`` with its reason, never written as 0."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from judgebias.metrics import pointwise as P
-from judgebias.metrics import pointwise_origin as O
 from judgebias.metrics.frame import CLUSTER, CLUSTER_BY
 from judgebias.metrics.origin import self_set
-from judgebias.metrics.pointwise_perplexity import score_perplexity
-from judgebias.stats import Estimate, InsufficientData, jsonable
-
-AGREEMENT_PARTS = ("spearman", "kendall", "weighted_kappa", "mae")
+from judgebias.metrics.registry import PointwiseInputs, pointwise_records
+from judgebias.stats import InsufficientData, jsonable
 
 
-def _try(skipped: dict[str, str], name: str, compute: Callable[[], Any]) -> Any:
-    try:
-        return compute()
-    except InsufficientData as exc:
-        skipped[name] = str(exc)
-        return None
-
-
-def _judge_figures(
-    df: pd.DataFrame,
-    judge: str,
-    *,
-    self_map,
-    family_map,
-    gold,
-    pairwise,
-    pairwise_judge,
-    reps: int,
-    seed: int,
-) -> dict[str, Any]:
+def _judge_figures(df: pd.DataFrame, judge: str, **inputs: Any) -> dict[str, Any]:
+    """Every declared pointwise figure (``judgebias.metrics.registry.POINTWISE_FIGURES``) of one
+    judge: a record keyed by its parts holds the parts that could be computed; each figure that
+    could not is listed under ``skipped`` with its reason."""
+    given = PointwiseInputs(df, judge, **inputs)
     skipped: dict[str, str] = {}
     out: dict[str, Any] = {}
-    parts = {
-        "spearman": lambda: P.score_spearman_human(df, judge),
-        "kendall": lambda: P.score_kendall_human(df, judge),
-        "weighted_kappa": lambda: P.score_kappa_human(df, judge, reps=reps, seed=seed),
-        "mae": lambda: P.score_mae_human(df, judge),
-    }
-    agreement = {}
-    for name, compute in parts.items():
-        est = _try(skipped, f"score_agreement_human.{name}", compute)
-        if est is not None:
-            agreement[name] = est.to_dict()
-    if agreement:
-        out["score_agreement_human"] = agreement
-    single: dict[str, Callable[[], Estimate]] = {
-        "score_bias_human": lambda: P.score_bias_human(df, judge),
-        "score_dbg": lambda: O.score_dbg(df, judge, gold, self_map),
-        "score_family_preference": lambda: O.score_family_preference_eo(df, judge, self_map, family_map),
-        "score_verbosity": lambda: O.score_verbosity(df, judge),
-        "score_perplexity": lambda: score_perplexity(df, judge),
-        "score_distribution": lambda: P.score_distribution(df, judge),
-    }
-    sp = {}
-    for name, compute in (
-        ("eo", lambda: O.score_self_preference_eo(df, judge, self_map)),
-        ("dp", lambda: O.score_self_preference_dp(df, judge, self_map)),
-    ):
-        est = _try(skipped, f"score_self_preference.{name}", compute)
-        if est is not None:
-            sp[name] = est.to_dict()
-    if sp:
-        out["score_self_preference"] = sp
-    if pairwise is not None:
-        single["pointwise_pairwise_consistency"] = lambda: O.pointwise_pairwise_consistency(
-            df, pairwise, judge, pairwise_judge
-        )
-    else:
-        skipped["pointwise_pairwise_consistency"] = "no pairwise table given (--pairwise)"
-    for name, compute in single.items():
-        est = _try(skipped, name, compute)
-        if est is not None:
-            out[name] = est.to_dict()
+    for record, figures in pointwise_records().items():
+        for fig in figures:
+            if fig.needs_pairwise and given.pairwise is None:
+                skipped[fig.key] = "no pairwise table given (--pairwise)"
+                continue
+            try:
+                est = fig.compute(given).to_dict()
+            except InsufficientData as exc:
+                skipped[fig.key] = str(exc)
+                continue
+            if fig.part:
+                out.setdefault(record, {})[fig.part] = est
+            else:
+                out[record] = est
     out["skipped"] = skipped
     return out
 
@@ -167,27 +122,11 @@ def format_pointwise(result: Mapping[str, Any]) -> str:
     lines = [f"pointwise table: {settings['rows']} rows, {settings['items']} items{clusters}"]
     for judge, figs in result["judges"].items():
         lines.append(f"\njudge {judge}")
-        for part in AGREEMENT_PARTS:
-            if part in figs.get("score_agreement_human", {}):
-                lines.append(
-                    f"  score_agreement_human.{part:<14} {_fmt(figs['score_agreement_human'][part])}"
-                )
-        for part in ("eo", "dp"):
-            if part in figs.get("score_self_preference", {}):
-                lines.append(
-                    f"  score_self_preference.{part:<14} {_fmt(figs['score_self_preference'][part])}"
-                )
-        for name in (
-            "score_bias_human",
-            "score_dbg",
-            "score_family_preference",
-            "score_verbosity",
-            "score_perplexity",
-            "score_distribution",
-            "pointwise_pairwise_consistency",
-        ):
-            if name in figs:
-                lines.append(f"  {name:<36} {_fmt(figs[name])}")
+        for record, figures in pointwise_records().items():
+            for fig in figures:
+                est = (figs.get(record) or {}).get(fig.part) if fig.part else figs.get(record)
+                if est is not None:
+                    lines.append(f"  {fig.key:<36} {_fmt(est)}")
         round_share = figs.get("score_distribution", {}).get("round_share")
         if round_share:
             lines.append(f"  {'score_distribution.round_share':<36} {_fmt(round_share)}")

@@ -6,7 +6,14 @@ figure registry, ``judgebias.metrics.registry``), the length-controlled win
 rates, the plots, the exclusions, and a short "what this judge can be trusted for" derived from the
 figures by the rules in ``judgebias.reporting.trust`` (each statement names the figure it rests on; whether it
 claims a finding is decided by its test, adjusted for the judge's family of tests, and the page
-says in one sentence what that adjustment promises).
+says in one sentence what that adjustment promises). Beyond one judge's figures: the judges side by
+side, each judge's style regression with its coefficients, and what an experiment's run folder adds
+(``judgebias.reporting.run_page``: notes, links, ablations, probe plots).
+
+Each part of the page is built once as plain rows (``build_page``) and formatted twice, HTML (escaped)
+and markdown (made safe): every name in them comes from data. One concept, the page, past 400 lines:
+its sections were a module of their own that this one called into and back out of for every section
+of both formats, so building and formatting are read here in one place.
 """
 
 from __future__ import annotations
@@ -21,11 +28,20 @@ from typing import Any
 
 from judgebias.display import markdown_safe
 from judgebias.metrics import registry
-from judgebias.reporting import report_card_sections as sections_mod
+from judgebias.parts import probes as declared_probes
 from judgebias.reporting.cluster_text import n_text, unit_name
 from judgebias.reporting.plot_captions import caption
 from judgebias.reporting.run_page import RunExtras
-from judgebias.reporting.trust import Family, family_sentence, fmt, fmt_ci, fmt_p, mutual_gold, statements
+from judgebias.reporting.trust import (
+    STYLE_TERMS,
+    Family,
+    family_sentence,
+    fmt,
+    fmt_ci,
+    fmt_p,
+    mutual_gold,
+    statements,
+)
 from judgebias.runs.store import atomic_write_text
 
 
@@ -49,32 +65,13 @@ def _rows_for(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-CALM = "Ye et al. 2024 (CALM)"
-PANICKSSERY = "Panickssery et al. 2024"
-
-
 def _probe_rows(probes: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
-    """The probes' figures of one judge (``result["probes"]``, written by the probe stages)."""
-    rows = []
-
-    def add(figure: str, est: Mapping[str, Any], signed: bool, meaning: str, source: str) -> None:
-        if est and est.get("value") is not None:
-            rows.append({"figure": figure, "value": fmt(est["value"], signed), "ci": fmt_ci(est, signed),
-                         "n": n_text(est), "meaning": meaning, "source": source})
-
-    pert = probes.get("perturbations") or {}
-    for tag, entry in ((pert.get("judges") or {}).get(judge) or {}).items():
-        what = (pert.get("perturbations") or {}).get(tag, {}).get("description", tag)
-        add(f"robust to {tag.split('@')[0]}", entry.get("robustness_rate"), False,
-            f"share of verdicts unchanged when one side gets {what}", CALM)
-        add(f"shift toward {tag.split('@')[0]}", entry.get("shift"), True,
-            "P(perturbed side) after - before; 0 = not moved", CALM)
-    rec = ((probes.get("self_recognition") or {}).get("judges") or {}).get(judge) or {}
-    add("self-recognition accuracy", rec.get("self_recognition"), False,
-        "picks its own answer when asked which it wrote; 0.5 = chance", PANICKSSERY)
-    add("recognition vs self-preference (r)", rec.get("recognition_preference"), True,
-        "per pair: confidence it wrote its answer against its preference for it", PANICKSSERY)
-    return rows
+    """The pairwise probes' figures of one judge (``result["probes"]``, written by the probe stages),
+    as each probe declares them (``judgebias.parts``)."""
+    return [{"figure": label, "value": fmt(est["value"], fig.signed, fig.pct),
+             "ci": fmt_ci(est, fig.signed, fig.pct), "n": n_text(est), "meaning": meaning, "source": source}
+            for part in declared_probes("pairwise")
+            for _, fig, label, meaning, source, est in part.judge_figures(probes.get(part.name), judge)]
 
 
 def _lc_rows(result: Mapping[str, Any], judge: str) -> list[dict[str, str]]:
@@ -146,11 +143,11 @@ def build_page(result: Mapping[str, Any], *, title: str, provenance: Sequence[st
         sections.append(JudgeSection(judge, said, _rows_for(m) + _probe_rows(probes, judge),
                                      _lc_rows(result, judge), m.get("skipped") or {},
                                      family_sentence(fam), _tests_line(fam),
-                                     sections_mod.regression_intro(m), sections_mod.regression_rows(m)))
+                                     regression_intro(m), regression_rows(m)))
     sections += _pointwise_sections(probes, multiplicity, margins)
     by = (result.get("settings") or {}).get("cluster_by")
     return Page(title, [*provenance, _dataset_line(result.get("dataset") or {}, by)], sections,
-                sections_mod.side_by_side(result), extras)
+                side_by_side(result), extras)
 
 
 def _pointwise_sections(probes: Mapping[str, Any], multiplicity: str | None,
@@ -199,6 +196,190 @@ def _dataset_line(ds: Mapping[str, Any], cluster_by: str | None = None) -> str:
 
 
 # Inconclusive has its own neutral mark and colour, never the ok's green: not shown is not absent.
+# --- the judges side by side ----------------------------------------------------------------------
+
+
+def side_by_side(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(judges, [(figure label, one "value [low, high] n=N" cell per judge)]) for every registered
+    figure that some judge has, in the registry's order; "" where a judge lacks it."""
+    judges = list((result.get("judges") or {}).keys())
+    rows, parent = [], ""
+    for key, fig in registry.FIGURES.items():
+        name = fig.label.strip(" .")
+        if fig.label.startswith(" "):  # a sub-row ("  ... minus humans") reads with its parent's name
+            name = f"{parent}: {name}"
+        else:
+            parent = name
+        name += f" ({fig.how})" if fig.how else ""
+        cells = []
+        for judge in judges:
+            est = (result["judges"][judge] or {}).get(key) or {}
+            if est.get("value") is None:
+                cells.append("")
+                continue
+            ci = fmt_ci(est, fig.signed)
+            # n alone: each judge's own table below gives its clusters and design effect
+            cells.append(f"{fmt(est['value'], fig.signed)}{' ' + ci if ci else ''} n={est.get('n', '?')}")
+        if any(cells):
+            rows.append((name, cells))
+    return judges, rows
+
+
+def side_by_side_html(judges: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
+    if len(judges) < 2 or not rows:
+        return []
+    e = html.escape
+    out = ["<h2 id='side-by-side'>The judges side by side</h2>",
+           "<p class='family'>Each figure with its 95% interval and n; what each means and its source are "
+           "in the judge's own table below.</p>",
+           "<table class='side-by-side'><tr><th>figure</th>" + "".join(f"<th>{e(j)}</th>" for j in judges)
+           + "</tr>"]
+    out += [f"<tr><td>{e(name)}</td>" + "".join(f"<td class='num'>{e(c)}</td>" for c in cells) + "</tr>"
+            for name, cells in rows]
+    return [*out, "</table>"]
+
+
+def side_by_side_markdown(judges: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
+    if len(judges) < 2 or not rows:
+        return []
+    out = ["## The judges side by side", "",
+           "| figure | " + " | ".join(markdown_safe(j) for j in judges) + " |",
+           "|---|" + "---|" * len(judges)]
+    out += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
+    return [*out, ""]
+
+
+# --- the style regression's coefficients -----------------------------------------------------------
+
+_TERMS = {**STYLE_TERMS, "log_ppl_diff": "higher perplexity (log ppl A - B)",
+          "intercept": "intercept (pull towards A at an even human split)",
+          "human_a": "the humans' choice (quality control)"}
+
+
+def regression_rows(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The choice regression's terms: log-odds of picking A per unit (per SD where standardized),
+    the judge's beside the humans' on the same pairs, each with its 95% interval and p."""
+    reg = metrics.get("regression") or {}
+    human = (metrics.get("regression_human") or {}).get("terms") or {}
+    rows = []
+    for term, t in (reg.get("terms") or {}).items():
+        h = human.get(term)
+        rows.append({
+            "term": _TERMS.get(term, term.replace("_", " ")),
+            "judge": f"{fmt(t.get('coef'), True)} {fmt_ci(t, True)}",
+            "p": fmt_p(t["p_value"]) if t.get("p_value") is not None else "",
+            "human": f"{fmt(h.get('coef'), True)} {fmt_ci(h, True)}" if h else "",
+        })
+    return rows
+
+
+def regression_intro(metrics: Mapping[str, Any]) -> str:
+    reg = metrics.get("regression") or {}
+    r2 = f"McFadden R2 {fmt(reg['value'])}, " if reg.get("value") is not None else ""
+    note = f" Note: {reg['note']}." if reg.get("note") else ""
+    return (f"Style regression (choice regressed on origin, length, markdown and perplexity differences; "
+            f"{r2}n={reg.get('n', '?')}): log-odds of picking A per unit of each term (per standard "
+            f"deviation where standardized), 95% Wald intervals; > 0: the judge favours the side with more "
+            f"of it.{note}")
+
+
+def regression_html(intro: str, rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    e = html.escape
+    out = [f"<p class='family'>{e(intro)}</p>",
+           "<table class='regression'><tr><th>term</th><th>judge: coefficient [95% CI]</th><th>p</th>"
+           "<th>humans, same pairs</th></tr>"]
+    out += [f"<tr><td>{e(r['term'])}</td><td class='num'>{e(r['judge'])}</td><td class='num'>{e(r['p'])}</td>"
+            f"<td class='num'>{e(r['human'])}</td></tr>" for r in rows]
+    return [*out, "</table>"]
+
+
+def regression_markdown(intro: str, rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    out = ["", f"*{intro}*", "", "| term | judge: coefficient [95% CI] | p | humans, same pairs |",
+           "|---|---|---|---|"]
+    return out + [f"| {r['term']} | {r['judge']} | {r['p']} | {r['human']} |" for r in rows]
+
+
+# --- what the run folder adds ----------------------------------------------------------------------
+
+
+def _figure_html(png: bytes, text: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f"<figure><img alt='{html.escape(text)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{html.escape(text)}</figcaption></figure>")
+
+
+def _td(cell: str) -> str:
+    # Figures do not wrap (td.num); a reason why there is none is a sentence and must.
+    kind = "" if cell.startswith("n/a") else " class='num'"
+    return f"<td{kind}>{html.escape(cell)}</td>"
+
+
+def head_html(extras: RunExtras | None) -> list[str]:
+    """The run's notes (the weak-judge caveat) and its links, under the title."""
+    if extras is None:
+        return []
+    e = html.escape
+    out = [f"<p class='caveat'>{e(n)}</p>" for n in extras.notes]
+    if extras.links:
+        out += ["<h2 id='links'>Links</h2>", "<ul class='links'>"]
+        for link in extras.links:
+            text = f"<a href='{e(link.href)}'>{e(link.text)}</a>" if link.href else e(link.text)
+            out.append(f"<li>{text}{' - ' + e(link.note) if link.note else ''}</li>")
+        out.append("</ul>")
+    return out
+
+
+def tail_html(extras: RunExtras | None) -> list[str]:
+    """The ablations (DBG before and after, plot, caption) and the probes' plots."""
+    if extras is None:
+        return []
+    e = html.escape
+    out = []
+    for ab in extras.ablations:
+        out += [f"<h2>{e(ab.title.capitalize())}: DBG before and after</h2>",
+                "<table class='ablation'><tr><th>judge</th>"
+                + "".join(f"<th>{e(c)}</th>" for c in ab.conditions) + "</tr>"]
+        out += [f"<tr><td>{e(j)}</td>" + "".join(_td(c) for c in cells) + "</tr>" for j, cells in ab.rows]
+        out.append("</table>")
+        if ab.plot:
+            out.append(_figure_html(ab.plot, ab.caption))
+    if extras.plots:
+        out.append("<h2>Probes and pointwise scores</h2>")
+        out += [_figure_html(png, text) for text, png in extras.plots]
+    return out
+
+
+def head_markdown(extras: RunExtras | None) -> list[str]:
+    if extras is None:
+        return []
+    out = [f"> {markdown_safe(n)}" for n in extras.notes]
+    if extras.links:
+        out += ["", "## Links", ""]
+        for link in extras.links:
+            text = f"[{markdown_safe(link.text)}](<{link.href}>)" if link.href else markdown_safe(link.text)
+            out.append(f"- {text}{' - ' + markdown_safe(link.note) if link.note else ''}")
+    return [*out, ""] if out else []
+
+
+def tail_markdown(extras: RunExtras | None) -> list[str]:
+    """The ablations' tables (their plots live in the ablation's folder, linked from its page)."""
+    if extras is None:
+        return []
+    out = []
+    for ab in extras.ablations:
+        out += [f"## {markdown_safe(ab.title.capitalize())}: DBG before and after", "",
+                "| judge | " + " | ".join(markdown_safe(c) for c in ab.conditions) + " |",
+                "|---|" + "---|" * len(ab.conditions)]
+        out += [f"| {markdown_safe(j)} | " + " | ".join(markdown_safe(c) for c in cells) + " |"
+                for j, cells in ab.rows]
+        out += ["", f"*{markdown_safe(ab.caption)}*", ""]
+    return out
+
+
 _MARK = {"ok": "✅", "caution": "⚠️", "info": "ℹ️", "inconclusive": "❔"}
 
 
@@ -211,7 +392,7 @@ def render_markdown(result: Mapping[str, Any], *, plots: Mapping[str, str] | Non
 
 def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
     lines = [f"# {markdown_safe(page.title)}", "", *[f"- {markdown_safe(p)}" for p in page.provenance], ""]
-    lines += sections_mod.head_markdown(page.extras) + sections_mod.side_by_side_markdown(*page.compare)
+    lines += head_markdown(page.extras) + side_by_side_markdown(*page.compare)
     for sec in page.sections:
         lines += [f"## {markdown_safe(sec.judge)}", "", "**What this judge can be trusted for**", ""]
         lines += [f"- {_MARK[k]} {markdown_safe(t)}" for k, t in sec.trust] or ["- (no figure to judge by)"]
@@ -221,7 +402,7 @@ def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
             f"| {r['figure']} | {r['value']} | {r['ci']} | {r['n']} | {r['meaning']} | {r['source']} |"
             for r in sec.rows
         ]
-        lines += sections_mod.regression_markdown(sec.regression_intro, sec.regression)
+        lines += regression_markdown(sec.regression_intro, sec.regression)
         if sec.lc:
             lines += [
                 "",
@@ -237,7 +418,7 @@ def _markdown(page: Page, plots: Mapping[str, str], tail: str = "") -> str:
             lines += ["", "Not computed: " + "; ".join(f"`{k}` ({markdown_safe(v)})"
                                                        for k, v in sec.skipped.items())]
         lines.append("")
-    lines += sections_mod.tail_markdown(page.extras)
+    lines += tail_markdown(page.extras)
     judges = [sec.judge for sec in page.sections]
     for name, path in plots.items():
         text = markdown_safe(caption(name, judges))
@@ -276,7 +457,7 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
         "<ul class='prov'>",
     ]
     parts += [f"<li>{e(p)}</li>" for p in page.provenance] + ["</ul>"]
-    parts += sections_mod.head_html(page.extras) + sections_mod.side_by_side_html(*page.compare)
+    parts += head_html(page.extras) + side_by_side_html(*page.compare)
     for sec in page.sections:
         parts += [
             f"<h2 id='judge-{e(sec.judge)}'>{e(sec.judge)}</h2>",
@@ -298,7 +479,7 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
             f"<td>{e(r['source'])}</td></tr>"
             for r in sec.rows
         ] + ["</table>"]
-        parts += sections_mod.regression_html(sec.regression_intro, sec.regression)
+        parts += regression_html(sec.regression_intro, sec.regression)
         if sec.lc:
             parts += [
                 "<table class='lc'><tr><th>model</th><th>baseline</th><th>raw win rate</th>"
@@ -316,7 +497,7 @@ def _html(page: Page, plots: Mapping[str, bytes], tail: str = "") -> str:
                 + "; ".join(f"<code>{e(k)}</code> ({e(v)})" for k, v in sec.skipped.items())
                 + "</p>"
             )
-    parts += sections_mod.tail_html(page.extras)
+    parts += tail_html(page.extras)
     if plots:
         parts.append("<h2>Plots</h2>")
         judges = [sec.judge for sec in page.sections]

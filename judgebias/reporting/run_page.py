@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgebias.parts import ablations, declared, probes
 from judgebias.runs.layout import RunLayout
 from judgebias.runs.store import RunStore
 
@@ -121,19 +122,20 @@ def run_extras(root: str | Path, page_dir: str | Path | None = None) -> RunExtra
                 url = str(q.get("url") or "")
                 extras.links.append(Link(str(q.get("text", "")), url if url.startswith(("http://", "https://"))
                                          else "", f"filter: {q['filter']}" if q.get("filter") else ""))
-    for page in sorted(root.glob("imported/*/report.html")):
+    for page in sorted(root.glob(f"{declared('imported').prefix}/*/report.html")):
         extras.links.append(Link(f"imported data: {page.parent.name}", Path(_rel(page, page_dir)).as_posix(),
                                  "real judges on real data, bundled with judgebias (not from this run)"))
-    for pattern, title in (("style-*", "style-rewrite ablation"), ("finetune-*", "fine-tune ablation")):
-        for folder in sorted(p for p in root.glob(pattern) if p.is_dir()):
-            ab = _ablation(store, folder, title, page_dir)
+    # every variant folder by its part's declared prefix (judgebias.parts)
+    for part in ablations():
+        for folder in sorted(p for p in root.glob(f"{part.prefix}-*") if p.is_dir()):
+            ab = _ablation(store, folder, part.words, page_dir)
             if ab:
                 extras.ablations.append(ab)
                 extras.links.extend(ab.pages)
-    for folder in sorted(p for p in [*root.glob("perturb-*"), *root.glob("pwprobe-*")] if p.is_dir()):
+    for folder in (f for part in probes() for f in sorted(root.glob(f"{part.prefix}-*")) if f.is_dir()):
         for png in sorted((folder / "plots").glob("*.png")):
             extras.plots.append((caption(png.stem), png.read_bytes()))
-    for folder in sorted(p for p in root.glob("pointwise-*") if p.is_dir()):  # the pointwise judges
+    for folder in sorted(p for p in root.glob(f"{declared('pointwise').prefix}-*") if p.is_dir()):
         found = RunStore(folder)
         judges = (found.read_json("metrics.json").get("settings") or {}).get("judges") or [] \
             if found.has("metrics.json") else []

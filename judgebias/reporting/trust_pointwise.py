@@ -30,8 +30,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from judgebias.metrics import registry
 from judgebias.metrics.margins import POINTWISE_MARGINS, Margin
 from judgebias.multiplicity import HOLM, check_method
+from judgebias.parts import declared
 from judgebias.reporting.trust import (
     Family,
     Said,
@@ -48,52 +50,13 @@ from judgebias.reporting.trust import (
 )
 
 LI_2025 = "Li et al. 2025"
-# Figure key -> (row label, meaning, source, signed); the order of the page's rows.
-ROWS: dict[str, tuple[str, str, str, bool]] = {
-    "score_bias_human": (
-        "score bias vs humans",
-        "mean judge - mean human score",
-        "Stureborg et al. 2024",
-        True,
-    ),
-    "score_self_preference.eo": (
-        "score self-preference (vs humans)",
-        "(judge - human) on own responses minus on others'",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_self_preference.dp": (
-        "score own - others (raw)",
-        "mean score of own responses minus others'; includes quality differences",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_dbg": (
-        "score DBG",
-        "own responses: judge's score minus the gold panel's",
-        "Beyond the Surface (DBG), 2025",
-        True,
-    ),
-    "score_family_preference": (
-        "score family preference",
-        "(judge - human) on its family's responses minus others'",
-        "Spiliopoulou et al. 2025",
-        True,
-    ),
-    "score_verbosity": (
-        "score verbosity",
-        "slope of (judge - human) per 100 words",
-        "Saito et al. 2023",
-        True,
-    ),
-    "score_distribution": ("score skew", "skew of its scores (0 = symmetric)", "Stureborg et al. 2024", True),
-    "pointwise_pairwise_consistency": (
-        "lower-scored response wins",
-        "share of compared pairs whose pairwise verdict went to the response it scored lower",
-        "TrustJudge 2025",
-        False,
-    ),
-}
+def declared_rows() -> dict[str, tuple[str, str, str, bool]]:
+    """Figure key -> (row label, meaning, source, signed): the figure registry's pointwise figures
+    that declare a page row, in its order (the page's rows)."""
+    return {k: (f.label, f.meaning, f.source, f.signed) for k, f in registry.POINTWISE_FIGURES.items()
+            if f.label}
+
+
 CLAIMED = (
     "score_bias_human",
     "score_self_preference.eo",
@@ -194,7 +157,7 @@ def pointwise_statements(
                 (
                     "caution",
                     f"Scores {what} {'higher' if sign > 0 else 'lower'} than it should "
-                    f"({ROWS[key][0]}: {said(key)}).",
+                    f"({declared_rows()[key][0]}: {said(key)}).",
                 )
             )
         else:
@@ -268,25 +231,9 @@ def pointwise_rows(
                 }
             )
 
-    for key, (label, meaning, source, signed) in ROWS.items():
+    for key, (label, meaning, source, signed) in declared_rows().items():
         add(label, _at(figures, key), signed, meaning, source)
-    descriptions = (probes or {}).get("probes") or {}
-    for tag, entry in _probe_figures(probes, judge).items():
-        what = descriptions.get(tag, {})
-        name = tag.split("@")[0]
-        add(
-            f"unchanged under {name}",
-            entry.get("unchanged_rate"),
-            False,
-            f"share of most probable scores unchanged: {what.get('description', tag)}",
-            what.get("source", ""),
-            pct=True,
-        )
-        add(
-            f"score shift under {name}",
-            entry.get("score_shift"),
-            True,
-            "mean score variant - baseline (baseline's scale); 0 = not moved",
-            what.get("source", ""),
-        )
+    # the pointwise probes' figures (``probes``: their result), as their declaration says
+    for _, fig, label, meaning, source, est in declared("pointwise_probes").judge_figures(probes, judge):
+        add(label, est, fig.signed, meaning, source, pct=fig.pct)
     return rows

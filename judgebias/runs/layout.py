@@ -2,7 +2,8 @@
 
 A run folder holds the main experiment at its root and each variant (a style rewrite, the
 fine-tuned generators, the table with human labels merged in) in a subfolder with the same files.
-``RunLayout()`` is the root; ``RunLayout.style(h, "humorous")`` a variant. Paths are relative to
+``RunLayout()`` is the root; ``RunLayout.style(h, "humorous")`` a variant, each variant's folder
+named by its part's declaration (``judgebias.parts``, ``RunLayout.of``). Paths are relative to
 the run folder (``RunStore`` resolves them); no other module spells a run-folder file name.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import overload
+
+from judgebias.parts import declared
 
 
 def slug(name: str) -> str:
@@ -44,50 +47,57 @@ class RunLayout:
         if self.prefix and not self.prefix.endswith("/"):
             raise ValueError(f"a variant prefix ends with '/': {self.prefix!r}")
 
-    # --- variants (each ablation's folder is keyed by the hash of the config it depends on) ----------
+    # --- variants: each part's folder (judgebias.parts), keyed by the hash of the config it depends on
+    @staticmethod
+    def of(part: str, cfg=None, key: str | None = None) -> RunLayout:
+        """The variant folder of the experiment part ``part`` (``judgebias.parts.PARTS``): keyed by
+        the config's hash of its settings (``cfg``: an ``ExperimentConfig``), or by ``key``."""
+        of = declared(part)
+        return RunLayout(of.folder(key if key is not None else of.key(cfg)))
+
     @staticmethod
     def style(cfg, style: str | None = None) -> RunLayout:
         """The style-rewrite ablation's folder (its comparison and semantic shift), or with ``style``
         the pairs rewritten into that style, judged again. ``cfg``: an ``ExperimentConfig``."""
-        root = f"style-{cfg.ablation_hash('style_rewrite')}/"
+        root = RunLayout.of("style_rewrite", cfg).prefix
         return RunLayout(f"{root}{style}/" if style else root)
 
     @staticmethod
     def finetune(cfg) -> RunLayout:
         """The fine-tuned generators' folder. ``cfg``: an ``ExperimentConfig``."""
-        return RunLayout(f"finetune-{cfg.ablation_hash('finetune')}/")
+        return RunLayout.of("finetune", cfg)
 
     @staticmethod
     def annotated(table_digest: str) -> RunLayout:
         """The metrics of the table with human labels merged in (one folder per merged table)."""
-        return RunLayout(f"annotated-{table_digest}/")
+        return RunLayout.of("annotated", key=table_digest)
 
     @staticmethod
     def perturbation(cfg) -> RunLayout:
         """The perturbation probe's perturbed pairs (every perturbation in one table), their
         judgments and the figures. ``cfg``: an ``ExperimentConfig``."""
-        return RunLayout(f"perturb-{cfg.probe_hash('perturbations')}/")
+        return RunLayout.of("perturbations", cfg)
 
     @staticmethod
     def recognition(cfg) -> RunLayout:
         """The self-recognition probe's pairs, judgments and figures."""
-        return RunLayout(f"recognition-{cfg.probe_hash('self_recognition')}/")
+        return RunLayout.of("self_recognition", cfg)
 
     @staticmethod
     def pointwise(cfg) -> RunLayout:
         """The pointwise judges' scores of the generated responses, their figures and plots."""
-        return RunLayout(f"pointwise-{cfg.pointwise_hash()}/")
+        return RunLayout.of("pointwise", cfg)
 
     @staticmethod
     def pointwise_probes(cfg) -> RunLayout:
         """The pointwise probes: each variant's scores per judge and the figures."""
-        return RunLayout(f"pwprobe-{cfg.probe_hash('pointwise')}/")
+        return RunLayout.of("pointwise_probes", cfg)
 
     @staticmethod
     def imported(name: str) -> RunLayout:
         """A bundled real dataset's figures and report card (``judgebias.bundled``): imported
         judgments, kept apart from the run's own."""
-        return RunLayout(f"imported/{slug(name)}/")
+        return RunLayout.of("imported", key=slug(name))
 
     def _at(self, name: str) -> str:
         return f"{self.prefix}{name}"
