@@ -102,11 +102,9 @@ def vllm_judge():
 
 
 @pytest.fixture(scope="module")
-def fp32_engine():
-    """The in-process engine in fp32, the exact reference: loaded once for both comparisons."""
-    from judgebias.backends.local import LocalBackend
-
-    return LocalBackend(ALIAS, device="cpu", dtype="float32")
+def fp32_engine(smollm2_fp32):
+    """The in-process engine in fp32, the exact reference (conftest: one load for the vLLM tests)."""
+    return smollm2_fp32
 
 
 @pytest.mark.slow

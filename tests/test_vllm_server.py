@@ -61,15 +61,13 @@ def vllm_server(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_vllm_server_gives_the_engines_p_a_exactly(vllm_server):
-    from judgebias.backends.local import LocalBackend
-
+def test_vllm_server_gives_the_engines_p_a_exactly(vllm_server, smollm2_fp32):
     prompts = [DBG_AB.build(p.prompt, *p.shown(o)) for p in PAIRS for o in ("ab", "ba")]
     backend = OpenAICompatBackend(SERVED, vllm_server["base_url"], option_tokenizer=ALIAS, concurrency=2,
                                   max_tries=2, timeout_s=300)
     got = backend.score_options(prompts, ["A", "B"])
     assert not backend._token_ids_ignored  # the server honoured the extension: no fallback request
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").score_options(prompts, ["A", "B"])
+    want = smollm2_fp32.score_options(prompts, ["A", "B"])
     gaps = [abs(g.probs["A"] - w.probs["A"]) for g, w in zip(got, want, strict=True)]
     print("\nP(A) vLLM server / engine:", [(round(g.probs["A"], 5), round(w.probs["A"], 5))
                                              for g, w in zip(got, want, strict=True)], "max gap", max(gaps))
