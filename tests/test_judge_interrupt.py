@@ -47,13 +47,18 @@ def _judge(table: Path, out: Path, cache: Path) -> list[str]:
 
 def _stop_after_first_batches(cmd: list[str], cache: Path, sig: int) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while _cached_calls(cache) < 4:
-        assert proc.poll() is None, f"judge ended before any batch was kept: {proc.communicate()}"
-        assert time.monotonic() < deadline, "no batch reached the cache in 240 s"
-        time.sleep(0.2)
-    proc.send_signal(sig)
-    proc.wait(timeout=120)
+    try:
+        deadline = time.monotonic() + 240
+        while _cached_calls(cache) < 4:
+            assert proc.poll() is None, f"judge ended before any batch was kept: {proc.communicate()}"
+            assert time.monotonic() < deadline, "no batch reached the cache in 240 s"
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    finally:  # a failed wait must not leave the judge running for the rest of the suite
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     return proc, _cached_calls(cache)
 
 
