@@ -34,10 +34,10 @@ def table(tmp_path) -> Path:
 
     df = import_pandalm(DATA / "pandalm")[0]
     df = df[df["judge"] == df["judge"].iloc[0]]
-    # The 8 shortest pairs (16 calls in 8 batches of 2): the stop lands after 2 batches, so the kept
-    # part and the rest are both several batches, and each run computes little beyond its start.
-    shortest = (df["prompt"].str.len() + df["response_a"].str.len() + df["response_b"].str.len()).nsmallest(8)
-    return write_table(df.loc[shortest.index], tmp_path / "pairs.jsonl")
+    # The 12 shortest pairs (24 calls in 12 batches of 2): the stop lands after 2 batches with 10 still
+    # to go; their texts are 30% of all 26 pairs' (4,351 of 14,509 characters).
+    chars = df["prompt"].str.len() + df["response_a"].str.len() + df["response_b"].str.len()
+    return write_table(df.loc[chars.nsmallest(12).index], tmp_path / "pairs.jsonl")
 
 
 def _judge(table: Path, out: Path, cache: Path) -> list[str]:
