@@ -94,9 +94,9 @@ def vllm_judge():
         pytest.skip(f"no vLLM environment: {exc}")
     # The engine shape of tests/test_vllm_server.py's server (fp32, 2,048 tokens, the API server's CPU
     # defaults of 2,048 batched tokens and 128 sequences), eager: torch.compile is vLLM's own speed-up,
-    # not what these tests check, and it was most of the engine's start (a cold start with it had
-    # used 228 s of CPU and was still compiling, against 87 s for the whole eager start and the 6
-    # answers; 2026-11-27, the shared 2-core machine). The answers are the same fp32 ones either way.
+    # not what these tests check, and it was most of the engine's start (cold compile cache: 1,225 s
+    # against 335 s eager, 2026-11-27 on the shared 2-core machine at load 11-29, so only the ratio
+    # means anything). Eager gave the fp32 engine's P(A) on these 6 prompts within 1.2e-6.
     backend = vllm_backend.VLLMBackend(ALIAS, name="smollm2-vllm", max_model_len=2048,
                                        engine={"max_num_batched_tokens": 2048, "max_num_seqs": 128,
                                                "enforce_eager": True})
