@@ -83,8 +83,9 @@ def mlflow_server(tmp_path_factory):
     argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
             "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}",
             "--artifacts-destination", str(tmp / "artifacts")]
+    # 180 s: on a loaded machine its first start (database migrations) passed 90 s.
     with running(argv, health_url=f"{uri}/health", log=tmp / "mlflow.log", what="mlflow server", env=env,
-                 grace=30):
+                 timeout=180, grace=30):
         yield uri
 
 
