@@ -69,6 +69,26 @@ def labelstudio_server():
     shutil.rmtree(server.data_dir, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """One real `mlflow server` (SQLite, 1 worker) per test session: its URI. Tests share it by
+    experiment name, so each names its own; a test that stops or breaks the server starts its own
+    (test_mlflow_faults.py)."""
+    from servers import running
+
+    tmp = tmp_path_factory.mktemp("mlflow_server")
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}",
+            "--artifacts-destination", str(tmp / "artifacts")]
+    # 180 s: on a loaded machine its first start (database migrations) passed 90 s.
+    with running(argv, health_url=f"{uri}/health", log=tmp / "mlflow.log", what="mlflow server", env=env,
+                 timeout=180, grace=30):
+        yield uri
+
+
 # --- the experiment flow on two tiny random-weights models (test_flows*.py) -----------------------
 @pytest.fixture(scope="session")
 def prefect_harness():
@@ -89,6 +109,15 @@ def smollm2_folder() -> str:
             pytest.fail(str(exc))
         pytest.skip(str(exc))
     return folder
+
+
+@pytest.fixture(scope="session")
+def smollm2_fp32():
+    """The in-process engine on packaged SmolLM2-135M-Instruct in fp32, the exact reference that the
+    vLLM tests (in-process and server) compare with: loaded once per session."""
+    from judgebias.backends.local import LocalBackend
+
+    return LocalBackend("smollm2-135m-instruct", device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")

@@ -11,13 +11,10 @@ import json
 import os
 import shutil
 import struct
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import free_port
-from servers import running
 
 pytestmark = pytest.mark.slow
 
@@ -292,35 +289,28 @@ def test_killed_run_resumes_without_repeating_model_calls(experiment_run):
 
 
 @pytest.mark.server
-def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, tmp_path):
+def test_metrics_read_back_from_a_real_mlflow_server(experiment_run, mlflow_server, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from judgebias.runs.store import RunStore
     from judgebias.tracking.experiment import log_experiment
 
-    port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    uri = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-            "--artifacts-destination", str(tmp_path / "artifacts")]
-    with running(argv, health_url=f"{uri}/health", log=tmp_path / "mlflow.log", what="mlflow server", env=env,
-                 grace=30):
-        cfg = experiment_run["cfg"].model_copy(
-            update={"tracking": experiment_run["cfg"].tracking.model_copy(update={"tracking_uri": uri})}
+    uri = mlflow_server
+    cfg = experiment_run["cfg"].model_copy(
+        update={"tracking": experiment_run["cfg"].tracking.model_copy(update={"tracking_uri": uri})}
+    )
+    # A copy of the run folder: logging rewrites its mlflow.json, which other tests read.
+    store = RunStore(shutil.copytree(experiment_run["store"].root, tmp_path / "run"))
+    result = log_experiment(cfg, store, config_source=str(experiment_run["config_path"]))
+    run = MlflowClient(tracking_uri=uri).get_run(result["run_id"])
+    metrics = experiment_run["store"].read_json("metrics.json")["judges"]
+    for judge in ("ta", "tb"):
+        assert run.data.metrics[f"{judge}.dbg"] == pytest.approx(metrics[judge]["dbg"]["value"])
+        assert run.data.metrics[f"{judge}.position_bias.ci_high"] == pytest.approx(
+            metrics[judge]["position_bias"]["ci_high"]
         )
-        # A copy of the run folder: logging rewrites its mlflow.json, which other tests read.
-        store = RunStore(shutil.copytree(experiment_run["store"].root, tmp_path / "run"))
-        result = log_experiment(cfg, store, config_source=str(experiment_run["config_path"]))
-        run = MlflowClient(tracking_uri=uri).get_run(result["run_id"])
-        metrics = experiment_run["store"].read_json("metrics.json")["judges"]
-        for judge in ("ta", "tb"):
-            assert run.data.metrics[f"{judge}.dbg"] == pytest.approx(metrics[judge]["dbg"]["value"])
-            assert run.data.metrics[f"{judge}.position_bias.ci_high"] == pytest.approx(
-                metrics[judge]["position_bias"]["ci_high"]
-            )
-        arts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(result["run_id"], "table")}
-        assert arts == {"table/table.parquet"}
+    arts = {a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(result["run_id"], "table")}
+    assert arts == {"table/table.parquet"}
 
 
 @pytest.mark.server

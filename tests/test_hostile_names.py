@@ -59,12 +59,10 @@ HOSTILE_KEYS = [".", "..", "...", "../x", "/abs", "a//b", "n" * 300, "org/model"
 
 
 @pytest.mark.server
-def test_analyze_and_leaderboard_log_hostile_judge_names_to_a_real_mlflow_server(tmp_path):
+def test_analyze_and_leaderboard_log_hostile_judge_names_to_a_real_mlflow_server(mlflow_server, tmp_path):
     """MLflow refuses keys such as ``...eo`` or ``../x.eo`` and keys over 250 characters: each judge
     gets a key MLflow takes (its own name where it can), distinct per judge."""
-    from conftest import free_port
     from mlflow import MlflowClient
-    from servers import running
 
     rng = np.random.default_rng(1)
     rows = []
@@ -77,25 +75,19 @@ def test_analyze_and_leaderboard_log_hostile_judge_names_to_a_real_mlflow_server
                          "p_a": float(rng.uniform(0.05, 0.95)), "human": [human, human, "a"]})
     table = tmp_path / "t.jsonl"
     table.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers",
-            "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination",
-            str(tmp_path / "artifacts")]
+    uri = mlflow_server
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": "hostile"}
-    with running(argv, health_url=f"{uri}/health", log=tmp_path / "mlflow.log", what="mlflow server",
-                 env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, grace=30):
-        for args in (["analyze", str(table), "--out", str(tmp_path / "m.json"), "--no-traces"],
-                     ["leaderboard", str(table), "--out", str(tmp_path / "lb.json"), "--reps", "50"]):
-            done = subprocess.run([sys.executable, "-m", "judgebias", *args], capture_output=True, text=True,
-                                  timeout=600, cwd=tmp_path, env=env)
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-            assert "Traceback" not in done.stderr
-        client = MlflowClient(tracking_uri=uri)
-        runs = client.search_runs([client.get_experiment_by_name("hostile").experiment_id])
-        assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
-        analyze_run = next(r for r in runs if r.data.tags.get("judgebias.command") == "analyze")
-        keys = set(analyze_run.data.metrics)
+    for args in (["analyze", str(table), "--out", str(tmp_path / "m.json"), "--no-traces"],
+                 ["leaderboard", str(table), "--out", str(tmp_path / "lb.json"), "--reps", "50"]):
+        done = subprocess.run([sys.executable, "-m", "judgebias", *args], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        assert "Traceback" not in done.stderr
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("hostile").experiment_id])
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    analyze_run = next(r for r in runs if r.data.tags.get("judgebias.command") == "analyze")
+    keys = set(analyze_run.data.metrics)
     # One distinct key prefix per judge, each MLflow-valid; plain names keep their own.
     from judgebias.tracking.log_analysis import mlflow_key_ok, name_key
 

@@ -4,14 +4,11 @@ against a real MLflow server on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import free_port
-from servers import running
 from typer.testing import CliRunner
 
 from judgebias.tables.files import read_table, write_table
@@ -82,20 +79,6 @@ def test_trace_records_tag_what_a_user_filters_on():
     assert records["p2", "j2"]["outputs"]["orders"]["ab"] == {"verdict": "a", "p_a": None,
                                                               "raw_output": "[[a]]"}
     assert len({r["tags"][KEY_TAG] for r in records.values()}) == len(records) == 14
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mlflow_server")
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}",
-            "--artifacts-destination", str(tmp / "artifacts")]
-    with running(argv, health_url=f"{uri}/health", log=tmp / "mlflow.log", what="mlflow server", env=env,
-                 grace=30):
-        yield uri
 
 
 def _cli(args: list[str], uri: str, experiment: str):

@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from test_mlflow_traces import _cli, mlflow_server  # noqa: F401  (the module's server fixture)
+from test_mlflow_traces import _cli
 from test_pointwise_mlflow import table as scored_table
 
 from judgebias.tables.files import read_raw, write_table
@@ -61,7 +61,7 @@ def test_a_pointwise_trace_records_the_score_and_the_humans_as_feedback():
 
 
 @pytest.mark.server
-def test_pointwise_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_path,  # noqa: F811
+def test_pointwise_judgments_round_trip_through_a_real_mlflow_server(mlflow_server, tmp_path,
                                                                       monkeypatch):
     from mlflow import MlflowClient
 

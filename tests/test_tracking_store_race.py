@@ -12,12 +12,13 @@ import time
 OPEN_AND_LOG = r'''
 import sys, time
 from pathlib import Path
-go = Path(sys.argv[1])
-while not go.exists():
-    time.sleep(0.005)
 from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.settings import TrackingSettings
 import mlflow
+go = Path(sys.argv[1])
+Path(sys.argv[3]).touch()  # imported: only the store's opening is left to race
+while not go.exists():
+    time.sleep(0.005)
 with mlflow_run("race", settings=TrackingSettings(tracking_uri=sys.argv[2], experiment_name="race")):
     mlflow.log_metric("x", 1.0)
 '''
@@ -30,10 +31,15 @@ def test_commands_started_together_on_a_fresh_sqlite_store_all_log(tmp_path):
         folder = tmp_path / f"t{trial}"
         folder.mkdir()
         uri = f"sqlite:///{folder / 'mlflow.db'}"
-        argv = [sys.executable, "-c", OPEN_AND_LOG, str(folder / "go"), uri]
-        procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(3)]
-        time.sleep(8)  # every process has imported what it needs and waits for the start
+        ready = [tmp_path / f"ready-{trial}-{i}" for i in range(3)]
+        procs = [subprocess.Popen([sys.executable, "-c", OPEN_AND_LOG, str(folder / "go"), uri, str(flag)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for flag in ready]
+        deadline = time.monotonic() + 300
+        while not all(flag.exists() for flag in ready):  # every process has imported what it needs
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll()]
+            assert time.monotonic() < deadline, "the racing processes did not import in 300 s"
+            time.sleep(0.05)
         (folder / "go").touch()
         outs = [p.communicate(timeout=300) for p in procs]
         failed = [err.strip().splitlines()[-1:] for (_, err), p in zip(outs, procs, strict=True)

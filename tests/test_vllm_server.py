@@ -51,9 +51,9 @@ def vllm_server(tmp_path_factory):
     # is not; the module entry point starts the same server.
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--served-model-name",
             SERVED, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-            "--max-model-len", "2048"]
+            "--max-model-len", "2048", "--enforce-eager"]  # no torch.compile: see test_vllm_backend.py
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    # Engine start (weights, compilation warm-up) took 1-5 min on 2 shared cores.
+    # Engine start took 1-5 min on 2 shared cores while it compiled; eager, it skips that warm-up.
     with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log, what="vLLM server", env=env,
                  timeout=900, grace=30) as proc:
         yield {"base_url": f"http://127.0.0.1:{port}/v1", "pid": proc.pid}
@@ -61,15 +61,13 @@ def vllm_server(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_vllm_server_gives_the_engines_p_a_exactly(vllm_server):
-    from judgebias.backends.local import LocalBackend
-
+def test_vllm_server_gives_the_engines_p_a_exactly(vllm_server, smollm2_fp32):
     prompts = [DBG_AB.build(p.prompt, *p.shown(o)) for p in PAIRS for o in ("ab", "ba")]
     backend = OpenAICompatBackend(SERVED, vllm_server["base_url"], option_tokenizer=ALIAS, concurrency=2,
                                   max_tries=2, timeout_s=300)
     got = backend.score_options(prompts, ["A", "B"])
     assert not backend._token_ids_ignored  # the server honoured the extension: no fallback request
-    want = LocalBackend(ALIAS, device="cpu", dtype="float32").score_options(prompts, ["A", "B"])
+    want = smollm2_fp32.score_options(prompts, ["A", "B"])
     gaps = [abs(g.probs["A"] - w.probs["A"]) for g, w in zip(got, want, strict=True)]
     print("\nP(A) vLLM server / engine:", [(round(g.probs["A"], 5), round(w.probs["A"], 5))
                                              for g, w in zip(got, want, strict=True)], "max gap", max(gaps))
