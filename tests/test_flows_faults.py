@@ -145,3 +145,48 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
             proc.kill()
     _gone, alive = psutil.wait_procs(servers, timeout=30)
     assert not alive, [c.cmdline() for c in alive]
+
+
+@pytest.mark.parametrize("target", ["guard", "server"])
+def test_a_sigkilled_prefect_server_leaves_no_process_running(tiny_models, tmp_path, target):
+    # The child SIGKILLed this time, not the run: the process Prefect started as its temporary server
+    # (the guard) or the uvicorn server the guard runs. Once the run has ended, nothing it started
+    # may be left: a guard killed outright used to leave its server running, orphaned.
+    import signal
+    import subprocess
+    import threading
+
+    import psutil
+
+    data = tiny_config(tiny_models, tmp_path)
+    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Beginning subflow run" in line:
+                started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert started.wait(600), "".join(lines)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        guard = [c for c in tree if "judgebias.flows.runtime.server_guard" in " ".join(c.cmdline())]
+        server = [c for c in tree if c not in guard and "prefect.server" in " ".join(c.cmdline())]
+        assert len(guard) == 1 and len(server) == 1, [c.cmdline() for c in tree]
+        (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
+        proc.wait(timeout=600)  # the run ends (its API is gone) rather than waiting for it forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _gone, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]

@@ -5,7 +5,8 @@ child process (uvicorn, 230-260 MB) and stops from an exit handler. A SIGKILLed 
 ``kill -9``, a lost container) runs no exit handler, so each such kill used to leave one server
 running for good. ``guard_temporary_server()`` makes Prefect start the server under this module's
 small guard process instead: it runs the server as its own child, forwards SIGTERM/SIGINT to it,
-and stops it as soon as the process that started the guard is gone.
+and stops it as soon as the process that started the guard is gone. On Linux the server also dies
+with the guard itself (a SIGKILLed guard, which Prefect sees as its server process).
 
     python -m judgebias.flows.runtime.server_guard PARENT_PID -- COMMAND...
 """
@@ -32,13 +33,26 @@ def _stop(child: subprocess.Popen) -> int:
     return child.wait()
 
 
+def _die_with_guard(guard: int) -> None:
+    """In the server's process before it runs (Linux): the kernel sends it SIGTERM when the guard
+    dies, even by SIGKILL, which runs no handler of the guard's; a server whose guard was killed
+    would otherwise run on with nobody left to stop it."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != guard:  # the guard died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         print("usage: python -m judgebias.flows.runtime.server_guard PARENT_PID -- COMMAND...",
               file=sys.stderr)
         return 2
     parent = int(argv[0])
-    child = subprocess.Popen(argv[2:])
+    guard = os.getpid()
+    child = subprocess.Popen(argv[2:], preexec_fn=(lambda: _die_with_guard(guard))
+                             if sys.platform.startswith("linux") else None)
     stopping = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.append(True))

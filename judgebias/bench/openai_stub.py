@@ -96,6 +96,8 @@ class StubState:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.outputs_read = 0
+        # The Authorization header of each chat request, counted: which credentials reached the server.
+        self.authorizations: collections.Counter[str] = collections.Counter()
         self._ids = itertools.count(1)
 
     def admit(self) -> tuple[bool, dict[str, str]]:
@@ -253,6 +255,8 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 messages = body.get("messages") or []
                 tokens = state.count_tokens(messages)
                 state.record(message_key(messages), tokens)
+                with state.lock:
+                    state.authorizations[self.headers.get("Authorization") or ""] += 1
                 self._send(200, reply_body(str(body.get("model", "stub")), tokens), headers)
             finally:
                 with state.lock:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from judgebias.backends.kinds import BackendKind, Capability, Dtype, can, check_model
 from judgebias.backends.quantization import Quantization
+from judgebias.redaction import redact_uri
 
 if TYPE_CHECKING:
     from judgebias.backends.builder import ModelSpec
@@ -53,6 +54,13 @@ class ModelRef(Strict):
                     api_key_env=self.api_key_env, option_tokenizer=self.option_tokenizer,
                     concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm)
         return self
+
+    @field_serializer("base_url", when_used="json")
+    def _base_url_without_password(self, url: str | None) -> str | None:
+        # Every JSON form of a config holds the URL with its password masked: Prefect's flow-run
+        # parameters (kept in its database), MLflow params, the config hash (a new password for the
+        # same server keeps the run folder, as it keeps the call cache). The object keeps it for the calls.
+        return redact_uri(url) if url else url
 
     def can(self, capability: Capability) -> bool:
         """Whether this entry's backend can do ``capability`` (``judgebias.backends.kinds.CAPABILITIES``):

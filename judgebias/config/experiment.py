@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_serializer, field_validator, model_validator
 
 from judgebias.backends.kinds import Capability
 from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.config.models import GeneratorConfig, JudgeConfig
 from judgebias.config.overrides import LOCAL_DTYPE, deep_merge, with_local_dtype
 from judgebias.config.stages import BUNDLED_SFT_DATA, STYLES, AblationsConfig, ProbesConfig
+from judgebias.redaction import redact_uri
 
 __all__ = ["BUNDLED_SFT_DATA", "STYLES", "AblationsConfig", "ConfigError", "ExperimentConfig",
            "GeneratorConfig", "JudgeConfig", "Name", "ProbesConfig"]
@@ -122,6 +123,11 @@ class TrackingConfig(Strict):
     tracking_uri: str | None = None
     traces: bool = Field(False, description="also log every judgment as an MLflow trace with its "
                                             "assessments (docs/mlflow-genai.md)")
+
+    @field_serializer("tracking_uri", when_used="json")
+    def _uri_without_password(self, uri: str | None) -> str | None:
+        # As a model's base_url (config.base.ModelRef): no password in any JSON form of the config.
+        return redact_uri(uri) if uri else uri
 
 
 class TaskRunnerConfig(Strict):

@@ -203,6 +203,6 @@ def write_nested(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"csv": folder / "coverage_nested.csv", "markdown": folder / "coverage_nested.md"}
-    summary.to_csv(paths["csv"], index=False, float_format="%.6g")
+    spreadsheet_safe(summary).to_csv(paths["csv"], index=False, float_format="%.6g")
     paths["markdown"].write_text(nested_markdown(summary), encoding="utf-8")
     return paths
