@@ -45,12 +45,14 @@ MESSAGE_OVERHEAD = 3  # tokens per chat message in OpenAI's documented count
 REPLY_PRIMING = 3
 
 
-def reply_body(model: str, prompt_tokens: int) -> dict[str, Any]:
-    """A chat completion answering "A" with the top log-probs a judge reads P(A) from."""
+def reply_body(model: str, prompt_tokens: int, fingerprint: str | None = None) -> dict[str, Any]:
+    """A chat completion answering "A" with the top log-probs a judge reads P(A) from; with
+    ``fingerprint``, the ``system_fingerprint`` OpenAI sends with each reply."""
     top = [{"token": t, "logprob": lp, "bytes": list(t.encode())}
            for t, lp in (("A", -0.105), ("B", -2.408), (" A", -4.6), ("The", -6.0))]
+    extra = {"system_fingerprint": fingerprint} if fingerprint else {}
     return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
+            **extra, "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": "A"},
                          "logprobs": {"content": [{"token": "A", "logprob": -0.105, "bytes": [65],
                                                    "top_logprobs": top}]}}],
@@ -97,6 +99,10 @@ class StubState:
         self.batches: dict[str, dict] = {}
         self.outputs_read = 0
         self._ids = itertools.count(1)
+        # What the endpoint says it serves (a test changes them to play a provider's silent update):
+        # the reply's "model" (default: the name asked for) and its "system_fingerprint" (default: none).
+        self.served_model: str | None = None
+        self.fingerprint: str | None = None
 
     def admit(self) -> tuple[bool, dict[str, str]]:
         """Whether the rate limit lets one more request through now, and the headers to send."""
@@ -253,7 +259,8 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 messages = body.get("messages") or []
                 tokens = state.count_tokens(messages)
                 state.record(message_key(messages), tokens)
-                self._send(200, reply_body(str(body.get("model", "stub")), tokens), headers)
+                model = state.served_model or str(body.get("model", "stub"))
+                self._send(200, reply_body(model, tokens, state.fingerprint), headers)
             finally:
                 with state.lock:
                     state.inflight -= 1

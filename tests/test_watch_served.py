@@ -1,0 +1,75 @@
+"""A watched judge behind an OpenAI-compatible endpoint: what the endpoint says it serves (the reply's
+model name and system_fingerprint) is asked before each look and is part of the call cache's key, so a
+new model behind the same name is judged afresh; retries and concurrency stay out of the key."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from judgebias.bench.openai_stub import StubServer, StubState
+from judgebias.config.watch import WatchConfigError, WatchSettings, load_watch, pinned_table, sha256_file
+from judgebias.stages.watch import _judge
+from judgebias.table import validate
+
+
+def _audit(n: int = 4) -> pd.DataFrame:
+    return validate(pd.DataFrame({
+        "pair_id": [f"p{i}" for i in range(n)],
+        "prompt": [f"question {i}" for i in range(n)],
+        "response_a": [f"answer a {i}" for i in range(n)],
+        "response_b": [f"answer b {i}" for i in range(n)],
+        "human": [["a"] if i % 2 else ["b"] for i in range(n)],
+    }))[0]
+
+
+def _settings(base_url: str, concurrency: int = 2) -> WatchSettings:
+    return WatchSettings.model_validate({
+        "audit": {"table": "audit.parquet", "sha256": "0" * 64},
+        "judge": {"model": "gpt-x", "backend": "openai", "base_url": base_url, "concurrency": concurrency},
+    })
+
+
+def test_a_new_fingerprint_or_served_model_is_asked_again(tmp_path):
+    audit = _audit()
+    state = StubState()
+    state.fingerprint = "fp_1"
+    with StubServer(state) as server:
+        def requests() -> int:
+            return sum(state.accepted.values())
+
+        table, served = _judge(_settings(server.base_url), audit)
+        # One probe, then 4 pairs x 2 orders.
+        assert requests() == 1 + 8
+        assert served == {"served_model": "gpt-x", "system_fingerprint": "fp_1"}
+        assert set(table["system_fingerprint"]) == {"fp_1"} and set(table["served_model"]) == {"gpt-x"}
+
+        _judge(_settings(server.base_url, concurrency=4), audit)  # same model: only the probe is sent
+        assert requests() == 1 + 8 + 1
+
+        state.fingerprint = "fp_2"  # the provider updated its backend: every item is asked again
+        table, _ = _judge(_settings(server.base_url), audit)
+        assert requests() == 1 + 8 + 1 + 1 + 8
+        assert set(table["system_fingerprint"]) == {"fp_2"}
+
+        state.served_model = "gpt-x-2026-11-01"  # a new snapshot behind the same name
+        table, served = _judge(_settings(server.base_url), audit)
+        assert requests() == 1 + 8 + 1 + 1 + 8 + 1 + 8
+        assert served["served_model"] == "gpt-x-2026-11-01"
+
+
+def test_the_audit_table_is_pinned_by_its_digest(tmp_path):
+    path = tmp_path / "audit.parquet"
+    _audit().to_parquet(path)
+    config = tmp_path / "watch.yaml"
+    config.write_text(
+        "watch:\n  audit: {table: audit.parquet, sha256: " + sha256_file(path) + "}\n"
+        "  judge: {model: smollm2-135m-instruct}\n", encoding="utf-8")
+    settings, base = load_watch(config)
+    assert pinned_table(settings, base) == path.resolve()
+    _audit(5).to_parquet(path)
+    with pytest.raises(WatchConfigError, match=r"watch.audit.table: .* changed \(sha256 .*pinned"):
+        pinned_table(settings, base)
+    config.write_text("watch:\n  audit: {table: audit.parquet, sha256: abc}\n  judge: {model: m}\n")
+    with pytest.raises(WatchConfigError, match=r"watch.audit.sha256"):
+        load_watch(config)
