@@ -69,6 +69,8 @@ def main() -> None:
     start = time.perf_counter()
     shifted = f"shift (first-shown +{args.shift:g} from look 1)"
     for label, shift, sims in (("null (no change)", 0.0, args.sims), (shifted, args.shift, args.power_sims)):
+        if sims == 0:
+            continue
         at: dict[int, int] = {}
         naive = 0
         for i in range(sims):

@@ -23,10 +23,11 @@ def _audit(n: int = 4) -> pd.DataFrame:
     }))[0]
 
 
-def _settings(base_url: str, concurrency: int = 2) -> WatchSettings:
+def _settings(base_url: str, concurrency: int = 2, cache: str = "reuse") -> WatchSettings:
     return WatchSettings.model_validate({
         "audit": {"table": "audit.parquet", "sha256": "0" * 64},
-        "judge": {"model": "gpt-x", "backend": "openai", "base_url": base_url, "concurrency": concurrency},
+        "judge": {"model": "gpt-x", "backend": "openai", "base_url": base_url, "concurrency": concurrency,
+                  "cache": cache},
     })
 
 
@@ -56,6 +57,12 @@ def test_a_new_fingerprint_or_served_model_is_asked_again(tmp_path):
         table, served = _judge(_settings(server.base_url), audit)
         assert requests() == 1 + 8 + 1 + 1 + 8 + 1 + 8
         assert served["served_model"] == "gpt-x-2026-11-01"
+
+        # cache: fresh (the default): every look asks every pair, even with nothing announced.
+        asked = requests()
+        _judge(_settings(server.base_url, cache="fresh"), audit, "7@2026-11-27T21:00:00Z")
+        _judge(_settings(server.base_url, cache="fresh"), audit, "8@2026-12-04T21:00:00Z")
+        assert requests() == asked + 2 * (1 + 8)
 
 
 def test_the_audit_table_is_pinned_by_its_digest(tmp_path):

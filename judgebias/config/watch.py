@@ -45,6 +45,10 @@ class WatchedJudge(ModelRef):
     temperature: float = Field(0.0, ge=0)
     max_new_tokens: int = Field(512, ge=1)
     batch_size: int = Field(64, ge=1)
+    # An endpoint judge: "fresh" asks every pair again at every look (its answers are keyed by the
+    # look too), so a provider that swaps weights without a new model name or fingerprint is seen in
+    # the figures; "reuse" reads the cache while the served model and fingerprint are unchanged.
+    cache: Literal["fresh", "reuse"] = "fresh"
 
 
 class WatchSettings(Strict):

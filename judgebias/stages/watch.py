@@ -32,8 +32,10 @@ def read_history(folder: Path) -> list[dict[str, Any]]:
     return [json.loads((p / RECORD).read_text(encoding="utf-8")) for p in looks]
 
 
-def _judge(settings: WatchSettings, audit: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The audit table judged by the watched judge, and what the endpoint says it serves."""
+def _judge(settings: WatchSettings, audit: pd.DataFrame, look_id: str = ""
+           ) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The audit table judged by the watched judge, and what the endpoint says it serves.
+    ``look_id``: with ``cache: fresh``, part of an endpoint's cache key, so the look asks anew."""
     from judgebias.backends.builder import JudgeSpec, build_backend, cached
     from judgebias.backends.protocol import GenerationParams
     from judgebias.judging import judge_pairs, pairs_from_table
@@ -49,6 +51,8 @@ def _judge(settings: WatchSettings, audit: pd.DataFrame) -> tuple[pd.DataFrame, 
     # An endpoint is asked what it serves before any cached call is looked up: the answer is part
     # of the cache key, so a new model or fingerprint behind the same name is judged afresh.
     served = probe() if callable(probe) else {"served_model": str(inner.identity().get("model") or j.model)}
+    if callable(probe) and j.cache == "fresh" and look_id:
+        inner.served = {**served, "look": look_id}
     runner = cached(inner, spec)
     result = judge_pairs(pairs_from_table(audit), runner, judge_template(j.template), judge=j.name,
                          chat=spec.chat, params=GenerationParams(max_new_tokens=j.max_new_tokens,
@@ -85,12 +89,13 @@ def look(config_path: str | os.PathLike, *, seed: int = 0) -> dict[str, Any]:
     audit_path = pinned_table(settings, base)
     audit, _ = read_table(audit_path)
     name = settings.judge.name
-    table, served = _judge(settings, audit)
-    result = analyze(table, reps=settings.reps, seed=seed)
-    figures = result["judges"][name]
     folder = history_dir(settings, base)
     history = read_history(folder)
     index = len(history)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    table, served = _judge(settings, audit, f"{index}@{started}")
+    result = analyze(table, reps=settings.reps, seed=seed)
+    figures = result["judges"][name]
     out = folder / f"look-{index:04d}"
     out.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out / TABLE, index=False)
@@ -98,10 +103,11 @@ def look(config_path: str | os.PathLike, *, seed: int = 0) -> dict[str, Any]:
     record: dict[str, Any] = {
         "watch": settings.name,
         "index": index,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "time": started,
         "audit": {"table": str(audit_path), "sha256": settings.audit.sha256, "pairs": len(audit)},
         "judge": {"name": name, "model": j.model, "backend": j.backend, "template": j.template,
-                  "base_url": redact_uri(j.base_url) if j.base_url else None, "temperature": j.temperature},
+                  "base_url": redact_uri(j.base_url) if j.base_url else None, "temperature": j.temperature,
+                  "cache": j.cache},
         "served": served,
         "figures": _brief(figures),
         "reference": None,
