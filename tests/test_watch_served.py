@@ -80,3 +80,21 @@ def test_the_audit_table_is_pinned_by_its_digest(tmp_path):
     config.write_text("watch:\n  audit: {table: audit.parquet, sha256: abc}\n  judge: {model: m}\n")
     with pytest.raises(WatchConfigError, match=r"watch.audit.sha256"):
         load_watch(config)
+
+
+def test_serve_builds_a_watch_deployment_on_its_cron(tmp_path):
+    from judgebias.flows.serve import build_deployments
+
+    path = tmp_path / "audit.parquet"
+    _audit().to_parquet(path)
+    config = tmp_path / "watch.yaml"
+    config.write_text(
+        "watch:\n  name: nightly\n  audit: {table: audit.parquet, sha256: " + sha256_file(path) + "}\n"
+        "  judge: {model: smollm2-135m-instruct}\n  cron: '0 5 * * 2'\n", encoding="utf-8")
+    (deployment,) = build_deployments(None, watches=(str(config),))
+    assert deployment.name == "judgebias-watch-nightly"
+    assert deployment.parameters == {"config_path": str(config)}
+    assert [s.schedule.cron for s in deployment.schedules] == ["0 5 * * 2"]
+    _audit(6).to_parquet(path)  # the audit set changed: refused when serve starts, not at the first run
+    with pytest.raises(WatchConfigError, match="changed"):
+        build_deployments(None, watches=(str(config),))
