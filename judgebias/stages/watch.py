@@ -110,6 +110,7 @@ def look(config_path: str | os.PathLike, *, seed: int = 0) -> dict[str, Any]:
                   "cache": j.cache},
         "served": served,
         "figures": _brief(figures),
+        "settings": result.get("settings") or {},
         "reference": None,
         "decision": None,
     }
@@ -118,9 +119,9 @@ def look(config_path: str | os.PathLike, *, seed: int = 0) -> dict[str, Any]:
         ref = reference_index(index, settings.reference, settings.window)
         ref_record = history[ref]
         ref_table = pd.read_parquet(folder / f"look-{ref:04d}" / TABLE)
-        ref_result = analyze(ref_table, reps=settings.reps, seed=seed)
-        before = Side(f"look {ref}", name, ref_result["judges"][name], ref_result.get("settings") or {},
-                      ref_table)
+        # The reference's figures as its look recorded them: the paired comparison recomputes each
+        # from both tables, so the reference is not analyzed again.
+        before = Side(f"look {ref}", name, ref_record["figures"], ref_record.get("settings") or {}, ref_table)
         after = Side(f"look {index}", name, figures, result.get("settings") or {}, table)
         comparison = compare_judge(before, after, reps=settings.reps, seed=seed, only=settings.figures)
         record["reference"] = {"index": ref, "served": ref_record.get("served"),
