@@ -90,3 +90,26 @@ def test_decide_uses_holm_at_the_look_level():
     # A fresh 5% test (one look declared: level 0.05) flags both; the spent level above did not.
     assert decide(comparison, look=1, looks=1, alpha=0.05, spending="obrien-fleming")["changed"] == [
         "position_consistency", "tie_rate"]
+
+
+def test_history_plot_draws_each_figure_with_the_reference_band(tmp_path):
+    from judgebias.reporting.plots_watch import history_figure, history_plot
+
+    est = {"value": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 30}
+    records = [
+        {"watch": "w", "index": 0, "figures": {"position_consistency": est, "tie_rate": est}},
+        {"watch": "w", "index": 1, "reference": {"index": 0}, "decision": {"changed": ["tie_rate"]},
+         "figures": {"position_consistency": est,
+                     "tie_rate": {**est, "value": 0.3, "ci_low": 0.2, "ci_high": 0.4}}},
+    ]
+    fig = history_figure(records)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 2
+    # Each panel: the reference band (a patch spanning the reference interval) and one point per look.
+    tie = next(ax for ax in visible if "tie" in ax.get_title().lower())
+    band = tie.patches[0].get_extents()
+    assert band.height > 0
+    assert len(tie.lines) + len(tie.collections) >= 2
+    assert history_plot(records, tmp_path / "h.png").stat().st_size > 1000
+    with pytest.raises(ValueError):
+        history_figure([])
