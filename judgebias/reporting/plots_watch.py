@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from judgebias.reporting.plots import DPI, label, save_figure
 from judgebias.reporting.run_compare import figure_name
@@ -44,10 +45,11 @@ def history_figure(records: Sequence[Mapping[str, Any]]) -> Figure:
                         color="#d62728" if changed else "#08519c")
         ax.set_title(label(figure_name(key)), fontsize=9)
         ax.set_xlabel("look", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(labelsize=8)
     for ax in axes[len(keys):]:
         ax.set_visible(False)
-    fig.suptitle(label(f"watch {last.get('watch', '')}: figures over looks (red: changed)"), fontsize=10)
+    fig.suptitle(f"watch {label(last.get('watch', ''))}: figures over looks (red: changed)", fontsize=10)
     return fig
 
 
