@@ -49,7 +49,7 @@ def _config(folder: Path, name: str, digest: str, template: str) -> Path:
 
 def _look(config: Path, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     run = subprocess.run([sys.executable, "-m", "judgebias", "watch", str(config), "--exit-code"],
-                         env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+                         env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
     return run
 

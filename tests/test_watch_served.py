@@ -4,6 +4,8 @@ new model behind the same name is judged afresh; retries and concurrency stay ou
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -98,3 +100,36 @@ def test_serve_builds_a_watch_deployment_on_its_cron(tmp_path):
     _audit(6).to_parquet(path)  # the audit set changed: refused when serve starts, not at the first run
     with pytest.raises(WatchConfigError, match="changed"):
         build_deployments(None, watches=(str(config),))
+
+
+def test_a_silent_model_swap_is_flagged_by_the_figures(tmp_path, monkeypatch, prefect_harness):
+    """The provider swaps the model behind the same name and fingerprint: ``cache: fresh`` asks every
+    pair again, the position figures move, the look ends JudgeChanged and says which figures moved."""
+    from typer.testing import CliRunner
+
+    from judgebias.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    audit = _audit(20)
+    audit.to_parquet(tmp_path / "audit.parquet")
+    state = StubState()
+    state.fingerprint = "fp_1"
+    with StubServer(state) as server:
+        (tmp_path / "w.yaml").write_text(
+            "watch:\n  name: w\n  audit: {table: audit.parquet, sha256: "
+            + sha256_file(tmp_path / "audit.parquet") + "}\n"
+            "  judge: {model: gpt-x, backend: openai, base_url: " + server.base_url + "}\n"
+            "  looks: 2\n  spending: pocock\n  reps: 200\n", encoding="utf-8")
+        runs = []
+        for answer in ("A", "A", "B"):  # reference, an unchanged look, then the swapped model
+            state.answer = answer
+            args = ["watch", str(tmp_path / "w.yaml"), "--no-mlflow", "--exit-code"]
+            runs.append(CliRunner().invoke(app, args))
+    assert runs[0].exit_code == 0, runs[0].output
+    assert runs[1].exit_code == 0 and "look 1/2" in runs[1].output and "no figure changed" in runs[1].output
+    assert runs[2].exit_code == 1, runs[2].output
+    assert "judge changed" in runs[2].output and "position_bias" in runs[2].output
+    record = json.loads((tmp_path / "watch-history" / "w" / "look-0002" / "record.json").read_text())
+    assert record["served"] == {"served_model": "gpt-x", "system_fingerprint": "fp_1"}
+    assert "position_bias" in record["decision"]["changed"]
+    assert record["decision"]["look"] == 2  # look 2 of 2 against the first look
