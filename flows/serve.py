@@ -20,10 +20,38 @@ class Schedule:
     timezone: str = "UTC"
 
 
+def watch_deployment(watch_path: str, *, name_prefix: str = "judgebias", timezone: str = "UTC"):
+    """The deployment of one watched judge (``judgebias.flows.watch``), on the cron its config names;
+    the audit table is checked against its pinned SHA-256 now, not at the first scheduled run."""
+    from prefect.schedules import Cron
+
+    from judgebias.config.watch import load_watch, pinned_table
+    from judgebias.flows.watch import watch_judge
+
+    settings, base = load_watch(watch_path)
+    pinned_table(settings, base)
+    try:
+        cron = Cron(settings.cron, timezone=timezone)
+    except ValueError as exc:
+        raise ValueError(
+            f"{watch_path}: watch.cron {settings.cron!r} is not a valid cron schedule ({exc})"
+        ) from None
+    return watch_judge.to_deployment(
+        name=f"{name_prefix}-watch-{settings.name}", schedules=[cron],
+        parameters={"config_path": watch_path}, tags=["judgebias", "watch"],
+        description=f"Judge the audit set of watch {settings.name!r} and compare with its reference "
+                    "(alpha spent over the declared looks); Failed/JudgeChanged when a figure changed.")
+
+
 def build_deployments(
-    config_path: str, schedule: Schedule = Schedule(), *, name_prefix: str = "judgebias"
+    config_path: str | None, schedule: Schedule = Schedule(), *, name_prefix: str = "judgebias",
+    watches: tuple[str, ...] = ()
 ) -> list:
-    """The runner deployments of one experiment config (not yet registered)."""
+    """The runner deployments of one experiment config and of each watch config (not yet
+    registered); ``config_path`` None: only the watches."""
+    watched = [watch_deployment(w, name_prefix=name_prefix, timezone=schedule.timezone) for w in watches]
+    if config_path is None:
+        return watched
     from prefect.schedules import Cron
 
     from judgebias.flows.experiment import experiment
@@ -45,11 +73,12 @@ def build_deployments(
     return [flow.to_deployment(name=f"{name_prefix}-{name}", schedules=[crons[cron]],
                                parameters={"config_path": config_path}, tags=["judgebias", tag],
                                description=description)
-            for flow, name, cron, tag, description in rows]
+            for flow, name, cron, tag, description in rows] + watched
 
 
-def serve(config_path: str, schedule: Schedule = Schedule(), *, limit: int | None = None) -> None:
+def serve(config_path: str | None, schedule: Schedule = Schedule(), *, limit: int | None = None,
+          watches: tuple[str, ...] = ()) -> None:
     """Register the deployments with the Prefect API and run their scheduled flow runs (blocks)."""
     from prefect import serve as prefect_serve
 
-    prefect_serve(*build_deployments(config_path, schedule), limit=limit)
+    prefect_serve(*build_deployments(config_path, schedule, watches=watches), limit=limit)

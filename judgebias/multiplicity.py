@@ -87,3 +87,43 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 def adjust(p_values: Sequence[float], method: str = HOLM) -> list[float]:
     """Adjusted p-values of one family by ``method`` ("holm" or "bh"), in the input order."""
     return {HOLM: holm, BH: benjamini_hochberg}[check_method(method)](p_values)
+
+
+# --- error control over repeated looks (a watched judge: docs/watch.md) -----------------------------
+OBRIEN_FLEMING = "obrien-fleming"
+POCOCK = "pocock"
+SPENDING = (OBRIEN_FLEMING, POCOCK)
+SPENDING_NAMES = {
+    OBRIEN_FLEMING: "Lan-DeMets O'Brien-Fleming-type spending, alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))",
+    POCOCK: "Lan-DeMets Pocock-type spending, alpha(t) = alpha ln(1 + (e - 1) t)",
+}
+
+
+def spent_alpha(t: float, alpha: float = ALPHA, kind: str = OBRIEN_FLEMING) -> float:
+    """The error spent by information fraction ``t`` (0..1) under a Lan-DeMets (1983) spending
+    function: O'Brien-Fleming-type spends almost nothing early and most at the end; Pocock-type
+    spends evenly. Both reach ``alpha`` at t = 1."""
+    from scipy.stats import norm
+
+    if kind not in SPENDING:
+        raise ValueError(f"unknown alpha spending {kind!r}; use one of {', '.join(SPENDING)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0 <= t <= 1 or math.isnan(t):
+        raise ValueError(f"information fraction must be in [0, 1], got {t}")
+    if t == 0:
+        return 0.0
+    if kind == OBRIEN_FLEMING:
+        return float(2 - 2 * norm.cdf(norm.ppf(1 - alpha / 2) / math.sqrt(t)))
+    return float(alpha * math.log(1 + (math.e - 1) * t))
+
+
+def look_alpha(look: int, looks: int, alpha: float = ALPHA, kind: str = OBRIEN_FLEMING) -> float:
+    """The level of look ``look`` (1-based) of ``looks`` declared: the spending function's increment
+    alpha(k/K) - alpha((k-1)/K). The increments add up to ``alpha``, so testing look k at its
+    increment keeps the chance of any false alarm over the K looks at most ``alpha`` by the union
+    bound, whatever the dependence between looks (they share a reference run); conservative where
+    an exact group-sequential boundary would use the correlation."""
+    if looks < 1 or not 1 <= look <= looks:
+        raise ValueError(f"look {look} of {looks}: need 1 <= look <= looks")
+    return spent_alpha(look / looks, alpha, kind) - spent_alpha((look - 1) / looks, alpha, kind)

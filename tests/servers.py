@@ -53,3 +53,47 @@ def running(argv: list[str], *, health_url: str, log: Path, what: str,
         yield proc
     finally:
         stop(proc, grace)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def mlflow_server(folder: Path) -> Iterator[str]:
+    """A real MLflow tracking server on 127.0.0.1 (SQLite store and artifacts under ``folder``);
+    yields its URI, stops it by PID."""
+    import os
+    import sys
+
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1", "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+            "--artifacts-destination", str(folder / "artifacts")]
+    with running(argv, health_url=f"{uri}/health", log=folder / "mlflow.log", what="mlflow server", env=env,
+                 grace=30):
+        yield uri
+
+
+@contextmanager
+def prefect_server(home: Path) -> Iterator[dict[str, str]]:
+    """A real Prefect server on 127.0.0.1 with its own PREFECT_HOME; yields the environment a client
+    needs (``PREFECT_API_URL``, ``PREFECT_HOME``), stops it by PID."""
+    import os
+    import sys
+
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    api = f"http://127.0.0.1:{port}/api"
+    argv = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with running(argv, health_url=f"{api}/health", log=home / "server.log", what="Prefect server", env=env,
+                 grace=30, timeout=180):
+        yield {"PREFECT_API_URL": api, "PREFECT_HOME": str(home)}

@@ -12,7 +12,7 @@ idempotent writer as the pairwise layout (``judgebias.tracking.judgment_traces.l
   judge (an error instead of a value where the judge gave none), each human score as feedback
   ``score`` from a HUMAN source whose id is a hash of the rater (``human_raters`` where the table
   has it, else the rater's position on the item);
-* tags: ``judgebias.item_id``, ``judgebias.judge``, ``judgebias.runs.layout``, ``judgebias.key``.
+* tags: ``judgebias.item_id``, ``judgebias.judge``, ``judgebias.layout``, ``judgebias.key``.
 
 Reading: the score, distribution and other outputs of a ``pointwise-v1`` trace come from its span
 (the feedback names the judge), the human scores from its HUMAN feedback (sorted: the raters' order

@@ -128,6 +128,9 @@ class OpenAICompatBackend:
         self.answer_after, self.max_tokens_field = answer_after, max_tokens_field
         self.prices = {m: p if isinstance(p, Price) else Price(*p) for m, p in (prices or {}).items()}
         self.option_tokenizer = option_tokenizer
+        # What the endpoint says it serves (``probe_served``): part of ``identity()`` once probed, so
+        # the call cache re-asks when the model behind the same name changes.
+        self.served: dict[str, str] | None = None
         self._init_runtime()
         self._explicit_key = api_key
         self._api_key()  # fail now, naming the variable, rather than on the first call
@@ -184,7 +187,26 @@ class OpenAICompatBackend:
                                  "raw_text": "completions"}
         if self.model_revision:
             ident["revision"] = self.model_revision
+        if self.served:  # only when probed: other commands' cache keys stay as they were
+            ident["served"] = dict(self.served)
         return ident
+
+    def probe_served(self) -> dict[str, str]:
+        """One short uncached request: the model name the endpoint reports serving and, where the
+        server gives one, its ``system_fingerprint``; kept in ``served`` and so in ``identity()``. A
+        provider that swaps weights without changing either is not seen here (the watch's figures on
+        its audit set are what catch it: docs/watch.md)."""
+        kwargs = op.build_generate_request(
+            self.model, Prompt.chat(("user", "Reply with OK.")),
+            GenerationParams(max_new_tokens=1, temperature=0.0), prefix_mode="none",
+            max_tokens_field=self.max_tokens_field)
+        response, seconds, tries = self._request("generate", self._create("chat"), kwargs)
+        self._log("generate", response, seconds, tries)
+        served = {"served_model": str(response.get("model") or "")}
+        if response.get("system_fingerprint"):
+            served["system_fingerprint"] = str(response["system_fingerprint"])
+        self.served = served
+        return served
 
     # ------------------------------------------------------------------ plumbing
 

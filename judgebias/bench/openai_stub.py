@@ -45,14 +45,19 @@ MESSAGE_OVERHEAD = 3  # tokens per chat message in OpenAI's documented count
 REPLY_PRIMING = 3
 
 
-def reply_body(model: str, prompt_tokens: int) -> dict[str, Any]:
-    """A chat completion answering "A" with the top log-probs a judge reads P(A) from."""
+def reply_body(model: str, prompt_tokens: int, fingerprint: str | None = None, answer: str = "A"
+               ) -> dict[str, Any]:
+    """A chat completion answering ``answer`` ("A" or "B") with the top log-probs a judge reads P(A)
+    from; with ``fingerprint``, the ``system_fingerprint`` OpenAI sends with each reply."""
+    other = "B" if answer == "A" else "A"
     top = [{"token": t, "logprob": lp, "bytes": list(t.encode())}
-           for t, lp in (("A", -0.105), ("B", -2.408), (" A", -4.6), ("The", -6.0))]
+           for t, lp in ((answer, -0.105), (other, -2.408), (" " + answer, -4.6), ("The", -6.0))]
+    extra = {"system_fingerprint": fingerprint} if fingerprint else {}
     return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "A"},
-                         "logprobs": {"content": [{"token": "A", "logprob": -0.105, "bytes": [65],
+            **extra, "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": answer},
+                         "logprobs": {"content": [{"token": answer, "logprob": -0.105,
+                                                   "bytes": list(answer.encode()),
                                                    "top_logprobs": top}]}}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
                       "total_tokens": prompt_tokens + 1}}
@@ -99,6 +104,11 @@ class StubState:
         # The Authorization header of each chat request, counted: which credentials reached the server.
         self.authorizations: collections.Counter[str] = collections.Counter()
         self._ids = itertools.count(1)
+        # What the endpoint says it serves (a test changes them to play a provider's silent update):
+        # the reply's "model" (default: the name asked for) and its "system_fingerprint" (default: none).
+        self.served_model: str | None = None
+        self.fingerprint: str | None = None
+        self.answer = "A"  # the letter every chat completion answers
 
     def admit(self) -> tuple[bool, dict[str, str]]:
         """Whether the rate limit lets one more request through now, and the headers to send."""
@@ -257,7 +267,8 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 state.record(message_key(messages), tokens)
                 with state.lock:
                     state.authorizations[self.headers.get("Authorization") or ""] += 1
-                self._send(200, reply_body(str(body.get("model", "stub")), tokens), headers)
+                model = state.served_model or str(body.get("model", "stub"))
+                self._send(200, reply_body(model, tokens, state.fingerprint, state.answer), headers)
             finally:
                 with state.lock:
                     state.inflight -= 1

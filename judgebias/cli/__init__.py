@@ -52,7 +52,7 @@ def _root(
 
 # Modules that define ``register(app)``; a module not written yet is simply absent.
 _COMMAND_MODULES = ("importers", "analyze", "report", "judge", "pipeline", "annotate", "human_loop", "bench",
-                    "coverage", "leaderboard", "watch")
+                    "coverage", "leaderboard", "watch", "watch_judge")
 
 
 def _register_all() -> None:

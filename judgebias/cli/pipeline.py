@@ -181,14 +181,24 @@ def register(app: typer.Typer) -> None:
         sync_cron: str = typer.Option("0 2 * * *", help="cron of the annotation sync + metric recompute"),
         experiment_cron: str = typer.Option("0 3 * * 0", help="cron of the full experiment"),
         timezone: str = typer.Option("UTC", help="time zone of the cron schedules"),
+        watch: list[Path] = typer.Option(
+            None, "--watch", dir_okay=False,
+            help="a watch config (docs/watch.md): also register its watched judge on its own cron; "
+                 "repeatable"),
+        watch_only: bool = typer.Option(False, "--watch-only", help="register only the --watch deployments"),
     ) -> None:
-        """Register scheduled deployments (nightly annotation sync, weekly experiment) with the Prefect
-        API in PREFECT_API_URL and run them from this process until stopped (Ctrl-C)."""
+        """Register scheduled deployments (nightly annotation sync, weekly experiment, and each
+        --watch config's watched judge) with the Prefect API in PREFECT_API_URL and run them from
+        this process until stopped (Ctrl-C)."""
         from judgebias.config.experiment import demo_config_path
 
+        if watch_only and not watch:
+            raise typer.BadParameter("--watch-only needs at least one --watch CONFIG")
         # Absolute, but the path the user gave: a deployment of configs/demo.yaml (a link) names that.
-        path = Path(os.path.abspath(config or demo_config_path()))
-        _load_or_exit(path, None)
+        path = None if watch_only else Path(os.path.abspath(config or demo_config_path()))
+        if path is not None:
+            _load_or_exit(path, None)
+        watches = tuple(os.path.abspath(w) for w in watch or ())
         _prepare_env()
         from judgebias.flows.serve import Schedule, serve
 
@@ -200,7 +210,9 @@ def register(app: typer.Typer) -> None:
             )
         try:
             serve(
-                str(path), Schedule(sync_cron=sync_cron, experiment_cron=experiment_cron, timezone=timezone)
+                str(path) if path else None,
+                Schedule(sync_cron=sync_cron, experiment_cron=experiment_cron, timezone=timezone),
+                watches=watches,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
