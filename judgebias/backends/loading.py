@@ -289,6 +289,18 @@ def native_bf16_units() -> list[str]:
     return [unit for unit in ("amx_bf16", "avx512_bf16") if unit in words]
 
 
+def slow_bf16_warning(dtype: str | None, device: str, units: list[str]) -> str | None:
+    """What to say when bfloat16 is asked for on a CPU without bf16 matmul units, else None.
+
+    There torch's bf16 kernels are slower than fp32 (measured 4.5-70x per op on a 2-core AVX2 EPYC:
+    docs/benchmarks.md), which is how a bf16 run fell 10x below the same run in fp32."""
+    if dtype != "bfloat16" or device != "cpu" or units:
+        return None
+    return ("warning: --dtype bfloat16 on a CPU without AVX512-BF16 or AMX: torch computes bf16 "
+            "slower than float32 here (4.5-70x per operation measured on such a CPU); "
+            "--dtype float32 is faster and exact")
+
+
 def default_dtype(device: str):
     """bf16 on GPU; fp32 on CPU, the exact reference.
 

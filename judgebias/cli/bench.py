@@ -76,6 +76,11 @@ def register(app: typer.Typer) -> None:
         for flag, value in (("--dtype", dtype), ("--baseline-dtype", baseline_dtype)):
             if value not in DTYPES:
                 raise typer.BadParameter(f"unknown {flag} {value!r}; use one of {', '.join(DTYPES)}")
+        from judgebias.backends.loading import default_device, native_bf16_units, slow_bf16_warning
+
+        warning = slow_bf16_warning(dtype, device or default_device(), native_bf16_units())
+        if warning:
+            typer.echo(warning, err=True)
         from judgebias.backends.quantization import check_quantization
 
         try:

@@ -247,7 +247,18 @@ def _overrides(sample: int | None, no_ablations: bool, dtype: str | None = None)
         if dtype not in DTYPES:
             raise typer.BadParameter(f"unknown --dtype {dtype!r}; use one of {', '.join(DTYPES)}")
         out[LOCAL_DTYPE] = dtype
+        _warn_slow_bf16(dtype)
     return out or None
+
+
+def _warn_slow_bf16(dtype: str) -> None:
+    if dtype != "bfloat16":
+        return
+    from judgebias.backends.loading import default_device, native_bf16_units, slow_bf16_warning
+
+    warning = slow_bf16_warning(dtype, default_device(), native_bf16_units())
+    if warning:
+        typer.echo(warning, err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover
