@@ -1,8 +1,8 @@
 """A watched judge end to end against a real Prefect server and a real MLflow server: the watch flow
-run twice with an unchanged judge flags nothing; run twice with the judging template changed between
-the looks it flags the figures that moved, ends the flow run Failed/JudgeChanged and tags the MLflow
-run. The judge is SmolLM2-135M-Instruct (the packaged model) on the 30 shortest LLMBar pairs
-(expert labels)."""
+run twice with an unchanged judge flags nothing; run twice with another model put behind the judge's
+name between the looks (gemma-3-270m for SmolLM2) it flags the figures that moved, ends the flow run
+Failed/JudgeChanged and tags the MLflow run. The judges are the packaged models on the 30 shortest
+LLMBar pairs (expert labels)."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def _audit(path: Path) -> str:
     return sha256_file(path)
 
 
-def _config(folder: Path, name: str, digest: str, template: str) -> Path:
+def _config(folder: Path, name: str, digest: str, template: str,
+            model: str = "smollm2-135m-instruct") -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(
         f"watch:\n  name: {name}\n  audit: {{table: audit.parquet, sha256: {digest}}}\n"
-        f"  judge: {{model: smollm2-135m-instruct, template: {template}, name: smol}}\n"
+        f"  judge: {{model: {model}, template: {template}, name: smol}}\n"
         "  looks: 2\n  spending: pocock\n  reps: 300\n  history: history\n",
         encoding="utf-8",
     )
@@ -105,7 +106,10 @@ def test_watch_flags_a_changed_template_and_nothing_for_an_unchanged_judge(tmp_p
 
         moved = _config(tmp_path, "moved", digest, "dbg-ab")
         assert _look(moved, env, tmp_path).returncode == 0
-        _config(tmp_path, "moved", digest, "dbg-truthful")  # the team edits the judging prompt
+        # Another model put behind the judge's name (a new build replaces the one the team audited).
+        # An edited template alone does not do: SmolLM2 picks the first-shown answer under dbg-ab
+        # and dbg-truthful alike (position bias 0.949 and 0.956 on these 30 pairs: no verdict moved).
+        _config(tmp_path, "moved", digest, "dbg-ab", model="gemma-3-270m")
         changed = _look(moved, env, tmp_path)
         assert changed.returncode == 1, changed.stdout + changed.stderr[-2000:]
         record = _record(tmp_path, "moved", 1)
