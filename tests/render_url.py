@@ -2,7 +2,7 @@
 every word asked for, and report what a reader sees.
 
 ``python tests/render_url.py URL SHOT.png WORD [WORD ...]`` prints one JSON object: whether the
-page loaded, the words found, the page's visible text (innerText, first 20,000 characters), and
+page loaded, the words found, the page's visible text (innerText, first 200,000 characters), and
 the screenshot's size. A JavaScript app renders after the load event, so the text is polled
 (every 0.5 s, up to 90 s) rather than read once. Run as its own process: Qt owns the process.
 """
@@ -33,7 +33,7 @@ def main(url: str, shot: str, words: list[str], width: int = 1600) -> None:
 
     def read(text: str) -> None:
         out["polls"] += 1
-        out["text"] = (text or "")[:20_000]
+        out["text"] = (text or "")[:200_000]
         out["found"] = [w for w in words if w in out["text"]]
         if len(out["found"]) == len(words) or out["polls"] >= 180:
             QTimer.singleShot(500, capture)

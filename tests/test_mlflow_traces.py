@@ -348,7 +348,9 @@ def _render(url: str, shot, *words: str) -> dict:
                            *words], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    seen["pairs"] = set(re.findall(r'"pair_id": "(p\d)"', seen.get("text", "")))
+    # The list's request preview names the pair in words ("j1 judges pair p0. Prompt: ..."); the
+    # raw JSON form is accepted too (a trace opened in its detail view).
+    seen["pairs"] = set(re.findall(r'(?:"pair_id": "|\bpair )(p\d)\b', seen.get("text", "")))
     return seen
 
 
