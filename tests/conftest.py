@@ -74,18 +74,9 @@ def mlflow_server(tmp_path_factory):
     """One real `mlflow server` (SQLite, 1 worker) per test session: its URI. Tests share it by
     experiment name, so each names its own; a test that stops or breaks the server starts its own
     (test_mlflow_faults.py)."""
-    from servers import running
+    from servers import mlflow_server as server
 
-    tmp = tmp_path_factory.mktemp("mlflow_server")
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}",
-            "--artifacts-destination", str(tmp / "artifacts")]
-    # 180 s: on a loaded machine its first start (database migrations) passed 90 s.
-    with running(argv, health_url=f"{uri}/health", log=tmp / "mlflow.log", what="mlflow server", env=env,
-                 timeout=180, grace=30):
+    with server(tmp_path_factory.mktemp("mlflow_server")) as uri:
         yield uri
 
 

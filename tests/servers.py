@@ -64,9 +64,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def mlflow_server(folder: Path) -> Iterator[str]:
+def mlflow_server(folder: Path, timeout: float = 180) -> Iterator[str]:
     """A real MLflow tracking server on 127.0.0.1 (SQLite store and artifacts under ``folder``);
-    yields its URI, stops it by PID."""
+    yields its URI, stops it by PID. ``timeout``: on a loaded machine its first start (database
+    migrations) passed 90 s."""
     import os
     import sys
 
@@ -77,7 +78,7 @@ def mlflow_server(folder: Path) -> Iterator[str]:
             "--workers", "1", "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
             "--artifacts-destination", str(folder / "artifacts")]
     with running(argv, health_url=f"{uri}/health", log=folder / "mlflow.log", what="mlflow server", env=env,
-                 grace=30):
+                 timeout=timeout, grace=30):
         yield uri
 
 
