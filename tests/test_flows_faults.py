@@ -109,30 +109,10 @@ def test_logging_killed_half_way_is_retired_by_the_rerun(experiment_run, tmp_pat
 def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_path):
     # SIGKILL runs no exit handler: Prefect's temporary server (230-260 MB) used to outlive the run.
     import signal
-    import subprocess
-    import threading
 
     import psutil
 
-    data = tiny_config(tiny_models, tmp_path)
-    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(data))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    lines: list[str] = []
-    started = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if "Beginning subflow run" in line:
-                started.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    proc, lines, started = _run_in_background(tiny_models, tmp_path)
     try:
         assert started.wait(240), "".join(lines)
         servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
@@ -156,10 +136,31 @@ def test_a_sigkilled_prefect_server_leaves_no_process_running(tiny_models, tmp_p
     # (the guard) or the uvicorn server the guard runs. Once the run has ended, nothing it started
     # may be left: a guard killed outright used to leave its server running, orphaned.
     import signal
-    import subprocess
-    import threading
 
     import psutil
+
+    proc, lines, started = _run_in_background(tiny_models, tmp_path)
+    try:
+        assert started.wait(600), "".join(lines)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        guard = [c for c in tree if "judgebias.flows.runtime.server_guard" in " ".join(c.cmdline())]
+        server = [c for c in tree if c not in guard and "prefect.server" in " ".join(c.cmdline())]
+        assert len(guard) == 1 and len(server) == 1, [c.cmdline() for c in tree]
+        (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
+        proc.wait(timeout=600)  # the run ends (its API is gone) rather than waiting for it forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _gone, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
+
+
+def _run_in_background(tiny_models, tmp_path):
+    """``judgebias run`` on the tiny config without ablations, against Prefect's temporary server,
+    its output collected by a thread: the process, its lines so far, and an event set once its first
+    subflow has begun."""
+    import subprocess
+    import threading
 
     data = tiny_config(tiny_models, tmp_path)
     data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
@@ -180,16 +181,4 @@ def test_a_sigkilled_prefect_server_leaves_no_process_running(tiny_models, tmp_p
                 started.set()
 
     threading.Thread(target=read, daemon=True).start()
-    try:
-        assert started.wait(600), "".join(lines)
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        guard = [c for c in tree if "judgebias.flows.runtime.server_guard" in " ".join(c.cmdline())]
-        server = [c for c in tree if c not in guard and "prefect.server" in " ".join(c.cmdline())]
-        assert len(guard) == 1 and len(server) == 1, [c.cmdline() for c in tree]
-        (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
-        proc.wait(timeout=600)  # the run ends (its API is gone) rather than waiting for it forever
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _gone, alive = psutil.wait_procs(tree, timeout=30)
-    assert not alive, [c.cmdline() for c in alive]
+    return proc, lines, started
