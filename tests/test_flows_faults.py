@@ -112,7 +112,7 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
 
     import psutil
 
-    proc, lines, started = _run_in_background(tiny_models, tmp_path)
+    proc, lines, started, _reader = _run_in_background(tiny_models, tmp_path)
     try:
         assert started.wait(240), "".join(lines)
         servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
@@ -127,19 +127,18 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
     assert not alive, [c.cmdline() for c in alive]
 
 
-# Only the guard is killed here. Killing the uvicorn server itself leaves the run waiting on the
-# dead API for over 10 minutes (Prefect's client and its SIGTERM handler both wait on it): a known
-# defect, not yet fixed (the run should end in one line when its temporary server dies).
-@pytest.mark.parametrize("target", ["guard"])
-def test_a_sigkilled_prefect_server_leaves_no_process_running(tiny_models, tmp_path, target):
+@pytest.mark.parametrize("target", ["guard", "server"])
+def test_a_sigkilled_prefect_server_ends_the_run_in_one_line_and_leaves_no_process(
+        tiny_models, tmp_path, target):
     # The child SIGKILLed this time, not the run: the process Prefect started as its temporary server
-    # (the guard) or the uvicorn server the guard runs. Once the run has ended, nothing it started
-    # may be left: a guard killed outright used to leave its server running, orphaned.
+    # (the guard) or the uvicorn server the guard runs. The run used to wait on the dead API for
+    # over ten minutes (the client retries each call); it now ends at once, in one line that says
+    # what happened and how to resume, and nothing it started is left running.
     import signal
 
     import psutil
 
-    proc, lines, started = _run_in_background(tiny_models, tmp_path)
+    proc, lines, started, reader = _run_in_background(tiny_models, tmp_path)
     try:
         assert started.wait(600), "".join(lines)
         tree = psutil.Process(proc.pid).children(recursive=True)
@@ -147,18 +146,49 @@ def test_a_sigkilled_prefect_server_leaves_no_process_running(tiny_models, tmp_p
         server = [c for c in tree if c not in guard and "prefect.server" in " ".join(c.cmdline())]
         assert len(guard) == 1 and len(server) == 1, [c.cmdline() for c in tree]
         (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
-        proc.wait(timeout=600)  # the run ends (its API is gone) rather than waiting for it forever
+        code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     _gone, alive = psutil.wait_procs(tree, timeout=30)
     assert not alive, [c.cmdline() for c in alive]
+    reader.join(30)  # the last lines, read once the run has ended
+    out = "".join(lines)
+    assert code == 2, out[-3000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("error: Prefect's temporary server ended (exit code "), out[-3000:]
+    assert f"the stages already finished are kept in {tmp_path}" in last
+    assert "Run the same command to resume: " in last and " run " in last
 
 
-def _run_in_background(tiny_models, tmp_path):
+def test_ctrl_c_ends_the_run_and_leaves_no_process(tiny_models, tmp_path):
+    # A Ctrl-C at the terminal goes to the whole foreground process group. Prefect's temporary server
+    # runs in a session of its own (its guard), so the run can still report its stop to it; then
+    # the run's exit stops it. Nothing is left either way.
+    import signal
+
+    import psutil
+
+    proc, lines, started, _reader = _run_in_background(tiny_models, tmp_path, own_group=True)
+    try:
+        assert started.wait(600), "".join(lines)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert any("judgebias.flows.runtime.server_guard" in " ".join(c.cmdline()) for c in tree)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _gone, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
+    assert code == 130, "".join(lines)[-3000:]  # docs/pipeline.md: 130 for Ctrl-C
+
+
+def _run_in_background(tiny_models, tmp_path, own_group: bool = False):
     """``judgebias run`` on the tiny config without ablations, against Prefect's temporary server,
-    its output collected by a thread: the process, its lines so far, and an event set once its first
-    subflow has begun."""
+    its output collected by a thread: the process, its lines so far, an event set once its first
+    subflow has begun, and the reading thread. ``own_group``: the run leads a process group of its
+    own, as a command typed at a terminal does."""
     import subprocess
     import threading
 
@@ -170,7 +200,7 @@ def _run_in_background(tiny_models, tmp_path):
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, start_new_session=own_group)
     lines: list[str] = []
     started = threading.Event()
 
@@ -180,5 +210,6 @@ def _run_in_background(tiny_models, tmp_path):
             if "Beginning subflow run" in line:
                 started.set()
 
-    threading.Thread(target=read, daemon=True).start()
-    return proc, lines, started
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return proc, lines, started, reader

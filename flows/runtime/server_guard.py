@@ -8,6 +8,14 @@ small guard process instead: it runs the server as its own child, forwards SIGTE
 and stops it as soon as the process that started the guard is gone. On Linux the server also dies
 with the guard itself (a SIGKILLed guard, which Prefect sees as its server process).
 
+The other way round, a server that dies while the run goes on (killed, out of memory) leaves the
+run talking to a dead API: Prefect's client retries every call and the run hung for over ten
+minutes before it ended. The run process watches the guard and, when it ends without Prefect
+having asked it to, calls the command's handler at once (``on_server_lost``), which says so in one
+line and ends the run; finished stages are in the run folder, so the same command resumes.
+The guard runs in a session of its own, so a Ctrl-C at the terminal reaches the run, which reports
+its stop to a server still there, and not the server.
+
     python -m judgebias.flows.runtime.server_guard PARENT_PID -- COMMAND...
 """
 
@@ -17,7 +25,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 POLL_S = 0.5
 GRACE_S = 10.0
@@ -65,33 +75,87 @@ def main(argv: list[str]) -> int:
         time.sleep(POLL_S)
 
 
+# uvicorn's exit code when the port is taken: Prefect starts another server on another port.
+_PORT_TAKEN = 3
+
+
+class _Guard(subprocess.Popen):
+    """The guard's process as Prefect holds it: a stop Prefect asks for (``terminate``/``kill``
+    both go through ``send_signal``) is told apart from a death nobody asked for."""
+
+    def __init__(self, *args, **kwargs):
+        self.stop_requested = False
+        super().__init__(*args, **kwargs)
+
+    def send_signal(self, sig: int) -> None:
+        self.stop_requested = True
+        super().send_signal(sig)
+
+
 class _GuardedSubprocess:
     """The ``subprocess`` module as Prefect's server module sees it: ``Popen`` runs the command under
-    the guard; everything else is the real module."""
+    the guard, in a session of its own, watched by a thread; everything else is the real module."""
+
+    def __init__(self, on_lost: Callable[[int], None] | None) -> None:
+        self.on_lost = on_lost
 
     def __getattr__(self, name: str):
         return getattr(subprocess, name)
 
-    @staticmethod
-    def Popen(args, **kwargs):
+    def Popen(self, args, **kwargs):
         guard = [sys.executable, "-m", "judgebias.flows.runtime.server_guard", str(os.getpid()), "--"]
-        return subprocess.Popen([*guard, *args], **kwargs)
+        proc = _Guard([*guard, *args], start_new_session=True, **kwargs)
+        if self.on_lost is not None:
+            threading.Thread(target=self._watch, args=(proc,), name="prefect-server-watch",
+                             daemon=True).start()
+        return proc
+
+    def _watch(self, proc: _Guard) -> None:
+        code = proc.wait()
+        if not proc.stop_requested and code != _PORT_TAKEN and self.on_lost is not None:
+            self.on_lost(code)
 
 
-def guard_temporary_server() -> bool:
-    """Make Prefect start its temporary server under the guard (idempotent). False when this
-    Prefect version starts it some other way, in which case nothing changes."""
+def guard_temporary_server(on_server_lost: Callable[[int], None] | None = None) -> bool:
+    """Make Prefect start its temporary server under the guard. ``on_server_lost(exit_code)`` is
+    called from a watching thread when a server this process started ends without Prefect asking
+    (the latest call's handler counts). False when this Prefect version starts its server some other
+    way, in which case nothing changes."""
     try:
         from prefect.server.api import server
     except ImportError:
         return False
     current = getattr(server, "subprocess", None)
     if isinstance(current, _GuardedSubprocess):
+        current.on_lost = on_server_lost
         return True
     if current is not subprocess or not hasattr(server, "SubprocessASGIServer"):
         return False
-    server.subprocess = _GuardedSubprocess()
+    server.subprocess = _GuardedSubprocess(on_server_lost)
     return True
+
+
+def end_this_process(message: str, code: int) -> None:
+    """For an ``on_server_lost`` handler: print ``message`` to stderr, stop this process's children
+    (SIGTERM, then SIGKILL after a grace period) and exit with ``code`` at once, from any thread.
+    Nothing is left to unwind: the main thread is stuck in the client's retries, and what the run
+    finished is already on disk, as after a SIGKILL."""
+    print(message, file=sys.stderr, flush=True)
+    try:
+        import psutil
+    except ImportError:  # psutil comes with accelerate and distributed; without it, the exit alone
+        os._exit(code)
+    try:
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            child.terminate()
+        _gone, alive = psutil.wait_procs(children, timeout=GRACE_S)
+        for child in alive:
+            child.kill()
+    except psutil.Error:
+        pass  # a child that ended meanwhile
+    finally:
+        os._exit(code)
 
 
 if __name__ == "__main__":

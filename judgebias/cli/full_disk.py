@@ -1,6 +1,7 @@
-"""A command that fills the disk ends in one line, not in Prefect's tracebacks: what was being
-written, what is kept, and the command that resumes (the same one: finished stages are read back
-from the run folder, finished model calls from the call cache)."""
+"""A command that fills the disk, or loses Prefect's temporary server, ends in one line, not in
+Prefect's tracebacks (or a hang): what happened, what is kept, and the command that resumes (the
+same one: finished stages are read back from the run folder, finished model calls from the call
+cache)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,23 @@ def line(exc: BaseException) -> str | None:
     then = "to resume" if _KEPT else "again"
     text = "; ".join(parts) + f". Free some space, then run the same command {then}: {resume_command()}"
     return terminal_safe(text)  # paths and arguments are the user's: no terminal escapes
+
+
+def end_when_prefect_server_is_lost() -> None:
+    """Run Prefect's temporary server under its guard; should the server end while this command
+    runs, end the command at once (exit 2, a service down) with one line instead of hanging on the
+    dead API."""
+    from judgebias.display import terminal_safe
+    from judgebias.flows.runtime.server_guard import end_this_process, guard_temporary_server
+
+    def lost(code: int) -> None:
+        parts = [f"error: Prefect's temporary server ended (exit code {code}) while the command ran"]
+        parts += _KEPT
+        then = "to resume" if _KEPT else "again"
+        end_this_process(terminal_safe("; ".join(parts) + f". Run the same command {then}: "
+                                       f"{resume_command()}"), 2)
+
+    guard_temporary_server(lost)
 
 
 def hide_prefect_reports() -> None:

@@ -97,9 +97,8 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     start = time.perf_counter()
     typer.echo(f"experiment {cfg.name!r}: run folder {cfg.run_path()} (config hash {cfg.config_hash()})")
     typer.echo(plan(cfg))
-    from judgebias.flows.runtime.server_guard import guard_temporary_server
-
-    guard_temporary_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
+    # A SIGKILLed run must not leave Prefect's temporary server behind, nor a dead server the run.
+    full_disk.end_when_prefect_server_is_lost()
     if threads:
         import torch
 

@@ -29,9 +29,9 @@ def watch_cmd(
     from judgebias.flows.runtime.environment import prepare
 
     prepare(Path.cwd())
-    from judgebias.flows.runtime.server_guard import guard_temporary_server
+    from judgebias.cli import full_disk
 
-    guard_temporary_server()
+    full_disk.end_when_prefect_server_is_lost()
     from judgebias.flows.watch import CHANGED_STATE, watch_judge
 
     state = watch_judge(path, mlflow, return_state=True)
