@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -11,16 +12,45 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """SIGTERM (servers started from scripts ignore SIGINT), then SIGKILL after ``grace`` seconds."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
+def _leads_group(proc: subprocess.Popen) -> bool:
     try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:  # reaped already
+        return False
+
+
+def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:
+    """``sig`` to the process, or to its whole process group (``running`` starts each server in a
+    session of its own): `mlflow server` runs uvicorn as a child, which a signal to the parent
+    alone left running, orphaned."""
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        elif proc.poll() is None:
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing of it is left
+
+
+def stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
+    """SIGTERM (servers started from scripts ignore SIGINT), then SIGKILL after ``grace`` seconds;
+    to the server's whole process group where it leads one, the rest of which is SIGKILLed once
+    the server has ended."""
+    group = _leads_group(proc)
+    if proc.poll() is None:
+        _signal(proc, signal.SIGTERM, group)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL, group)
+            proc.wait(10)
+    if group:
+        _signal(proc, signal.SIGKILL, group)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to a server and everything in its process group (a crash, as a test injects it)."""
+    _signal(proc, signal.SIGKILL, _leads_group(proc))
 
 
 def wait_healthy(health_url: str, proc: subprocess.Popen, log: Path, what: str,

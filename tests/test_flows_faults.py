@@ -127,26 +127,31 @@ def test_sigkilled_run_takes_prefects_temporary_server_down(tiny_models, tmp_pat
     assert not alive, [c.cmdline() for c in alive]
 
 
-@pytest.mark.parametrize("target", ["guard", "server"])
-def test_a_sigkilled_prefect_server_ends_the_run_in_one_line_and_leaves_no_process(
+@pytest.mark.parametrize("target", ["guard", "server", "ctrl-c"])
+def test_a_killed_prefect_server_or_a_ctrl_c_ends_the_run_and_leaves_no_process(
         tiny_models, tmp_path, target):
-    # The child SIGKILLed this time, not the run: the process Prefect started as its temporary server
-    # (the guard) or the uvicorn server the guard runs. The run used to wait on the dead API for
-    # over ten minutes (the client retries each call); it now ends at once, in one line that says
-    # what happened and how to resume, and nothing it started is left running.
+    # guard, server: the child SIGKILLed, not the run: the process Prefect started as its temporary
+    # server (the guard) or the uvicorn server the guard runs. The run used to wait on the dead API
+    # for over ten minutes (the client retries each call); it now ends at once, in one line that
+    # says what happened and how to resume. ctrl-c: a Ctrl-C at the terminal goes to the whole
+    # foreground process group; the server runs in a session of its own (its guard), so the run can
+    # still report its stop to it, and the run's exit stops it. Nothing is left in any case.
     import signal
 
     import psutil
 
-    proc, lines, started, reader = _run_in_background(tiny_models, tmp_path)
+    proc, lines, started, reader = _run_in_background(tiny_models, tmp_path, own_group=target == "ctrl-c")
     try:
         assert started.wait(600), "".join(lines)
         tree = psutil.Process(proc.pid).children(recursive=True)
         guard = [c for c in tree if "judgebias.flows.runtime.server_guard" in " ".join(c.cmdline())]
         server = [c for c in tree if c not in guard and "prefect.server" in " ".join(c.cmdline())]
         assert len(guard) == 1 and len(server) == 1, [c.cmdline() for c in tree]
-        (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
-        code = proc.wait(timeout=60)
+        if target == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            (guard if target == "guard" else server)[0].send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -154,34 +159,14 @@ def test_a_sigkilled_prefect_server_ends_the_run_in_one_line_and_leaves_no_proce
     assert not alive, [c.cmdline() for c in alive]
     reader.join(30)  # the last lines, read once the run has ended
     out = "".join(lines)
+    if target == "ctrl-c":
+        assert code == 130, out[-3000:]  # docs/pipeline.md: 130 for Ctrl-C
+        return
     assert code == 2, out[-3000:]
     last = out.strip().splitlines()[-1]
     assert last.startswith("error: Prefect's temporary server ended (exit code "), out[-3000:]
     assert f"the stages already finished are kept in {tmp_path}" in last
     assert "Run the same command to resume: " in last and " run " in last
-
-
-def test_ctrl_c_ends_the_run_and_leaves_no_process(tiny_models, tmp_path):
-    # A Ctrl-C at the terminal goes to the whole foreground process group. Prefect's temporary server
-    # runs in a session of its own (its guard), so the run can still report its stop to it; then
-    # the run's exit stops it. Nothing is left either way.
-    import signal
-
-    import psutil
-
-    proc, lines, started, _reader = _run_in_background(tiny_models, tmp_path, own_group=True)
-    try:
-        assert started.wait(600), "".join(lines)
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        assert any("judgebias.flows.runtime.server_guard" in " ".join(c.cmdline()) for c in tree)
-        os.killpg(proc.pid, signal.SIGINT)
-        code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _gone, alive = psutil.wait_procs(tree, timeout=30)
-    assert not alive, [c.cmdline() for c in alive]
-    assert code == 130, "".join(lines)[-3000:]  # docs/pipeline.md: 130 for Ctrl-C
 
 
 def _run_in_background(tiny_models, tmp_path, own_group: bool = False):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import free_port
 from fault_proxy import fault_proxy
-from servers import running
+from servers import kill_group, running
 
 pytestmark = pytest.mark.server
 
@@ -74,7 +74,7 @@ def _one_line_error(done: subprocess.CompletedProcess, server: str) -> str:
 def test_a_server_killed_while_traces_are_logged_ends_the_command_in_one_line(mlflow_server, tmp_path):
     uri, proc = mlflow_server
     table = _table(tmp_path / "t.jsonl")
-    with fault_proxy(uri, kill_on="/traces", kill=proc.kill) as proxy:
+    with fault_proxy(uri, kill_on="/traces", kill=lambda: kill_group(proc)) as proxy:
         done = _analyze(table, tmp_path / "m.json", proxy["url"], "--traces")
     assert proxy["killed"], (proxy["seen"], done.stderr[-3000:])
     _one_line_error(done, proxy["url"])
