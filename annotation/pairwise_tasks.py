@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from judgebias.annotation.markup import markdown_html, with_style
 from judgebias.annotation.store import Label, PushedTask
 
 CHOICE_FIELD = "preference"
@@ -27,14 +28,13 @@ INSTRUCTIONS = (
     "neither answers the prompt acceptably.</li>"
     "<li>Keys: <b>1</b> Response 1, <b>2</b> Response 2, <b>3</b> Tie, <b>4</b> Both bad; the reason "
     "is optional and is saved with your choice.</li>"
-    "<li>This task has no regions: collapse the Regions / Relations panel on the right (the arrow on "
-    "its header) to give the responses the full width; your browser remembers it.</li>"
     "</ul><p>Your choices are used to measure how far an automatic judge can be trusted.</p>"
 )
 
 
 def labeling_config() -> str:
-    return resources.files("judgebias.annotation").joinpath("labeling_config.xml").read_text(encoding="utf-8")
+    return with_style(resources.files("judgebias.annotation").joinpath("labeling_config.xml")
+                      .read_text(encoding="utf-8"))
 
 
 
@@ -55,7 +55,11 @@ def task_data(row, swapped: bool) -> dict[str, str]:
     """The task payload: prompt, the two responses in shown order and the opaque pair key. Nothing else,
     so no generator or judge name can reach an annotator."""
     left, right = (row.response_b, row.response_a) if swapped else (row.response_a, row.response_b)
-    return {"prompt": row.prompt, "left": left, "right": right, "pair_key": row.pair_key}
+    # The raw texts stay (the shown order is read back from "left"); the config shows the *_html
+    # renderings, markdown made readable and inert (judgebias.annotation.markup).
+    return {"prompt": row.prompt, "left": left, "right": right, "pair_key": row.pair_key,
+            **{f"{k}_html": markdown_html(v) for k, v in (("prompt", row.prompt), ("left", left),
+                                                          ("right", right))}}
 
 
 def canonical_time(value: Any) -> str:

@@ -33,6 +33,7 @@ from judgebias.annotation.labelstudio import (
     ServerSettings,
     canonical_time,
 )
+from judgebias.annotation.markup import markdown_html, with_style
 from judgebias.annotation.store import Ledger, PushedTask, UpsertCounts
 from judgebias.tables.pairwise import Exclusions
 
@@ -82,7 +83,7 @@ def rating_config(scale_min: int, scale_max: int) -> str:
         f'    <Choice value="{k}"' + (f' hotkey="{k}"' if keys else "") + "/>"
         for k in range(scale_min, scale_max + 1))
     text = resources.files("judgebias.annotation").joinpath("rating_config.xml").read_text(encoding="utf-8")
-    return text.replace("<!-- CHOICES -->", choices)
+    return with_style(text.replace("<!-- CHOICES -->", choices))
 
 
 def default_rubric(criterion: str, scale_min: int, scale_max: int) -> str:
@@ -234,8 +235,11 @@ class RatingClient(LabelStudioClient):
         if len(rows):
             # Only what is shown and the opaque key, as for pairs: Label Studio's Data Manager can list
             # a task's meta, and a judge's score (or name) there could anchor a rater.
+            # The raw texts and, shown by the config, their markdown made readable and inert.
             payload = [{"data": {"prompt": r.prompt, "response": r.response, "rubric": r.rubric,
-                                 "pair_key": r.item_key}}
+                                 "pair_key": r.item_key,
+                                 **{f"{k}_html": markdown_html(getattr(r, k))
+                                    for k in ("prompt", "response", "rubric")}}}
                        for r in rows.itertuples()]
             self._call("importing tasks", self._ls.projects.import_tasks, id=project_id, request=payload)
             on_server = self._oldest_tasks(project_id, set(rows["item_key"]))

@@ -52,7 +52,9 @@ def test_task_data_shows_only_texts():
             }
         ]
     ).iloc[0]
-    assert task_data(row, swapped=True) == {"prompt": "P", "left": "RB", "right": "RA", "pair_key": "pk-1"}
+    assert task_data(row, swapped=True) == {"prompt": "P", "left": "RB", "right": "RA", "pair_key": "pk-1",
+                                            "prompt_html": "<p>P</p>\n", "left_html": "<p>RB</p>\n",
+                                            "right_html": "<p>RA</p>\n"}
 
 
 def test_parse_annotation_recorded_payload():

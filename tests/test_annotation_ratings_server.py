@@ -75,7 +75,8 @@ def test_push_rate_pull_recompute_against_real_server(ls_server, tmp_path, monke
     # The task carries what is shown and the opaque key, nothing a rater could read a score or a
     # judge's name from (in data or meta: the Data Manager can list both); the ledger keeps the rest.
     first = sdk.tasks.get(id=int(tasks["task_id"].iloc[0]))
-    assert not first.meta and set(first.data) == {"prompt", "response", "rubric", "pair_key"}
+    assert not first.meta and set(first.data) == {"prompt", "response", "rubric", "pair_key",
+                                                      "prompt_html", "response_html", "rubric_html"}
     assert "helpfulness" in first.data["rubric"] and "1 (worst) to 5 (best)" in first.data["rubric"]
     users = {"u1": sdk.users.whoami().id, "u2": annotator(sdk, "annotator2")}
     drawn = sorted(tasks.index, key=lambda u: int(u[1:]))

@@ -73,7 +73,8 @@ def test_push_pull_recompute_against_real_server(world, ls_server, monkeypatch, 
     tasks = list(sdk.tasks.list(project=first.project_id))
     assert len(tasks) == 6
     for t in tasks:  # annotators see texts only: no generator or judge name travels with a task
-        assert set(t.data) == {"prompt", "left", "right", "pair_key"}
+        assert set(t.data) == {"prompt", "left", "right", "pair_key",
+                               "prompt_html", "left_html", "right_html"}
         assert not {"J", "X", "Y", "G1", "G2"} & set(t.data.values())
     swaps = ledger.tasks()["swapped"]
     assert 0 < swaps.sum() < 6  # the seeded swap really shows some pairs B-first

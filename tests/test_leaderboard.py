@@ -149,6 +149,19 @@ def test_p_top_differs_counts_resamples():
     assert rank_change(before, after)["p_top_differs"] == 0.25
 
 
+def test_rank_intervals_are_the_quantiles_of_the_bootstrap_ranks_by_hand():
+    # 40 resamples of a > b > c: 38 keep that order, one swaps a and b (ranks 2, 1, 3), one swaps b
+    # and c (ranks 1, 3, 2). Each model's ranks over the 40, with the inverted-CDF quantiles at 2.5%
+    # (F(x) >= 1/40) and 97.5% (F(x) >= 39/40):
+    #   a: 39 x 1, 1 x 2            -> F(1) = 39/40        -> [1, 1]
+    #   b: 1 x 1, 38 x 2, 1 x 3     -> F(1) = 1/40, F(2) = 39/40 -> [1, 2]
+    #   c: 1 x 2, 39 x 3            -> F(2) = 1/40         -> [2, 3]
+    boot = np.array([[1.0, 0.0, -1.0]] * 38 + [[0.0, 1.0, -1.0], [1.0, -1.0, 0.0]])
+    fit = bt.BTFit(("a", "b", "c"), (), np.array([1.0, 0.0, -1.0]), boot, 40, "")
+    got = {r["model"]: (r["rank"], r["rank_ci_low"], r["rank_ci_high"]) for r in bt.ranking_records(fit)}
+    assert got == {"a": (1, 1, 1), "b": (2, 1, 2), "c": (3, 2, 3)}
+
+
 def test_bradley_terry_matches_a_direct_statsmodels_fit():
     import statsmodels.api as sm
 

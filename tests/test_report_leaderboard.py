@@ -97,3 +97,38 @@ def test_console_report_lines_say_the_recommendation(board, tmp_path):
     store.write_json(RunLayout().leaderboard, board)
     lines = leaderboard_lines(store)
     assert lines[1].startswith("leaderboard of the generators") and "Recommended rater: j1" in lines[2]
+
+
+def test_captions_say_what_each_plot_shows_and_the_rank_chart_draws_rank_intervals(board, tmp_path):
+    from judgebias.reporting.plots_leaderboard import (
+        leaderboard_figures,
+        rank_change_chart,
+        save_leaderboard_figures,
+    )
+    from judgebias.reporting.report_card_leaderboard import leaderboard_html, leaderboard_markdown
+
+    plots = tmp_path / "lbplots"
+    save_leaderboard_figures(leaderboard_figures(board), plots)
+    pngs = {p.stem: p.read_bytes() for p in plots.glob("*.png")}
+    page = leaderboard_html(board, pngs)
+    captions = page.split("<figcaption>")[1:]
+    assert len(captions) == 2
+    forest, ranks = (c[:c.index("</figcaption>")] for c in captions)
+    # Words, not the file name: the population, the method, n and the bootstrap's clusters.
+    assert "leaderboard_forest" not in forest and "leaderboard_ranks" not in ranks
+    assert "Bradley-Terry strengths" in forest and "3 generators" in forest
+    assert "n = 24 comparisons" in forest and "50 resamples of the pairs (24 clusters)" in forest
+    assert ranks.startswith("j1: the rank") and "95% rank intervals" in ranks
+    assert "raw 24" in ranks and "human 24" in ranks and "(24 clusters)" in ranks
+    md = leaderboard_markdown(board, {stem: f"lbplots/{stem}.png" for stem in pngs})
+    assert "*j1: the rank (1 = strongest)" in md
+    # The chart's vertical bars span each model's rank interval, per column.
+    fig = rank_change_chart(board, "j1")
+    spans = set()
+    for coll in fig.axes[0].collections:
+        for seg in coll.get_segments():
+            if len(seg) == 2 and seg[0][0] == seg[1][0]:
+                spans.add((round(seg[0][1]), round(seg[1][1])))
+    want = {(r["rank_ci_low"], r["rank_ci_high"]) for r in board["rankings"]["raw"]["j1"]}
+    assert want <= spans
+    assert any(lo < hi for lo, hi in want)  # at least one interval is wider than a point

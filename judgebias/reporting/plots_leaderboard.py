@@ -1,7 +1,8 @@
 """The leaderboard's pictures, drawn from ``judgebias.reporting.leaderboard.leaderboard`` output (pure: data
 in, matplotlib Figure out, as in ``judgebias.reporting.plots``): a forest plot of the strengths with their 95%
 intervals, one column per variant and one row per rater, and a rank-change chart (raw rank to each
-variant's rank, one line per model). Names from data go through ``plots.label`` (escaped, cut)."""
+variant's rank, one line per model, each rank with its 95% rank interval). Names from data go through
+``plots.label`` (escaped, cut)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ def forest_plot(result: Mapping[str, Any]) -> Figure:
 
 
 def rank_change_chart(result: Mapping[str, Any], rater: str) -> Figure:
-    """Rank of each model under raw (left) and each variant of ``rater`` plus the humans' (right);
-    a model a variant does not rank leaves a gap."""
+    """Rank of each model under raw (left) and each variant of ``rater`` plus the humans' (right), each
+    point with its 95% rank interval as a vertical bar; a model a variant does not rank leaves a gap."""
     columns = [(v, rater) for v in result["rankings"] if rater in result["rankings"][v]]
     if result.get("human") and rater != "human":
         columns.append(("human", "human"))
@@ -80,17 +81,31 @@ def rank_change_chart(result: Mapping[str, Any], rater: str) -> Figure:
     if len(columns) < 2:
         raise ValueError(f"{rater}: fewer than two rankings to compare")
     models = result["models"]
+    # Each model's points sit slightly apart within a column so that overlapping rank intervals of
+    # different models stay distinguishable.
+    spread = min(0.3, 0.06 * len(models))
+    shifts = np.linspace(-spread / 2, spread / 2, len(models)) if len(models) > 1 else np.zeros(1)
     fig = Figure(figsize=(max(6.0, 1.5 * len(columns) + 2.5), max(3.5, 0.45 * len(models) + 1.5)), dpi=DPI,
                  layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     for j, model in enumerate(models):
-        pos = [next((r["rank"] for r in result["rankings"][v][who] if r["model"] == model), np.nan)
-               for v, who in columns]
-        line, = ax.plot(range(len(columns)), pos, marker="o", color=f"C{j % 10}")
+        recs = [next((r for r in result["rankings"][v][who] if r["model"] == model), None)
+                for v, who in columns]
+        pos = [r["rank"] if r else np.nan for r in recs]
+        x = np.arange(len(columns)) + shifts[j]
+        line, = ax.plot(x, pos, marker="o", color=f"C{j % 10}")
+        # The 95% rank interval: the 2.5% / 97.5% quantiles of the model's rank over the resamples.
+        drawn = [k for k, r in enumerate(recs) if r]
+        lo = np.array([recs[k]["rank_ci_low"] for k in drawn], dtype=float)
+        hi = np.array([recs[k]["rank_ci_high"] for k in drawn], dtype=float)
+        at = np.array([pos[k] for k in drawn], dtype=float)
+        ax.errorbar(x[drawn], at, yerr=[np.clip(at - lo, 0, None), np.clip(hi - at, 0, None)], fmt="none",
+                    ecolor=line.get_color(), elinewidth=1.2, capsize=3, alpha=0.6)
         first = next((k for k, p in enumerate(pos) if not np.isnan(p)), None)
         if first is not None:
-            ax.annotate(label(model), (first, pos[first]), xytext=(-6, 0), textcoords="offset points",
-                        ha="right", va="center", fontsize=7, color=line.get_color())
+            ax.annotate(label(model), (first - spread / 2, pos[first]), xytext=(-6, 0),
+                        textcoords="offset points", ha="right", va="center", fontsize=7,
+                        color=line.get_color())
     names = []
     for v, who in columns:
         n = len(result["rankings"][v][who])
@@ -101,7 +116,7 @@ def rank_change_chart(result: Mapping[str, Any], rater: str) -> Figure:
     ax.set_ylim(len(models) + 0.5, 0.5)
     ax.set_yticks(range(1, len(models) + 1))
     ax.set_ylabel("rank (1 = strongest)")
-    ax.set_title(f"Rank per variant: {label(rater)}", fontsize=10)
+    ax.set_title(f"Rank per variant with 95% rank intervals: {label(rater)}", fontsize=10)
     return fig
 
 

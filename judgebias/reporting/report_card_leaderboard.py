@@ -10,7 +10,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from judgebias.display import markdown_safe
+from judgebias.display import file_stem, markdown_safe
 
 TITLE = "Leaderboard of the generators"
 FOREST = "leaderboard_forest"
@@ -76,6 +76,41 @@ def agreement_rows(result: Mapping[str, Any]) -> list[list[str]]:
             for rater, a in per.items() if "not_computed" not in a]
 
 
+def _n_text(ns: list[int]) -> str:
+    return f"n = {ns[0]} comparisons" if min(ns) == max(ns) else f"n = {min(ns)} to {max(ns)} comparisons"
+
+
+def figure_caption(stem: str, result: Mapping[str, Any]) -> str:
+    """What the leaderboard figure saved as ``<stem>.png`` shows, in words: the population (the
+    generators and the comparisons each fit used), the method, the intervals' bootstrap (resamples,
+    clusters); a stem it does not know is described by its words."""
+    settings = result.get("settings") or {}
+    details = result.get("details") or {}
+    rankings = result.get("rankings") or {}
+    boot = settings.get("bootstrap") or "a seeded bootstrap"
+    n_models = len(result.get("models") or [])
+    if stem == FOREST:
+        ns = [d["n"] for per in details.values() for d in per.values() if isinstance(d.get("n"), int)]
+        size = f", each fit on {_n_text(ns)}" if ns else ""
+        return (f"Bradley-Terry strengths (log-odds, mean 0) of the {n_models} generators under each variant "
+                f"(one column each), one colour per rater (judges, panel, humans){size}; bars: 95% "
+                f"percentile intervals from {boot}.")
+    for rater in rankings.get("raw", {}):
+        if stem not in (f"leaderboard_ranks_{rater}", file_stem(f"leaderboard_ranks_{rater}")):
+            continue
+        # The chart's columns: the rater's own variants, then the panel's and the humans' rankings.
+        columns = [(v, rater) for v in rankings if rater in rankings[v]]
+        columns += [(v, v) for v in ("panel", "human") if v != rater and rankings.get(v, {}).get(v)]
+        per = [f"{v} {details[v][who]['n']}" for v, who in columns
+               if isinstance(details.get(v, {}).get(who, {}).get("n"), int)]
+        size = f" (comparisons per fit: {', '.join(per)})" if per else ""
+        return (f"{rater}: the rank (1 = strongest) of each of the {n_models} generators under its raw "
+                f"Bradley-Terry ranking and each bias-correcting variant{size}, beside the panel's and the "
+                f"humans' where present; bars: 95% rank intervals, the 2.5% and 97.5% quantiles of the "
+                f"generator's rank over {boot}.")
+    return "Figure: " + stem.replace("_", " ")
+
+
 def _ordered_plots(plots: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return sorted(plots.items(), key=lambda kv: (kv[0] != FOREST, kv[0]))
 
@@ -106,7 +141,7 @@ def leaderboard_html(result: Mapping[str, Any], plots: Mapping[str, bytes]) -> s
     for name, png in _ordered_plots(plots):
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{e(name)}</figcaption></figure>")
+                     f"<figcaption>{e(figure_caption(name, result))}</figcaption></figure>")
     return "\n".join(parts)
 
 
@@ -130,5 +165,5 @@ def leaderboard_markdown(result: Mapping[str, Any], plots: Mapping[str, str]) ->
         lines += ["### Agreement with the human ranking", "",
                   *table(AGREE, agreement_rows(result))]
     for name, path in _ordered_plots(plots):
-        lines += [f"![{s(name)}](<{path}>)", ""]
+        lines += [f"![{s(name)}](<{path}>)", "", f"*{s(figure_caption(name, result))}*", ""]
     return "\n".join(lines)
