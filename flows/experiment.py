@@ -144,32 +144,44 @@ def finetune_ablation(cfg: ExperimentConfig, run_dir: str | None = None) -> dict
     return t.compare_finetune(cfg, store, state["table"], after)
 
 
+def probe_stages(cfg: ExperimentConfig, store, probe: str) -> dict:
+    """A probe declared to run on the main run's pairs (``judgebias.parts.PairwiseProbe``): its
+    pairs derived from the main run's, judged again by each pairwise judge in its folder (with its
+    template, if it names one), then its result from the judgments before and after."""
+    runs = parts.declared(probe).runs
+    if runs is None:
+        raise ValueError(f"part {probe!r} does not run on the main run's pairs")
+    state = main_stages(cfg, store)
+    probe_pairs = t.probe_pairs(cfg, store, probe, state["pairs"])
+    variant, template = RunLayout.of(probe, cfg), runs.template or None
+    judges = [j.name for j in cfg.pairwise_judges()]
+    if parts.PROBE_JUDGE in probe_pairs.columns:  # each judge asked its own rows (none: not asked)
+        asked = {j: stages.pairs_for(probe_pairs, j) for j in judges}
+        after = {j: t.judge_pairs(cfg, store, j, rows, variant=variant, template=template)
+                 for j, rows in asked.items() if len(rows)}
+    else:
+        after = each(t.judge_pairs, judges, cfg, store, probe_pairs, variant=variant, template=template)
+    return t.probe_result(cfg, store, probe, state["judgments"], after, probe_pairs)
+
+
+@flow(name="pairwise_probe", flow_run_name="probe-{probe}", log_prints=True, task_runner=SEQUENTIAL)
+def pairwise_probe(cfg: ExperimentConfig, probe: str, run_dir: str | None = None) -> dict:
+    """Any probe ``judgebias.parts`` declares to run on the main run's pairs (``probe_stages``)."""
+    return probe_stages(cfg, _store(cfg, run_dir), probe)
+
+
 @flow(name="perturbation_probe", log_prints=True, task_runner=SEQUENTIAL)
 def perturbation_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     """CALM: each configured perturbation added to one side of the pairs, judged again in both
-    orders; robustness rate and shift toward the perturbed side per judge."""
-    store = _store(cfg, run_dir)
-    state = main_stages(cfg, store)
-    perturbed = t.perturbed_pairs(cfg, store, state["pairs"])
-    after = each(t.judge_pairs, [j.name for j in cfg.pairwise_judges()], cfg, store, perturbed,
-                 variant=RunLayout.perturbation(cfg))
-    return t.perturbation_report(cfg, store, state["judgments"], after, perturbed)
+    orders; robustness rate and shift toward the perturbed side per judge (``pairwise_probe``)."""
+    return probe_stages(cfg, _store(cfg, run_dir), "perturbations")
 
 
 @flow(name="self_recognition_probe", log_prints=True, task_runner=SEQUENTIAL)
 def self_recognition_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     """Panickssery et al.: each judge asked which answer of a pair it wrote, on the pairs holding
-    exactly one of its own; related to its preference on the same pairs."""
-    store = _store(cfg, run_dir)
-    state = main_stages(cfg, store)
-    variant = RunLayout.recognition(cfg)
-    recognised = {}
-    for j in cfg.pairwise_judges():
-        pairs = stages.recognition_pairs(cfg, state["pairs"], j.name)
-        if len(pairs):
-            recognised[j.name] = t.judge_pairs(cfg, store, j.name, pairs, variant=variant,
-                                               template=stages.RECOGNITION_TEMPLATE)
-    return t.recognition_report(cfg, store, recognised, state["judgments"])
+    exactly one of its own; related to its preference on the same pairs (``pairwise_probe``)."""
+    return probe_stages(cfg, _store(cfg, run_dir), "self_recognition")
 
 
 @flow(name="pointwise_judging", log_prints=True, task_runner=SEQUENTIAL)
@@ -194,12 +206,23 @@ def pointwise_probe(cfg: ExperimentConfig, run_dir: str | None = None) -> dict:
     return t.pointwise_probe_report(cfg, store, judged)
 
 
-# The subflow of each experiment part that runs after the main stages (``judgebias.parts``: whether
-# the config enables it, in which order); a part without a subflow here (the annotated table, the
-# imported data) is written by a command of its own.
+# The parts with a subflow of their own; a probe declared to run on the main run's pairs
+# (``judgebias.parts.PairwiseProbe``) runs in ``pairwise_probe``; a part with neither (the annotated
+# table, the imported data) is written by a command of its own.
 PART_FLOWS = {"style_rewrite": style_rewrite_ablation, "finetune": finetune_ablation,
-              "perturbations": perturbation_probe, "self_recognition": self_recognition_probe,
               "pointwise": pointwise_judging, "pointwise_probes": pointwise_probe}
+
+
+def runs_in_experiment(part: parts.Part) -> bool:
+    """Whether ``experiment`` runs ``part`` after the main stages (when the config enables it)."""
+    return part.name in PART_FLOWS or part.runs is not None
+
+
+def run_part(part: parts.Part, cfg: ExperimentConfig, run_dir: str | None) -> dict:
+    """``part``'s subflow on the config's task runner."""
+    if part.name in PART_FLOWS:
+        return configured(PART_FLOWS[part.name], cfg)(cfg, run_dir)
+    return configured(pairwise_probe, cfg)(cfg, part.name, run_dir)
 
 
 @flow(name="experiment", log_prints=True)
@@ -215,8 +238,8 @@ def experiment(config_path: str, overrides: dict | None = None, run_dir: str | N
     try:
         configured(main_flow, cfg)(cfg, run_dir)
         for part in parts.PARTS.values():  # in the declaration's order, each part the config enables
-            if part.name in PART_FLOWS and part.enabled(cfg):
-                configured(PART_FLOWS[part.name], cfg)(cfg, run_dir)
+            if runs_in_experiment(part) and part.enabled(cfg):
+                run_part(part, cfg, run_dir)
     finally:
         release_resident_models()  # a `serve` process must not hold the models between runs
     tracking = t.log_to_mlflow(cfg, store, os.path.abspath(config_path), started_at)

@@ -11,14 +11,20 @@ the report card's probe rows (``judgebias.reporting.report_card``) and the figur
 figures (``judgebias.metrics.registry.PROBE_FIGURES``) all read ``PARTS``; a new probe is one entry
 in ``_CATALOGUE`` below (docs/architecture.md, "Adding a probe").
 
+A probe on the main run's pairs also says how it runs (``PairwiseProbe``: the functions building its
+pairs and its result, by dotted name): one generic subflow (``judgebias.flows.experiment``) and two
+generic stages (``judgebias.stages.probes``) run every such probe, and a probe without a config class
+gets the generic section ``probes.<name>`` (``judgebias.config.stages.ProbeConfig``).
+
 Plain data only: the run layout at the bottom of the package reads it, so this module imports nothing
-of judgebias.
+of judgebias (the probes' functions are named, and imported only when the probe runs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -47,6 +53,56 @@ class PartFigure:
             raise ValueError(f"probe figure key {self.key!r} is not an identifier")
 
 
+# A probe's pairs may hold a column of this name: then each judge is asked only the rows naming it
+# (self-recognition asks each judge about the pairs holding its own answer).
+PROBE_JUDGE = "probe_judge"
+
+
+@dataclass(frozen=True)
+class PairwiseProbe:
+    """How a probe on the main run's pairs runs: its pairs derived from the main run's pairs,
+    judged again by every pairwise judge in the probe's folder, then its result computed from the
+    judgments before and after. Functions by dotted name ``"module:function"``:
+
+    - ``pairs(main_pairs, ctx: ProbeContext) -> DataFrame``: the probe's pairs (each with its own
+      ``pair_id``; a ``PROBE_JUDGE`` column restricts a row to that judge), written as the folder's
+      ``pairs.parquet``;
+    - ``result(before, after, probe_pairs, ctx) -> dict``: the folder's ``probe.json``, per judge
+      the declared figures (``Part.figures``); ``before``/``after``: the judgment tables of the main
+      run / of the probe's pairs by judge; the stage is timed under the function's name;
+    - ``plot(result) -> Figure | None`` (optional): saved as ``plots/<probe name>.png``."""
+
+    pairs: str
+    result: str
+    template: str = ""  # the judges' template while judging the probe's pairs ("": their own)
+    plot: str = ""
+
+    def __post_init__(self) -> None:
+        for what in (self.pairs, self.result, *([self.plot] if self.plot else [])):
+            module, _, name = what.partition(":")
+            if not (module and name.isidentifier()):
+                raise ValueError(f"probe function {what!r} must be 'module:function'")
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """What a ``PairwiseProbe``'s functions get besides the frames."""
+
+    name: str
+    section: Any  # its config section (``ProbeConfig``: enabled, sample, seed, options; or its own class)
+    judges: tuple[str, ...]  # the pairwise judges, in config order
+    own: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # judge -> its own generators
+
+
+def function(dotted: str) -> Callable[..., Any]:
+    """The function a declaration names as ``"module:function"``."""
+    module, _, name = dotted.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"probe function {dotted!r} cannot be imported: {exc}") from None
+
+
 @dataclass(frozen=True)
 class Part:
     """An experiment part: its variant folder is ``{prefix}-{key}/`` (``{prefix}/{key}/`` with
@@ -69,6 +125,7 @@ class Part:
     # something non-empty (the pointwise judges).
     enabled_by: str = ""
     sep: str = "-"
+    runs: PairwiseProbe | None = None  # a probe on the main run's pairs, run by the generic subflow
 
     def __post_init__(self) -> None:
         if not self.prefix or not self.prefix.replace("_", "").isalnum():
@@ -77,6 +134,8 @@ class Part:
             raise ValueError(f"part {self.name!r}: sep must be '-' or '/'")
         if self.kind == "probe" and not (self.block and self.keyed_by):
             raise ValueError(f"part {self.name!r}: a probe names its config section and key")
+        if self.runs is not None and (self.kind, self.judges) != ("probe", "pairwise"):
+            raise ValueError(f"part {self.name!r}: only a pairwise probe runs on the main run's pairs")
         keys = [f.key for f in self.figures]
         if len(set(keys)) != len(keys):
             raise ValueError(f"part {self.name!r}: a figure is declared twice")
@@ -161,7 +220,10 @@ _CATALOGUE: tuple[Part, ...] = (
                              "share of verdicts unchanged when one side gets {what}", CALM, False),
                   PartFigure("shift", "shift toward {variant}",
                              "P(perturbed side) after - before; 0 = not moved", CALM, True)),
-         params=(("perturbations", "names"), ("sample", "sample"), ("seed", "seed"))),
+         params=(("perturbations", "names"), ("sample", "sample"), ("seed", "seed")),
+         runs=PairwiseProbe("judgebias.stages.probes:perturbation_pairs",
+                            "judgebias.stages.probes:perturbation_report",
+                            plot="judgebias.stages.probes:perturbation_plot")),
     Part("self_recognition", "probe", "recognition", "self-recognition probe",
          ("probe_hash", "self_recognition"), ("probes", "self_recognition"),
          figures=(PartFigure("self_recognition", "self-recognition accuracy",
@@ -170,7 +232,10 @@ _CATALOGUE: tuple[Part, ...] = (
                   PartFigure("recognition_preference", "recognition vs self-preference (r)",
                              "per pair: confidence it wrote its answer against its preference for it",
                              PANICKSSERY, True)),
-         params=(("sample", "sample"),)),
+         params=(("sample", "sample"),),
+         # The judges asked which answer they wrote (judgebias.prompts.recognition).
+         runs=PairwiseProbe("judgebias.stages.probes:recognition_pairs",
+                            "judgebias.stages.probes:recognition_report", template="self-recognition")),
     Part("pointwise", "mode", "pointwise", "pointwise judges", ("pointwise_hash",),
          enabled_by="pointwise_judges"),
     Part("pointwise_probes", "probe", "pwprobe", "pointwise probes", ("probe_hash", "pointwise"),
@@ -228,3 +293,8 @@ def probes(judges: JudgeKind | None = None) -> tuple[Part, ...]:
 def ablations() -> tuple[Part, ...]:
     """The ablations, in declaration order."""
     return tuple(p for p in PARTS.values() if p.kind == "ablation")
+
+
+def probe_sections() -> tuple[str, ...]:
+    """The config sections under ``probes:`` of the declared probes (``probes.<name>``)."""
+    return tuple(p.block[1] for p in probes() if len(p.block) == 2 and p.block[0] == "probes")

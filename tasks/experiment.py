@@ -50,8 +50,8 @@ def sharded(task_obj, cfg) -> bool:
     return task_obj.name in _SHARDABLE and cfg.task_runner.kind == "dask"
 
 
-# A stage about one generator, judge or style takes it third; its task runs are named after it.
-SUBJECTS = ("generator", "judge", "style")
+# A stage about one generator, judge, style or probe takes it third; its task runs are named after it.
+SUBJECTS = ("generator", "judge", "style", "probe")
 
 
 def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
@@ -123,9 +123,8 @@ finetune_generator = stage_task(stages.finetune_generator)
 finetune_instructions = stage_task(stages.finetune_instructions)
 compare_finetune = stage_task(stages.compare_finetune)
 annotated_metrics = stage_task(stages.annotated_metrics)
-perturbed_pairs = stage_task(stages.perturbed_pairs)
-perturbation_report = stage_task(stages.perturbation_report)
-recognition_report = stage_task(stages.recognition_report)
+probe_pairs = stage_task(stages.probe_pairs)
+probe_result = stage_task(stages.probe_result)
 judge_responses = stage_task(stages.judge_responses)
 pointwise_report = stage_task(stages.pointwise_report)
 pointwise_probe_judgments = stage_task(stages.pointwise_probe_judgments)

@@ -20,16 +20,44 @@ from judgebias.tasks.stage_lines import variant_words
 
 DEMO = Path(__file__).parents[1] / "configs" / "demo.yaml"
 
-# A toy probe: a "pirate voice" rewrite of one side, its two figures per judge and variant. It reuses
-# the self-recognition section's settings (enabled, sample) so that no config class changes: the
-# declaration is all that is added.
-TOY = P.Part("pirate", "probe", "pirate", "pirate probe", ("probe_hash", "self_recognition"),
-             ("probes", "self_recognition"), per_variant=True, variants_at="voices",
+# A toy probe: a "pirate voice" rewrite of one side, its two figures per judge and variant, its own
+# generic config section (``probes.pirate``) and the two functions below that make it run on the
+# main run's pairs. The declaration and these functions are all that is added: no file of judgebias.
+TOY = P.Part("pirate", "probe", "pirate", "pirate probe", ("probe_hash", "pirate"), ("probes", "pirate"),
+             per_variant=True, variants_at="voices",
              figures=(P.PartFigure("kept", "kept under {variant}", "verdict kept when one side talks {what}",
                                    "Toy 2026", False),
                       P.PartFigure("drift", "drift toward {variant}", "P(pirate side) after - before",
                                    "Toy 2026", True)),
-             params=(("sample", "sample"),), summary="pirate probe (a toy), 95% intervals")
+             params=(("sample", "sample"), ("seed", "seed")), summary="pirate probe (a toy), 95% intervals",
+             runs=P.PairwiseProbe(f"{__name__}:pirate_pairs", f"{__name__}:pirate_report"))
+TOY_ON = {"probes": {"pirate": {"sample": 4, "seed": 7}}}
+
+
+def pirate_pairs(pairs, ctx: P.ProbeContext):
+    """A seeded sample of the main run's pairs, one side (by the pair's position) said like a pirate."""
+    import pandas as pd
+
+    sample = pairs.sample(n=min(ctx.section.sample or len(pairs), len(pairs)), random_state=ctx.section.seed)
+    rows = []
+    for i, rec in enumerate(sample.to_dict("records")):
+        side = "ab"[i % 2]
+        rows.append({**rec, f"response_{side}": f"Arr, matey! {rec[f'response_{side}']}",
+                     "pair_id": f"{rec['pair_id']}~arr", "source_pair_id": rec["pair_id"],
+                     "perturbation": "arr@1", "perturbed_side": side})
+    return pd.DataFrame(rows)
+
+
+def pirate_report(before, after, probe_pairs, ctx: P.ProbeContext) -> dict:
+    """Per judge: verdicts kept and the shift toward the pirate side (the CALM estimators)."""
+    from judgebias.metrics.robustness import perturbation_shift, robustness_rate
+    from judgebias.stages.probes import probe_document, probe_table
+
+    tables = {judge: {"arr@1": probe_table(before[judge], rows, probe_pairs, judge)}
+              for judge, rows in after.items()}
+    return probe_document("voices", {"arr@1": {"description": "like a pirate"}}, tables,
+                          (("kept", robustness_rate), ("drift", perturbation_shift)))
+
 
 # Hand-made figures as a probe stage writes them: 7 of 10 verdicts kept (Wilson-style interval given),
 # the P(pirate side) moved by +0.12.
@@ -78,10 +106,10 @@ def test_a_toy_probe_declared_alone_reaches_layout_summary_mlflow_and_report_car
     from judgebias.tracking.probes import log_probes
     from judgebias.tracking.settings import TrackingSettings
 
-    cfg = load_config(DEMO)
+    cfg = load_config(DEMO, TOY_ON)
     # The run folder: its own variant folder, keyed by the hash of the section it depends on.
     where = RunLayout.of("pirate", cfg)
-    assert where.prefix == f"pirate-{cfg.probe_hash('self_recognition')}/"
+    assert where.prefix == f"pirate-{cfg.probe_hash('pirate')}/"
     store = RunStore(tmp_path / "run")
     store.path(where.probe_result).parent.mkdir(parents=True)
     store.path(where.probe_result).write_text(json.dumps(RESULT))
@@ -103,8 +131,7 @@ def test_a_toy_probe_declared_alone_reaches_layout_summary_mlflow_and_report_car
                               f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     by_name = {r.info.run_name: r for r in runs}
     run = by_name["probe:pirate"]
-    assert run.data.params == {"sample": str(cfg.probes.self_recognition.sample),
-                               "probe_hash": cfg.probe_hash("self_recognition")}
+    assert run.data.params == {"sample": "4", "seed": "7", "probe_hash": cfg.probe_hash("pirate")}
     assert run.data.metrics["j1.arr.kept"] == pytest.approx(0.7)
     assert run.data.metrics["j1.arr.drift.ci_high"] == pytest.approx(0.22)
     assert run.data.metrics["j1.arr.kept.n"] == 10
@@ -162,13 +189,100 @@ def test_a_toy_pointwise_figure_declared_alone_reaches_analyze_text_mlflow_and_p
         R.index_pointwise([toy, toy])
 
 
-def test_the_experiment_flow_runs_each_part_the_config_enables_in_declared_order():
-    from judgebias.flows.experiment import PART_FLOWS
+def test_the_experiment_flow_runs_each_part_the_config_enables_in_declared_order(toy):
+    from judgebias.flows.experiment import PART_FLOWS, runs_in_experiment
 
     assert set(PART_FLOWS) <= set(P.PARTS)
     demo, pointwise = load_config(DEMO), load_config(DEMO.parent / "pointwise.yaml")
-    ran = {name: [p.name for p in P.PARTS.values() if p.name in PART_FLOWS and p.enabled(cfg)]
-           for name, cfg in (("demo", demo), ("pointwise", pointwise))}
-    # demo.yaml: both ablations and both pairwise probes on; pointwise.yaml: its judges and their probes
+    toy_on = load_config(DEMO, TOY_ON)
+    ran = {name: [p.name for p in P.PARTS.values() if runs_in_experiment(p) and p.enabled(cfg)]
+           for name, cfg in (("demo", demo), ("pointwise", pointwise), ("toy", toy_on))}
+    # demo.yaml: both ablations and both pairwise probes on; pointwise.yaml: its judges and their
+    # probes; the toy's section switches it on, after every part declared before it.
     assert ran == {"demo": ["style_rewrite", "finetune", "perturbations", "self_recognition"],
-                   "pointwise": ["pointwise", "pointwise_probes"]}
+                   "pointwise": ["pointwise", "pointwise_probes"],
+                   "toy": ["style_rewrite", "finetune", "perturbations", "self_recognition", "pirate"]}
+
+
+def test_a_probe_section_is_checked_against_the_declared_probes(toy):
+    demo = load_config(DEMO)
+    # Unwritten, a declared probe's generic section is there, switched off; its hash still keys it.
+    assert demo.probes.pirate.enabled is False and not TOY.enabled(demo)
+    on = load_config(DEMO, TOY_ON)
+    assert on.probes.pirate.sample == 4 and TOY.enabled(on)
+    assert on.config_hash() == demo.config_hash()  # a probe never moves the main run's folder
+    assert on.probe_hash("pirate") != demo.probe_hash("pirate")
+    assert on.probe_hash("perturbations") == demo.probe_hash("perturbations")
+    with pytest.raises(ValueError, match=r"unknown probe 'parrot'; declared probes: .*pirate"):
+        load_config(DEMO, {"probes": {"parrot": {"sample": 2}}})
+    with pytest.raises(ValueError, match="probe 'pirate': sampel"):
+        load_config(DEMO, {"probes": {"pirate": {"sampel": 2}}})
+    with pytest.raises(ValueError, match="unknown probe 'parrot'"):
+        demo.probe_hash("parrot")
+    with pytest.raises(ValueError, match="must be 'module:function'"):
+        P.PairwiseProbe("no_colon", "m:f")
+    with pytest.raises(ValueError, match="only a pairwise probe"):
+        dataclasses.replace(P.PARTS["pointwise_probes"], runs=TOY.runs)
+
+
+def test_a_toy_probe_declared_in_the_test_alone_runs_in_an_experiment(toy, probes_run, tmp_path):
+    """The toy runs in `experiment` beside the built-in probes, on a copy of the probes' shared run
+    folder (every other stage is read back): its pairs judged by both judges in its own folder, its
+    figures in the console summary, its own MLflow run and the report card."""
+    import os
+    import shutil
+
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from judgebias.flows.experiment import experiment
+    from judgebias.reporting.experiment_summary import console_report
+    from judgebias.tracking.probes import probe_metrics
+
+    doc = yaml.safe_load((probes_run["base"] / "probes.yaml").read_text())
+    doc["probes"]["pirate"] = {"sample": 2, "seed": 3}
+    doc["run_dir"] = str(tmp_path / "runs")
+    doc["tracking"] = {"experiment": "toy-probe", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    path = tmp_path / "pirate.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = load_config(path)
+    assert cfg.config_hash() == probes_run["cfg"].config_hash()
+    shutil.copytree(probes_run["store"].root, cfg.run_path())
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # MLflow's sqlite store puts artifacts in ./mlruns
+    try:
+        tracking = experiment(str(path), cfg=cfg)
+    finally:
+        os.chdir(cwd)
+    store, where = RunStore(cfg.run_path()), RunLayout.of("pirate", cfg)
+    # The run folder: its pairs, each judge's judgments of them in both orders, its figures, its timing.
+    pairs = store.read_frame(where.pairs)
+    assert len(pairs) == 2 and pairs["response_a"].str.startswith("Arr, matey! ").sum() == 1
+    for judge in ("ta", "tb"):
+        judged = store.read_frame(where.judgments(judge))
+        assert sorted(judged["pair_id"]) == sorted(pairs["pair_id"]) and judged["p_a_ab"].notna().all()
+    result = store.read_json(where.probe_result)
+    assert set(result["judges"]) == {"ta", "tb"}
+    assert result["voices"] == {"arr@1": {"description": "like a pirate"}}
+    kept = {j: result["judges"][j]["arr@1"]["kept"] for j in ("ta", "tb")}
+    assert all(k["value"] is not None and 0 <= k["value"] <= 1 and k["n"] == 2 for k in kept.values()), kept
+    assert f"{where.label}/pirate_report" in store.manifest()["stages"]
+    assert store.read_json(RunLayout().probes_index)["pirate"] == where.probe_result
+    # The console summary: its figures under its heading, its compute time in its own group.
+    text = console_report(cfg, store, tracking, wall_s=1.0, peak_rss_gb=0.1)
+    assert "\npirate probe (a toy), 95% intervals\n" in text
+    assert "pirate probe " in text.split("compute time")[1]
+    assert f"ta  kept under arr    {kept['ta']['value']:.3f}" in text
+    # MLflow: its own run under the experiment's, its declared params and every figure it wrote.
+    client = MlflowClient(tracking_uri=cfg.tracking.tracking_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("toy-probe").experiment_id],
+                                f"tags.`mlflow.parentRunId` = '{tracking['run_id']}' and "
+                                "tags.`judgebias.probe` = 'pirate'")
+    assert run.data.params == {"sample": "2", "seed": "3", "probe_hash": cfg.probe_hash("pirate")}
+    expected = probe_metrics(TOY, result)
+    assert {"ta.arr.kept", "tb.arr.kept", "ta.arr.kept.n"} <= set(expected)
+    assert run.data.metrics == pytest.approx(expected)
+    # The report card: the judges' rows with their meaning and source.
+    page = store.path(RunLayout().report_html).read_text()
+    assert "kept under arr" in page and "verdict kept when one side talks like a pirate" in page
+    assert "Toy 2026" in page

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_serializer, field_validator, model_validator
 
+from judgebias import parts
 from judgebias.backends.kinds import Capability
 from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.config.models import GeneratorConfig, JudgeConfig
@@ -281,7 +282,10 @@ class ExperimentConfig(Strict):
         section = getattr(self.ablations, kind).model_dump(mode="json", exclude={"enabled"})
         return _digest({"main": self.config_hash(), kind: section})
 
-    def probe_hash(self, kind: Literal["perturbations", "self_recognition", "pointwise"]) -> str:
+    def probe_hash(self, kind: str) -> str:
+        """The folder key of the probe whose section is ``probes.<kind>`` (``judgebias.parts``)."""
+        if kind not in parts.probe_sections():
+            raise ValueError(f"unknown probe {kind!r}; declared probes: {', '.join(parts.probe_sections())}")
         section = getattr(self.probes, kind).model_dump(mode="json", exclude={"enabled"})
         # The pointwise probes re-score with the pointwise judges: their settings are part of it.
         main = self.pointwise_hash() if kind == "pointwise" else self.config_hash()

@@ -1,14 +1,16 @@
 """The optional stages of an experiment config: the DBG paper's ablations (style rewrite, fine-tune)
-and the active probes (CALM perturbations, self-recognition). Each has its own hash, so switching
-one on or off leaves the main run folder valid."""
+and the active probes (CALM perturbations, self-recognition, and any probe ``judgebias.parts``
+declares with a generic section, ``ProbeConfig``). Each has its own hash, so switching one on or off
+leaves the main run folder valid."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from judgebias import parts
 from judgebias.config.base import ModelRef, Name, Strict
 
 BUNDLED_SFT_DATA = {"llmbar-natural": "llmbar_natural_sft.jsonl"}
@@ -139,7 +141,46 @@ class PointwiseProbesConfig(_NamedVariants):
     sample: int | None = Field(None, ge=1, description="responses scored again (all when empty)")
 
 
+class ProbeConfig(Strict):
+    """The section of a declared probe without a config class of its own (``judgebias.parts``),
+    under ``probes:`` by the probe's name; ``options`` are the probe's own, checked by its functions."""
+
+    enabled: bool = True
+    sample: int | None = Field(None, ge=1, description="pairs probed (all when empty)")
+    seed: int = 0
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class ProbesConfig(Strict):
+    """The probes with a class of their own, and under any other key a declared probe's generic
+    section (``ProbeConfig``; off unless written): a key naming no declared probe is an error."""
+
+    # Extra keys are the declared probes' generic sections (checked below), never silently kept.
+    model_config = ConfigDict(frozen=True, extra="allow")
+
     perturbations: PerturbationsConfig = PerturbationsConfig(enabled=False)
     self_recognition: SelfRecognitionConfig = SelfRecognitionConfig(enabled=False)
     pointwise: PointwiseProbesConfig = PointwiseProbesConfig(enabled=False)
+
+    @model_validator(mode="after")
+    def _declared_sections(self) -> ProbesConfig:
+        extra = self.__pydantic_extra__ or {}
+        for name, value in extra.items():
+            if name not in parts.probe_sections():
+                known = ", ".join(parts.probe_sections())
+                raise ValueError(f"unknown probe {name!r}; declared probes: {known}")
+            try:
+                extra[name] = ProbeConfig.model_validate(value)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"probe {name!r}: {problems}") from None
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # A declared probe's section the config does not write: its defaults, switched off.
+        try:
+            return super().__getattr__(name)  # type: ignore[misc]  # pydantic's: extras, private fields
+        except AttributeError:
+            if not name.startswith("_") and name in parts.probe_sections():
+                return ProbeConfig(enabled=False)
+            raise

@@ -33,13 +33,7 @@ from judgebias.stages.pointwise_probes import (
     probe_items,
     probe_judges,
 )
-from judgebias.stages.probes import (
-    RECOGNITION_TEMPLATE,
-    perturbation_report,
-    perturbed_pairs,
-    recognition_pairs,
-    recognition_report,
-)
+from judgebias.stages.probes import pairs_for, probe_pairs, probe_result
 from judgebias.stages.results import (
     aggregate_gold,
     annotated_metrics,
@@ -50,7 +44,6 @@ from judgebias.stages.results import (
 from judgebias.stages.style import compare_style, rewrite_style, rewriter_judges, semantic_preservation
 
 __all__ = [
-    "RECOGNITION_TEMPLATE",
     "Progress",
     "aggregate_gold",
     "annotated_metrics",
@@ -75,17 +68,16 @@ __all__ = [
     "judge_responses",
     "load_instructions",
     "open_backend",
+    "pairs_for",
     "perplexity_analysis",
-    "perturbation_report",
-    "perturbed_pairs",
     "pointwise_probe_judgments",
     "pointwise_probe_report",
     "pointwise_report",
     "probe_items",
     "probe_judges",
+    "probe_pairs",
+    "probe_result",
     "read_instructions",
-    "recognition_pairs",
-    "recognition_report",
     "response_items",
     "rewrite_style",
     "rewriter_judges",

@@ -1,7 +1,9 @@
-"""Active probes as stages: CALM perturbations and self-recognition (``judgebias.probes``).
+"""Active probes as stages: any probe ``judgebias.parts`` declares to run on the main run's pairs
+(``PairwiseProbe``) through two generic stages, ``probe_pairs`` and ``probe_result``, and the
+functions of the two built in, CALM perturbations and self-recognition (``judgebias.probes``).
 
-Both reuse the judging stage (same engine, same cache; the perturbed text and the template are in
-every call's content key), write under their own hashed folder and read the main run's judgments
+Each reuses the judging stage (same engine, same cache; the perturbed text and the template are in
+every call's content key), writes under its own hashed folder and reads the main run's judgments
 as the "before".
 """
 
@@ -13,13 +15,12 @@ from functools import partial
 import pandas as pd
 
 from judgebias.config.experiment import ExperimentConfig
+from judgebias.parts import PROBE_JUDGE, PairwiseProbe, Part, ProbeContext, declared, function
 from judgebias.runs.layout import RunLayout
 from judgebias.runs.store import RunStore
 from judgebias.stages._common import Progress, document, estimate_entry, frame, noop, stage_output
 from judgebias.stages.data import subset
 from judgebias.stages.results import refresh_report
-
-RECOGNITION_TEMPLATE = "self-recognition"  # judgebias.prompts.recognition
 
 
 def _pairs_sample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
@@ -51,22 +52,6 @@ def any_value(out: dict, key: str) -> bool:
                for figures in out["judges"].values() for f in figures.values())
 
 
-def perturbed_pairs(cfg: ExperimentConfig, store: RunStore, pairs: pd.DataFrame) -> pd.DataFrame:
-    """The main run's pairs (a seeded sample), once per configured perturbation with one side
-    perturbed, in one frame: the judges see every perturbation in one judging call, so the engine
-    batches across them (one call per perturbation made small batches of a few pairs each)."""
-    from judgebias.probes.perturbations import perturb_pairs, perturbation
-
-    conf = cfg.probes.perturbations
-
-    def compute(_: dict) -> pd.DataFrame:
-        sample = _pairs_sample(pairs, conf.sample, conf.seed)
-        return pd.concat([perturb_pairs(sample, perturbation(name), seed=conf.seed) for name in conf.names],
-                         ignore_index=True)
-
-    return stage_output(store, frame(RunLayout.perturbation(cfg).pairs), None, compute)  # cheap: not timed
-
-
 def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFrame,
                 judge: str) -> pd.DataFrame:
     """One row per pair: the judge's folded verdict and P(A) before and after the perturbation."""
@@ -80,58 +65,117 @@ def probe_table(before: pd.DataFrame, after: pd.DataFrame, perturbed: pd.DataFra
     return rows.drop(columns="pair_id").rename(columns={"source_pair_id": "pair_id"}).assign(judge=judge)
 
 
-def perturbation_report(cfg: ExperimentConfig, store: RunStore, before: dict[str, pd.DataFrame],
-                        after: dict[str, pd.DataFrame], perturbed: pd.DataFrame,
-                        *, progress: Progress = noop) -> dict:
-    """Robustness rate and shift per judge and perturbation (``metrics.robustness``), one plot of
-    the shifts with every judge overlaid; ``after[judge]`` are the perturbed pairs' judgments."""
+def perturbation_pairs(pairs: pd.DataFrame, ctx: ProbeContext) -> pd.DataFrame:
+    """The perturbations probe's pairs (``judgebias.parts``): the main run's pairs (a seeded sample),
+    once per configured perturbation with one side perturbed, in one frame: the judges see every
+    perturbation in one judging call, so the engine batches across them (one call per perturbation
+    made small batches of a few pairs each)."""
+    from judgebias.probes.perturbations import perturb_pairs, perturbation
+
+    conf = ctx.section
+    sample = _pairs_sample(pairs, conf.sample, conf.seed)
+    return pd.concat([perturb_pairs(sample, perturbation(name), seed=conf.seed) for name in conf.names],
+                     ignore_index=True)
+
+
+def perturbation_report(before: dict[str, pd.DataFrame], after: dict[str, pd.DataFrame],
+                        perturbed: pd.DataFrame, ctx: ProbeContext) -> dict:
+    """Robustness rate and shift per judge and perturbation (``metrics.robustness``);
+    ``after[judge]`` are the perturbed pairs' judgments."""
     from judgebias.metrics.robustness import perturbation_shift, robustness_rate
     from judgebias.probes.perturbations import perturbation
-    from judgebias.reporting import plots as plots
+
+    described = {p.tag: {"bias": p.bias, "description": p.description}
+                 for p in map(perturbation, ctx.section.names)}
+    # One table per judge serves every perturbation (the rows say which).
+    tables = {judge: dict.fromkeys(described, probe_table(rows, after[judge], perturbed, judge))
+              for judge, rows in before.items()}
+    named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
+    return probe_document("perturbations", described, tables, named)
+
+
+def perturbation_plot(result: dict):
+    """The shifts with every judge overlaid (they share the perturbations and the shift's scale);
+    None when no shift has a value."""
     from judgebias.reporting import plots_probes as plots_probes
 
-    layout = RunLayout.perturbation(cfg)
-
-    def compute(_: dict) -> dict:
-        described = {p.tag: {"bias": p.bias, "description": p.description}
-                     for p in map(perturbation, cfg.probes.perturbations.names)}
-        # One table per judge serves every perturbation (the rows say which).
-        tables = {judge: dict.fromkeys(described, probe_table(rows, after[judge], perturbed, judge))
-                  for judge, rows in before.items()}
-        named = (("robustness_rate", robustness_rate), ("shift", perturbation_shift))
-        out = probe_document("perturbations", described, tables, named)
-        if any_value(out, "shift"):
-            # One figure, the judges overlaid: they share the perturbations and the shift's scale.
-            plots.save_figure(plots_probes.perturbation_shifts(out), store.path(layout.plot("perturbations")))
-        progress(f"perturbations: {len(out['perturbations'])} x {len(out['judges'])} judge(s)")
-        return out
-
-    return probe_report(cfg, store, layout, "perturbation_report", compute)
+    return plots_probes.perturbation_shifts(result) if any_value(result, "shift") else None
 
 
-def recognition_pairs(cfg: ExperimentConfig, pairs: pd.DataFrame, judge: str) -> pd.DataFrame:
-    """The pairs holding exactly one of ``judge``'s own responses (a seeded sample)."""
+def recognition_pairs(pairs: pd.DataFrame, ctx: ProbeContext) -> pd.DataFrame:
+    """Per judge, the pairs holding exactly one of its own responses (a seeded sample), the judge
+    named in ``PROBE_JUDGE``."""
     from judgebias.metrics.origin import own_sides
 
-    own_a, own_b = own_sides(pairs, judge, cfg.own_generators())
-    return _pairs_sample(pairs[own_a ^ own_b], cfg.probes.self_recognition.sample, 0)
+    out = []
+    for judge in ctx.judges:
+        own_a, own_b = own_sides(pairs, judge, ctx.own)
+        out.append(_pairs_sample(pairs[own_a ^ own_b], ctx.section.sample, 0).assign(**{PROBE_JUDGE: judge}))
+    return pd.concat(out, ignore_index=True)
 
 
-def recognition_report(cfg: ExperimentConfig, store: RunStore, recognised: dict[str, pd.DataFrame],
-                       judgments: dict[str, pd.DataFrame], *, progress: Progress = noop) -> dict:
-    """Per judge: recognition accuracy and its correlation with self-preference on the same pairs."""
+def recognition_report(before: dict[str, pd.DataFrame], after: dict[str, pd.DataFrame],
+                       pairs: pd.DataFrame, ctx: ProbeContext) -> dict:
+    """Per judge asked: recognition accuracy and its correlation with self-preference on the same
+    pairs (``before``: its judgments of them in the main run)."""
     from judgebias.metrics.recognition import recognition_preference, self_recognition
 
-    self_map = cfg.own_generators()
+    out: dict = {"judges": {}}
+    for judge, rows in after.items():
+        plan = (("self_recognition", partial(self_recognition, rows, judge, ctx.own)),
+                ("recognition_preference",
+                 partial(recognition_preference, rows, before[judge], judge, ctx.own)))
+        out["judges"][judge] = {key: estimate_entry(fn) for key, fn in plan}
+    return out
+
+
+# --- any probe on the main run's pairs (``judgebias.parts.PairwiseProbe``): two generic stages ------
+def _runs(probe: str) -> tuple[Part, PairwiseProbe]:
+    part = declared(probe)
+    if part.runs is None:
+        raise ValueError(f"part {probe!r} does not run on the main run's pairs (no PairwiseProbe)")
+    return part, part.runs
+
+
+def probe_context(cfg: ExperimentConfig, part: Part) -> ProbeContext:
+    """What ``part``'s functions get: its config section, the pairwise judges, their own generators."""
+    return ProbeContext(part.name, part.section(cfg), tuple(j.name for j in cfg.pairwise_judges()),
+                        cfg.own_generators())
+
+
+def probe_pairs(cfg: ExperimentConfig, store: RunStore, probe: str, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The declared probe's pairs, derived from the main run's ``pairs`` by its ``pairs`` function,
+    as its folder's ``pairs.parquet`` (cheap: not timed)."""
+    part, runs = _runs(probe)
+    derive = function(runs.pairs)
+    return stage_output(store, frame(RunLayout.of(probe, cfg).pairs), None,
+                        lambda _: derive(pairs, probe_context(cfg, part)))
+
+
+def pairs_for(probe_pairs: pd.DataFrame, judge: str) -> pd.DataFrame:
+    """The probe pairs ``judge`` is asked: all of them, or the rows naming it in ``PROBE_JUDGE``."""
+    if PROBE_JUDGE not in probe_pairs.columns:
+        return probe_pairs
+    return probe_pairs[probe_pairs[PROBE_JUDGE] == judge].drop(columns=PROBE_JUDGE).reset_index(drop=True)
+
+
+def probe_result(cfg: ExperimentConfig, store: RunStore, probe: str, before: dict[str, pd.DataFrame],
+                 after: dict[str, pd.DataFrame], probe_pairs: pd.DataFrame,
+                 *, progress: Progress = noop) -> dict:
+    """The declared probe's ``probe.json`` from its ``result`` function (timed under that function's
+    name), its ``plot`` saved beside it, and the run's page again with its figures."""
+    part, runs = _runs(probe)
+    compute_result = function(runs.result)
+    layout = RunLayout.of(probe, cfg)
 
     def compute(_: dict) -> dict:
-        out: dict = {"judges": {}}
-        for judge, rows in recognised.items():
-            plan = (("self_recognition", partial(self_recognition, rows, judge, self_map)),
-                    ("recognition_preference",
-                     partial(recognition_preference, rows, judgments[judge], judge, self_map)))
-            out["judges"][judge] = {key: estimate_entry(fn) for key, fn in plan}
-        progress(f"self-recognition: {len(out['judges'])} judge(s)")
+        out = compute_result(before, after, probe_pairs, probe_context(cfg, part))
+        figure = function(runs.plot)(out) if runs.plot else None
+        if figure is not None:
+            from judgebias.reporting import plots as plots
+
+            plots.save_figure(figure, store.path(layout.plot(probe)))
+        progress(f"{part.words}: {len(out.get('judges') or {})} judge(s)")
         return out
 
-    return probe_report(cfg, store, RunLayout.recognition(cfg), "recognition_report", compute)
+    return probe_report(cfg, store, layout, compute_result.__name__, compute)
