@@ -83,14 +83,20 @@ def test_analyze_and_leaderboard_log_hostile_judge_names_to_a_real_mlflow_server
                               timeout=600, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert "Traceback" not in done.stderr
-    client = MlflowClient(tracking_uri=uri)
-    runs = client.search_runs([client.get_experiment_by_name("hostile").experiment_id])
-    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
-    analyze_run = next(r for r in runs if r.data.tags.get("judgebias.command") == "analyze")
-    keys = set(analyze_run.data.metrics)
-    # One distinct key prefix per judge, each MLflow-valid; plain names keep their own.
     from judgebias.tracking.log_analysis import mlflow_key_ok, name_key
 
+    client = MlflowClient(tracking_uri=uri)
+    everything = client.search_runs([client.get_experiment_by_name("hostile").experiment_id])
+    runs = [r for r in everything if "mlflow.parentRunId" not in r.data.tags]
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    analyze_run = next(r for r in runs if r.data.tags.get("judgebias.command") == "analyze")
+    # One nested run per judge: the tag holds the name as it is, the run's name its key.
+    children = [r for r in everything if r.data.tags.get("mlflow.parentRunId") == analyze_run.info.run_id]
+    assert sorted(r.data.tags["judgebias.judge"] for r in children) == sorted(HOSTILE_KEYS)
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert all(r.info.run_name == "judge:" + name_key(r.data.tags["judgebias.judge"]) for r in children)
+    keys = set(analyze_run.data.metrics)
+    # One distinct key prefix per judge, each MLflow-valid; plain names keep their own.
     prefixes = {name_key(j) for j in HOSTILE_KEYS}
     assert len(prefixes) == len(HOSTILE_KEYS)
     assert {"org/model", "plain-judge"} <= prefixes

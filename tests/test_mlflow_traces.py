@@ -634,6 +634,8 @@ def test_an_imported_run_with_human_labels_logs_its_disagreements_as_traces(mlfl
     from judgebias.bundled import analyze_bundled
 
     result = analyze_bundled(entry, reps=100)
+    from judgebias.tracking.log_analysis import COMPARE_JUDGES, name_key
+
     settings = TrackingSettings(tracking_uri=mlflow_server, experiment_name="imported-traces")
     run_id = log_imported(RunStore(tmp_path / "run"), [(entry, result)], settings)[entry.name]
     client = MlflowClient(tracking_uri=mlflow_server)
@@ -659,6 +661,9 @@ def test_an_imported_run_with_human_labels_logs_its_disagreements_as_traces(mlfl
         assert r.data.tags["judgebias.dataset_digest"] == entry.digest()
         assert run.data.tags["judgebias.dataset_digest"] == entry.digest()
         assert r.data.tags["judgebias.template_digest"].startswith("not recorded")
+        assert r.info.run_name == "judge:" + name_key(r.data.tags["judgebias.judge"])
+    # The description ends saying how to compare judges across runs (the judge runs' tag).
+    assert note.rstrip().endswith(COMPARE_JUDGES)
 
 
 def test_the_trace_list_previews_read_as_words_and_the_verdict_says_how_firm_it_is():

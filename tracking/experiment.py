@@ -31,8 +31,11 @@ from judgebias.runs.store import RunStore
 from judgebias.tracking.experiment_traces import log_run_traces, open_experiment_on, traces_links
 from judgebias.tracking.judgment_traces import run_url
 from judgebias.tracking.log_analysis import (
+    COMPARE_JUDGES,
+    JUDGE_TAG,
     estimate_metrics,
-    flatten_metrics,
+    judge_figure_metrics,
+    judge_run_name,
     log_analysis,
     log_files,
     log_linked_pages,
@@ -77,13 +80,6 @@ def git_commit(path: str | os.PathLike | None = None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
-
-
-def judge_metrics(flat: dict[str, float], judge: str) -> dict[str, float]:
-    """One judge's entries of ``flatten_metrics`` without the ``<judge>.`` prefix, so every judge's
-    nested run has the same metric names."""
-    prefix = f"{name_key(judge)}."
-    return {k[len(prefix) :]: v for k, v in flat.items() if k.startswith(prefix)}
 
 
 def comparison_metrics(comp: dict) -> dict[str, float]:
@@ -223,7 +219,6 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
         # The parent keeps the figures across judges; each judge's own go to its nested run.
         _log_pngs(plots, "plots", skip=[s for names in per_judge.values() for s in names])
 
-        flat = flatten_metrics(metrics)
         stages = store.manifest().get("stages", {})
         mlflow.set_tags({"judgebias.dataset_digest": params["data_hash"],
                          "judgebias.judges": ",".join(metrics.get("judges", {}))})
@@ -231,12 +226,12 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             j = next((x for x in cfg.judges if x.name == judge), None)
             # The same names in every judge's run (MLflow's compare view lines judges up by them),
             # with what identifies the judge as tags: its name, the data, the template's words.
-            ident = {"judgebias.kind": "judge", "judgebias.judge": judge,
+            ident = {"judgebias.kind": "judge", JUDGE_TAG: judge,
                      "judgebias.dataset_digest": params["data_hash"],
                      "judgebias.template_digest": (template_digest(j.template) if j else "") or "n/a"}
             cost = per_thousand(stages.get(f"judge_pairs[{judge}]") or {})
             log_metrics_dict({f"{name_key(judge)}.{k}": v for k, v in cost.items()})
-            with mlflow_run(f"judge:{judge}", tags={**tags, **ident}):
+            with mlflow_run(judge_run_name(judge), tags={**tags, **ident}):
                 log_params_dict(
                     {
                         "judge": judge,
@@ -245,7 +240,7 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
                         "self_generator": cfg.self_map.get(judge, ""),
                     }
                 )
-                log_metrics_dict({**judge_metrics(flat, judge), **cost})
+                log_metrics_dict({**judge_figure_metrics(metrics, judge), **cost})
                 # Each judge's page leads with its own figures, not only its parent's.
                 mine = [row for row in headline_rows(metrics) if row[0] == judge]
                 mlflow.set_tag("mlflow.note.content", "\n".join(headline_table(mine)) + "\n")
@@ -273,7 +268,8 @@ def log_experiment(cfg: ExperimentConfig, store: RunStore, *, config_source: str
             result["traces"] = {"rows": int(traces["rows"]), "page": page,
                                 "questions": trace_questions(traces, page)}
         # The run's description in the UI: the headline figures with their intervals, not 160 rows.
-        mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result) + traces_links(traces))
+        mlflow.set_tag("mlflow.note.content", summary_markdown(cfg, store, result) + traces_links(traces)
+                       + "\n\n" + COMPARE_JUDGES + "\n")
         open_experiment_on(experiment_id, traces=bool(traces and traces["rows"]))
     store.write_json(RunLayout.mlflow_link, result)  # the nightly annotation sync links its runs to this one
     return result

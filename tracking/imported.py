@@ -10,7 +10,7 @@ from pathlib import Path
 from judgebias.bundled import BundledTable
 from judgebias.runs.layout import RunLayout
 from judgebias.runs.store import RunStore
-from judgebias.tracking.log_analysis import log_analysis, log_files
+from judgebias.tracking.log_analysis import COMPARE_JUDGES, log_analysis, log_files
 from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.settings import TrackingSettings
 
@@ -43,22 +43,6 @@ def _log_disagreements(entry: BundledTable) -> str:
     return disagreements_note(counts["rows"], total, len(table), run.info.experiment_id)
 
 
-def _log_judges(result: dict, digest: str, settings: TrackingSettings) -> None:
-    """One nested run per judge with the figures under the same names as an experiment's judge runs
-    (``judge_metrics``: no judge in the name), so MLflow's compare view lines the same judge up
-    across runs; the parent's ``<judge>.<figure>`` names held NaN for every other run's judge."""
-    from judgebias.tracking.experiment import judge_metrics
-    from judgebias.tracking.log_analysis import flatten_metrics, log_metrics_dict
-
-    flat = flatten_metrics(result)
-    for judge in result.get("judges") or {}:
-        tags = {"judgebias.kind": "judge", "judgebias.data": "imported", "judgebias.judge": judge,
-                "judgebias.dataset_digest": digest,
-                "judgebias.template_digest": "not recorded (imported judgments)"}
-        with mlflow_run(f"judge:{judge}", settings=settings, tags=tags):
-            log_metrics_dict(judge_metrics(flat, judge))
-
-
 def log_imported(store: RunStore, reports: Iterable[tuple[BundledTable, dict]],
                  settings: TrackingSettings) -> dict[str, str]:
     """Dataset name -> MLflow run id, logging the runs not logged before."""
@@ -81,14 +65,18 @@ def log_imported(store: RunStore, reports: Iterable[tuple[BundledTable, dict]],
                 "mlflow.note.content": "\n".join(entry.provenance())}
         with mlflow_run(f"imported: {entry.title}", settings=settings, tags=tags) as run:
             pages = [store.path(layout.report_html), store.path(layout.report_md)]
+            # One nested run per judge with the figures under the same names as an experiment's
+            # judge runs (no judge in the name), so MLflow's compare view lines the same judge up
+            # across runs; the parent's "<judge>.<figure>" names held NaN for every other run's judge.
             log_analysis(result, table_path=entry.path(), reports=[p for p in pages if p.is_file()],
-                         extra_params={"source": entry.source, "licence": entry.licence})
+                         extra_params={"source": entry.source, "licence": entry.licence},
+                         judge_runs={"judgebias.data": "imported", "judgebias.dataset_digest": digest,
+                                     "judgebias.template_digest": "not recorded (imported judgments)"})
             plots = Path(store.path(layout.plots))
             log_files(sorted(plots.glob("*.png")) if plots.is_dir() else [], "plots")
             note = _log_disagreements(entry)
-            if note:
-                mlflow.set_tag("mlflow.note.content", tags["mlflow.note.content"] + "\n\n" + note)
-            _log_judges(result, digest, settings)
+            mlflow.set_tag("mlflow.note.content", "\n\n".join(
+                [tags["mlflow.note.content"], *([note] if note else []), COMPARE_JUDGES]))
         out[entry.name] = run.info.run_id
         experiment = experiment or mlflow.get_experiment_by_name(settings.experiment_name)
     return out

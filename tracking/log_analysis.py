@@ -32,6 +32,11 @@ NAME_KEY_CHARS = 100  # a name kept as it is in a key leaves room for the figure
 BATCH = 500
 ESTIMATE_PARTS = ("value", "ci_low", "ci_high", "n", "p_value", "p_adjusted")
 HUMANS_VERBOSITY = "humans.share_preferring_longer"
+JUDGE_TAG = "judgebias.judge"  # on each judge's nested run: the judge's name as it is in the data
+# The parent run's description says, in one sentence, where judges line up across runs.
+COMPARE_JUDGES = ("To compare a judge across runs, search the experiment's runs for "
+                  "`tags.judgebias.judge = 'JUDGE'` (or open this run's nested `judge:` runs): their "
+                  "metrics carry no judge in the name, so MLflow's compare view lines them up.")
 
 
 def sanitize(name: str) -> str:
@@ -92,23 +97,41 @@ def judge_records(result: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping
                 yield judge, key, rec
 
 
+def judge_figure_metrics(result: Mapping[str, Any], judge: str) -> dict[str, float]:
+    """One judge's figures of an ``analyze`` result under names without the judge (``verbosity_bias``,
+    ``verbosity_bias.ci_low``, ``lc_win_rate.<model>``, ...): the names of its nested run, the same
+    for every judge, so MLflow's compare view lines judges of different runs up column by column.
+    The parent run's names are these behind ``<name_key(judge)>.`` (``flatten_metrics``)."""
+    out: dict[str, float] = {}
+    for name, est in ((key, rec) for j, key, rec in judge_records(result) if j == judge):
+        fig = registry.FIGURES.get(name)
+        out.update(estimate_metrics(fig.mlflow_name if fig else name, est))
+        for term, t in (est.get("terms") or {}).items():
+            out.update(finite_fields(t, ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"),
+                                     f"{name}.{term}"))
+        for sub in fig.mlflow_parts if fig else ():
+            if isinstance(est.get(sub), Mapping):
+                out.update(estimate_metrics(f"{name}.{sub}", est[sub]))
+    for r in (result.get("length_controlled") or {}).get("rates") or []:
+        if r["judge"] == judge:
+            prefix = f"lc_win_rate.{name_key(r['model'])}"
+            out.update(estimate_metrics(prefix, r))
+            out.update(estimate_metrics(f"{prefix}.raw", r["raw_win_rate"]))
+    return {sanitize(k): v for k, v in out.items()}
+
+
+def result_judges(result: Mapping[str, Any]) -> list[str]:
+    """The judges of an ``analyze`` result, in its order (those only in the length-controlled rates
+    after)."""
+    rates = (result.get("length_controlled") or {}).get("rates") or []
+    return list(dict.fromkeys([*(result.get("judges") or {}), *(r["judge"] for r in rates)]))
+
+
 def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names."""
     out: dict[str, float] = {}
-    for judge_name, name, est in judge_records(result):
-        judge = name_key(judge_name)
-        fig = registry.FIGURES.get(name)
-        out.update(estimate_metrics(f"{judge}.{fig.mlflow_name if fig else name}", est))
-        for term, t in (est.get("terms") or {}).items():
-            out.update(finite_fields(t, ("coef", "ci_low", "ci_high", "p_value", "p_adjusted"),
-                                     f"{judge}.{name}.{term}"))
-        for sub in fig.mlflow_parts if fig else ():
-            if isinstance(est.get(sub), Mapping):
-                out.update(estimate_metrics(f"{judge}.{name}.{sub}", est[sub]))
-    for r in (result.get("length_controlled") or {}).get("rates") or []:
-        prefix = f"{name_key(r['judge'])}.lc_win_rate.{name_key(r['model'])}"
-        out.update(estimate_metrics(prefix, r))
-        out.update(estimate_metrics(f"{prefix}.raw", r["raw_win_rate"]))
+    for judge in result_judges(result):
+        out.update({f"{name_key(judge)}.{k}": v for k, v in judge_figure_metrics(result, judge).items()})
     humans = (result.get("humans") or {}).get("verbosity")
     if isinstance(humans, Mapping):
         out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
@@ -219,11 +242,14 @@ def analysis_params(result: Mapping[str, Any], source: str | None = None) -> dic
 
 def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = None,
                  figures: Mapping[str, Any] | None = None, extra_params: Mapping[str, Any] | None = None,
-                 reports: Iterable[str | Path] = ()) -> dict[str, int]:
+                 reports: Iterable[str | Path] = (),
+                 judge_runs: Mapping[str, str] | None = None) -> dict[str, int]:
     """Log one ``analyze`` result into the ACTIVE run: params, every metric, the JSON, the table
     file (or, above ``JUDGEBIAS_MLFLOW_TABLE_MAX_MB``, its reference and a sample:
     ``judgebias.tracking.table_ref``), the plots and the report card pages (at the artifact root, where the
-    UI lists them first). Returns counts of what was logged."""
+    UI lists them first). With ``judge_runs`` (their tags), also one nested run per judge
+    (``log_judge_runs``), tagged with the table's SHA-256 as ``judgebias.dataset_digest`` unless the
+    tags name one. Returns counts of what was logged."""
     import mlflow
 
     if mlflow.active_run() is None:
@@ -234,13 +260,53 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
     log_params_dict(params)
     n = log_metrics_dict(flatten_metrics(result))
     mlflow.log_dict(dict(result), "metrics.json")
+    digest = {}
     if table_path is not None:  # a copy when small, else a reference (digest, path, rows) and a sample
         from judgebias.tracking.table_ref import log_table
 
-        log_table(table_path)
+        digest = {"judgebias.dataset_digest": log_table(table_path)["sha256"]}
     figs = log_figures(figures) if figures else []
     log_reports(reports)
-    return {"metrics": n, "params": len(params), "figures": len(figs)}
+    counts = {"metrics": n, "params": len(params), "figures": len(figs)}
+    if judge_runs is not None:
+        per_judge = {j: judge_figure_metrics(result, j) for j in result_judges(result)}
+        counts["judge_runs"] = len(log_judge_runs(per_judge, {**digest, **judge_runs}, result))
+    return counts
+
+
+def judge_run_name(judge: str) -> str:
+    """A judge's nested run's name: ``judge:`` and the judge's key (``name_key``: the name itself
+    where it is plain, else its file stem: no ``..``, no 300 characters, distinct per judge)."""
+    return f"judge:{name_key(judge)}"
+
+
+def log_judge_runs(per_judge: Mapping[str, Mapping[str, float]], tags: Mapping[str, str],
+                   result: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Inside the active run: one nested run per judge (``judge_run_name``) holding its metrics
+    under names without the judge (``judge_figure_metrics``), so runs of different judges and
+    tables line up column by column in MLflow's compare view; tagged ``judgebias.kind=judge`` and
+    ``judgebias.judge=<the name as it is>`` (a tag is text: any name goes). With a pairwise
+    ``result``, each run's description leads with its judge's headline figures. Returns judge ->
+    run id."""
+    import mlflow
+
+    from judgebias.tracking.mlflow_run import mlflow_run
+
+    rows = []
+    if result is not None:
+        from judgebias.reporting.experiment_summary import headline_rows, headline_table
+
+        rows = headline_rows(result)
+    ids = {}
+    for judge, metrics in per_judge.items():
+        with mlflow_run(judge_run_name(judge), tags={**tags, "judgebias.kind": "judge",
+                                                     JUDGE_TAG: str(judge)}) as run:
+            log_metrics_dict(metrics)
+            mine = [row for row in rows if row[0] == judge]
+            if mine:
+                mlflow.set_tag("mlflow.note.content", "\n".join(headline_table(mine)) + "\n")
+        ids[judge] = run.info.run_id
+    return ids
 
 
 def log_reports(reports: Iterable[str | Path]) -> None:
@@ -359,7 +425,7 @@ def lead_with_headline(result: Mapping[str, Any], table: Any = None, *, self_map
 
     from judgebias.reporting.experiment_summary import headline_rows, headline_table
 
-    note = "\n".join(headline_table(headline_rows(result))) + "\n"
+    note = "\n".join(headline_table(headline_rows(result))) + "\n\n" + COMPARE_JUDGES + "\n"
     mlflow.set_tag("mlflow.note.content", note)
     if not traces or table is None:
         return None, None

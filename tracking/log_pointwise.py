@@ -17,11 +17,13 @@ from typing import Any
 
 from judgebias.metrics.registry import pointwise_records
 from judgebias.tracking.log_analysis import (
+    COMPARE_JUDGES,
     estimate_metrics,
     finite_fields,
     judge_records,
     log_figures,
     log_files,
+    log_judge_runs,
     log_metrics_dict,
     log_params_dict,
     name_key,
@@ -29,30 +31,46 @@ from judgebias.tracking.log_analysis import (
 )
 
 
-def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
-    """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names."""
+def pointwise_judge_metrics(result: Mapping[str, Any], judge: str) -> dict[str, float]:
+    """One judge's figures of a pointwise ``analyze`` result under names without the judge (its
+    nested run's names, the same for every judge; ``criterion.<criterion>.<figure>`` per criterion)."""
     out: dict[str, float] = {}
     declared = pointwise_records()  # how each record is logged: its value's name and details, or its parts
-    for judge_name, key, rec in judge_records(result):
-        judge = name_key(judge_name)
+    for key, rec in ((k, r) for j, k, r in judge_records(result) if j == judge):
         figures = declared.get(key, ())
         if any(f.part for f in figures):  # a record keyed by its parts, each a full estimate
             for part, est in rec.items():
                 if isinstance(est, Mapping):
-                    out.update(estimate_metrics(f"{judge}.{key}.{part}", est))
+                    out.update(estimate_metrics(f"{key}.{part}", est))
             continue
         fig = figures[0] if figures else None
-        out.update(estimate_metrics(f"{judge}.{(fig and fig.mlflow_value) or key}", rec))
-        out.update(finite_fields(rec, fig.details if fig else (), f"{judge}.{key}"))
+        out.update(estimate_metrics((fig and fig.mlflow_value) or key, rec))
+        out.update(finite_fields(rec, fig.details if fig else (), key))
         for field in fig.detail_estimates if fig else ():
             if isinstance(rec.get(field), Mapping):
-                out.update(estimate_metrics(f"{judge}.{key}.{field}", rec[field]))
-    out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
-    # Per criterion: ``<judge>.criterion.<criterion>.<figure>`` (the pooled figures keep their names).
+                out.update(estimate_metrics(f"{key}.{field}", rec[field]))
+    # Per criterion: ``criterion.<criterion>.<figure>`` (the pooled figures keep their names).
     for criterion, part in (result.get("by_criterion") or {}).items():
-        for name, value in flatten_pointwise({"judges": part.get("judges") or {}}).items():
-            judge, _, rest = name.partition(".")
-            out[f"{judge}.criterion.{criterion}.{rest}"] = value
+        if judge in (part.get("judges") or {}):
+            sub = pointwise_judge_metrics({"judges": {judge: part["judges"][judge]}}, judge)
+            out.update({f"criterion.{criterion}.{k}": v for k, v in sub.items()})
+    return {sanitize(k): v for k, v in out.items()}
+
+
+def pointwise_judges(result: Mapping[str, Any]) -> list[str]:
+    """The judges of a pointwise result, in its order (those only in a criterion's figures after)."""
+    by_criterion = (result.get("by_criterion") or {}).values()
+    return list(dict.fromkeys([*(result.get("judges") or {}),
+                               *(j for part in by_criterion for j in part.get("judges") or {})]))
+
+
+def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
+    """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names:
+    ``<name_key(judge)>.`` before each of ``pointwise_judge_metrics``'s names."""
+    out: dict[str, float] = {}
+    for judge in pointwise_judges(result):
+        out.update({f"{name_key(judge)}.{k}": v for k, v in pointwise_judge_metrics(result, judge).items()})
+    out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
     return {sanitize(k): v for k, v in out.items()}
 
 
@@ -81,9 +99,13 @@ def log_pointwise_analysis(
     *,
     table_path: str | Path | None = None,
     figures: Mapping[str, Any] | None = None,
+    judge_runs: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Log one pointwise ``analyze`` result into the ACTIVE run: params, every metric, the JSON as
-    ``metrics.json``, the table file under ``table/`` and the plots under ``plots/``."""
+    ``metrics.json``, the table file under ``table/`` and the plots under ``plots/``. With
+    ``judge_runs`` (their tags), also one nested run per judge with its figures under names without
+    the judge (``pointwise_judge_metrics``; ``log_analysis.log_judge_runs``), tagged with the table's
+    SHA-256, and the run's description says how to compare judges across runs."""
     import mlflow
 
     if mlflow.active_run() is None:
@@ -95,7 +117,16 @@ def log_pointwise_analysis(
     if table_path is not None:
         mlflow.log_artifact(str(table_path), "table")
     figs = log_figures(figures) if figures else []
-    return {"metrics": n, "params": len(params), "figures": len(figs)}
+    counts = {"metrics": n, "params": len(params), "figures": len(figs)}
+    if judge_runs is not None:
+        from judgebias.tracking.table_ref import sha256_of
+
+        tags = {**({"judgebias.dataset_digest": sha256_of(Path(table_path))} if table_path else {}),
+                "judgebias.table_kind": "pointwise", **judge_runs}
+        per_judge = {j: pointwise_judge_metrics(result, j) for j in pointwise_judges(result)}
+        counts["judge_runs"] = len(log_judge_runs(per_judge, tags))
+        mlflow.set_tag("mlflow.note.content", COMPARE_JUDGES + "\n")
+    return counts
 
 
 def log_experiment_pointwise(cfg, store, tags: Mapping[str, str]) -> dict[str, int] | None:

@@ -174,7 +174,11 @@ def analyze_cmd(
         settings = TrackingSettings()
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze"}) as run:
-            counts = log_analysis(result, table_path=file, figures=figures, reports=pages)
+            # One nested run per judge, its figures under names without the judge: MLflow's
+            # compare view lines judges up across runs (the parent's names hold NaN for other judges).
+            counts = log_analysis(result, table_path=file, figures=figures, reports=pages,
+                                  judge_runs={"judgebias.command": "analyze",
+                                              "judgebias.template_digest": "not recorded (judgment table)"})
             wanted = traces if traces is not None else len(table) <= TRACES_AUTO_ROWS
             if wanted and lean:  # --skip-invalid left few enough rows for traces: read their texts
                 table = with_response_texts(table, file)

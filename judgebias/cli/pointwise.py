@@ -121,7 +121,10 @@ def analyze_pointwise_file(
         settings = TrackingSettings()
         with mlflow_run(run_name or f"analyze {file.name}", settings=settings,
                         tags={"judgebias.command": "analyze", "judgebias.table_kind": "pointwise"}) as run:
-            counts = log_pointwise_analysis(result, table_path=file, figures=figures)
+            counts = log_pointwise_analysis(result, table_path=file, figures=figures,
+                                            judge_runs={"judgebias.command": "analyze",
+                                                        "judgebias.template_digest":
+                                                            "not recorded (judgment table)"})
             logged = _log_traces(table, traces)
             if pages:
                 from judgebias.tracking.log_analysis import log_reports
