@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from judged_tables import short_or_long
 
 HOSTILE = ["..", "../x", "a/b", "a_b", "n" * 300, "nul\x00name", "\x1b]0;owned\x07\x1b[2Jclear",
            "<img src=x onerror=alert(1)>"]
@@ -64,17 +65,7 @@ def test_analyze_and_leaderboard_log_hostile_judge_names_to_a_real_mlflow_server
     gets a key MLflow takes (its own name where it can), distinct per judge."""
     from mlflow import MlflowClient
 
-    rng = np.random.default_rng(1)
-    rows = []
-    for i in range(30):
-        human = ["a", "b"][rng.integers(2)]
-        for judge in HOSTILE_KEYS:
-            rows.append({"pair_id": f"p{i}", "prompt": f"question {i}", "response_a": "short",
-                         "response_b": "a longer answer " * (1 + i % 4), "judge": judge,
-                         "generator_a": ["g1", "g2", "g3"][i % 3], "generator_b": ["g2", "g3", "g1"][i % 3],
-                         "p_a": float(rng.uniform(0.05, 0.95)), "human": [human, human, "a"]})
-    table = tmp_path / "t.jsonl"
-    table.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    table = short_or_long(tmp_path / "t.jsonl", HOSTILE_KEYS, seed=1)
     uri = mlflow_server
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": "hostile"}
     for args in (["analyze", str(table), "--out", str(tmp_path / "m.json"), "--no-traces"],

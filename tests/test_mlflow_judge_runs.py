@@ -8,28 +8,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
+from judged_tables import short_or_long
 from typer.testing import CliRunner
 
 # Two tables, two judges each, no judge in both; one name MLflow would refuse in a key or a path.
 TABLES = {"first": ("alpha", "org/beta"), "second": ("gamma", "../" + "n" * 300)}
-
-
-def _table(path, judges, seed):
-    """Pairs of a short and a longer answer from three generators, each judged by every judge, with
-    three human labels: every pairwise figure but the self-preference ones can be computed."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(30):
-        human = ["a", "b"][rng.integers(2)]
-        for judge in judges:
-            rows.append({"pair_id": f"p{i}", "prompt": f"question {i}", "response_a": "short",
-                         "response_b": "a longer answer " * (1 + i % 4), "judge": judge,
-                         "generator_a": ["g1", "g2", "g3"][i % 3], "generator_b": ["g2", "g3", "g1"][i % 3],
-                         "p_a": float(rng.uniform(0.05, 0.95)), "human": [human, human, "a"]})
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
 
 
 def _judge_filter(name: str) -> str:
@@ -49,7 +33,7 @@ def test_analyze_runs_of_different_judges_share_metric_names_in_their_judge_runs
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "judge-runs")
     parents = {}
     for seed, (name, judges) in enumerate(TABLES.items()):
-        table = _table(tmp_path / f"{name}.jsonl", judges, seed)
+        table = short_or_long(tmp_path / f"{name}.jsonl", judges, seed)
         res = CliRunner().invoke(app, ["analyze", str(table), "--out", str(tmp_path / f"{name}.json"),
                                        "--reps", "100", "--no-report", "--no-traces"])
         assert res.exit_code == 0, res.output
