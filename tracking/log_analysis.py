@@ -127,11 +127,21 @@ def result_judges(result: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys([*(result.get("judges") or {}), *(r["judge"] for r in rates)]))
 
 
-def flatten_metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names."""
-    out: dict[str, float] = {}
-    for judge in result_judges(result):
-        out.update({f"{name_key(judge)}.{k}": v for k, v in judge_figure_metrics(result, judge).items()})
+def metrics_by_judge(result: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Each judge's figures under names without the judge (``judge_figure_metrics``)."""
+    return {judge: judge_figure_metrics(result, judge) for judge in result_judges(result)}
+
+
+def behind_judges(per_judge: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The parent run's names: each judge's names behind ``<name_key(judge)>.``."""
+    return {f"{name_key(judge)}.{k}": v for judge, metrics in per_judge.items() for k, v in metrics.items()}
+
+
+def flatten_metrics(result: Mapping[str, Any],
+                    per_judge: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
+    """Every figure of an ``analyze`` result as flat, sanitized MLflow metric names (``per_judge``:
+    ``metrics_by_judge(result)`` when the caller has it already)."""
+    out = behind_judges(metrics_by_judge(result) if per_judge is None else per_judge)
     humans = (result.get("humans") or {}).get("verbosity")
     if isinstance(humans, Mapping):
         out.update(estimate_metrics(HUMANS_VERBOSITY, humans))
@@ -258,7 +268,8 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
     params = analysis_params(result, str(table_path) if table_path else None)
     params.update(extra_params or {})
     log_params_dict(params)
-    n = log_metrics_dict(flatten_metrics(result))
+    per_judge = metrics_by_judge(result)
+    n = log_metrics_dict(flatten_metrics(result, per_judge))
     mlflow.log_dict(dict(result), "metrics.json")
     digest = {}
     if table_path is not None:  # a copy when small, else a reference (digest, path, rows) and a sample
@@ -269,7 +280,6 @@ def log_analysis(result: Mapping[str, Any], *, table_path: str | Path | None = N
     log_reports(reports)
     counts = {"metrics": n, "params": len(params), "figures": len(figs)}
     if judge_runs is not None:
-        per_judge = {j: judge_figure_metrics(result, j) for j in result_judges(result)}
         counts["judge_runs"] = len(log_judge_runs(per_judge, {**digest, **judge_runs}, result))
     return counts
 

@@ -18,6 +18,7 @@ from typing import Any
 from judgebias.metrics.registry import pointwise_records
 from judgebias.tracking.log_analysis import (
     COMPARE_JUDGES,
+    behind_judges,
     estimate_metrics,
     finite_fields,
     judge_records,
@@ -26,7 +27,6 @@ from judgebias.tracking.log_analysis import (
     log_judge_runs,
     log_metrics_dict,
     log_params_dict,
-    name_key,
     sanitize,
 )
 
@@ -64,12 +64,17 @@ def pointwise_judges(result: Mapping[str, Any]) -> list[str]:
                                *(j for part in by_criterion for j in part.get("judges") or {})]))
 
 
-def flatten_pointwise(result: Mapping[str, Any]) -> dict[str, float]:
+def pointwise_metrics_by_judge(result: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Each judge's figures under names without the judge (``pointwise_judge_metrics``)."""
+    return {judge: pointwise_judge_metrics(result, judge) for judge in pointwise_judges(result)}
+
+
+def flatten_pointwise(result: Mapping[str, Any],
+                      per_judge: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
     """Every figure of a pointwise ``analyze`` result as flat, sanitized MLflow metric names:
-    ``<name_key(judge)>.`` before each of ``pointwise_judge_metrics``'s names."""
-    out: dict[str, float] = {}
-    for judge in pointwise_judges(result):
-        out.update({f"{name_key(judge)}.{k}": v for k, v in pointwise_judge_metrics(result, judge).items()})
+    ``<name_key(judge)>.`` before each of ``pointwise_judge_metrics``'s names (``per_judge``:
+    ``pointwise_metrics_by_judge(result)`` when the caller has it already)."""
+    out = behind_judges(pointwise_metrics_by_judge(result) if per_judge is None else per_judge)
     out.update(finite_fields(result.get("settings"), ("rows", "items"), "dataset"))
     return {sanitize(k): v for k, v in out.items()}
 
@@ -112,7 +117,8 @@ def log_pointwise_analysis(
         raise RuntimeError("log_pointwise_analysis needs an active MLflow run "
                            "(judgebias.tracking.mlflow_run)")
     params = log_params_dict(pointwise_params(result, str(table_path) if table_path else None))
-    n = log_metrics_dict(flatten_pointwise(result))
+    per_judge = pointwise_metrics_by_judge(result)
+    n = log_metrics_dict(flatten_pointwise(result, per_judge))
     mlflow.log_dict(dict(result), "metrics.json")
     if table_path is not None:
         mlflow.log_artifact(str(table_path), "table")
@@ -123,7 +129,6 @@ def log_pointwise_analysis(
 
         tags = {**({"judgebias.dataset_digest": sha256_of(Path(table_path))} if table_path else {}),
                 "judgebias.table_kind": "pointwise", **judge_runs}
-        per_judge = {j: pointwise_judge_metrics(result, j) for j in pointwise_judges(result)}
         counts["judge_runs"] = len(log_judge_runs(per_judge, tags))
         mlflow.set_tag("mlflow.note.content", COMPARE_JUDGES + "\n")
     return counts
