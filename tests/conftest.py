@@ -41,6 +41,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The suite runs on pytest-xdist workers (`-n`, README's test command). Each worker builds its own
+# session fixtures, so the tests that share a costly one are sent to one worker (`--dist loadgroup`):
+# the tiny experiment's run folders are built once, and the annotation tests meet one Label Studio.
+# Cheap session fixtures (an MLflow server, Prefect's harness) are started by each worker instead.
+# A test needing fixtures of two groups goes with the first: a second Label Studio start (under a
+# minute) costs less than a second tiny experiment.
+WORKER_GROUPS = (("experiment", {"experiment_run", "probes_run"}),
+                 ("labelstudio", {"labelstudio_server"}))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        group = next((name for name, fixtures in WORKER_GROUPS if fixtures & needs), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_call_cache(tmp_path, monkeypatch):
     # Each test starts with an empty model-call cache unless it sets its own.
