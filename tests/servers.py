@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -128,3 +132,27 @@ def prefect_server(home: Path) -> Iterator[dict[str, str]]:
     with running(argv, health_url=f"{api}/health", log=home / "server.log", what="Prefect server", env=env,
                  grace=30, timeout=180):
         yield {"PREFECT_API_URL": api, "PREFECT_HOME": str(home)}
+
+
+_MIGRATED_HOME: list[Path] = []  # the session's migrated Prefect home, made on first use
+
+
+def migrated_prefect_home(dest: Path) -> Path:
+    """``dest`` made a fresh Prefect home (``PREFECT_HOME``) whose database is migrated already: a
+    copy of one migrated once per test session. A server started on an empty home (Prefect's
+    temporary one under ``judgebias run``, or ``prefect server start``) first runs every migration
+    of its SQLite database, 10-30 s on 2 cores and more under load; on the copy it finds them done.
+    Each test still gets a home of its own, with nothing of another test's runs in it."""
+    if not _MIGRATED_HOME:
+        template = Path(tempfile.mkdtemp(prefix="judgebias-prefect-home-"))
+        atexit.register(shutil.rmtree, template, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PREFECT_API", "PREFECT_SERVER_DATABASE"))}
+        env["PREFECT_HOME"] = str(template)
+        out = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+                             env=env, capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise AssertionError(f"migrating a Prefect database failed:\n{out.stdout}{out.stderr}")
+        _MIGRATED_HOME.append(template)
+    shutil.copytree(_MIGRATED_HOME[0], dest, dirs_exist_ok=True)
+    return dest

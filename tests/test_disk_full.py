@@ -212,6 +212,7 @@ def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(t
     _require_dev_full()
     import yaml
     from conftest import tiny_config
+    from servers import migrated_prefect_home
 
     from judgebias.config.experiment import load_config
 
@@ -234,7 +235,7 @@ def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(t
         "sys.argv = ['judgebias', *sys.argv[1:]]\n"
         "main()\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect-home"))
     out = subprocess.run([sys.executable, str(script), "run", str(config)], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
     both = out.stdout + out.stderr

@@ -206,3 +206,50 @@ def test_api_judge_stage_over_a_local_openai_compatible_endpoint(tmp_path):
     assert rows["verdict_ab"].tolist() == ["a", "a"] and rows["verdict_ba"].tolist() == ["b", "b"]
     assert rows["verdict"].tolist() == ["tie", "tie"]
     assert rows["p_a"].isna().all()
+
+
+def test_open_backend_collects_before_a_load_or_after_a_non_resident_model_only(monkeypatch):
+    # A full gc.collect() costs ~0.5 s in a process holding torch, Prefect and MLflow; the stages
+    # open a model 5-10 times a run. It must still run before a model is loaded (room for it) and
+    # after a non-resident model was used (a fine-tuned copy held in peft's reference cycles), and
+    # is skipped when the weights opened are resident and the last model opened was too.
+    import gc
+
+    from judgebias.backends import builder
+    from judgebias.config.experiment import parse_config
+    from judgebias.stages import _common
+
+    cfg = parse_config({"generators": [{"name": "ga", "model": "m1"}, {"name": "gb", "model": "m2"}],
+                        "judges": [{"name": "ga", "model": "m1"}]})
+    ga, gb = cfg.generator("ga"), cfg.generator("gb")
+    builder.release_resident_models()
+    events: list[str] = []
+    monkeypatch.delenv(builder.ENV_RESIDENT_MODELS, raising=False)
+    monkeypatch.setattr(_common, "_non_resident_since_collection", False)
+    monkeypatch.setattr(builder, "load_local", lambda spec: events.append(f"load {spec.model}") or object())
+    monkeypatch.setattr(builder, "build_backend", lambda spec, loaded=None: events.append("build") or loaded)
+    monkeypatch.setattr(builder, "cached", lambda inner, spec, cache: inner)
+    monkeypatch.setattr(gc, "collect", lambda *a: events.append("collect") or 0)
+
+    def opened(ref, loaded=None) -> list[str]:
+        events.clear()
+        with _common.open_backend(ref, name=ref.name, cache=None, loaded=loaded) as backend:
+            assert backend is not None
+        return list(events)
+
+    try:
+        assert opened(ga) == ["collect", "load m1", "build", "collect"]  # loaded: collected first
+        assert builder.is_resident(ga.to_spec(name="ga")) and not builder.is_resident(gb.to_spec(name="gb"))
+        assert opened(ga) == ["build", "collect"]  # resident, the last one opened too: skipped
+        assert opened(gb) == ["collect", "load m2", "build", "collect"]
+        assert opened(ga) == ["build", "collect"]
+        assert opened(ga, loaded=object()) == ["collect", "build", "collect"]  # a fine-tuned copy
+        assert opened(ga) == ["collect", "build", "collect"]  # after it: the copy goes first
+        assert opened(ga) == ["build", "collect"]
+        monkeypatch.setenv(builder.ENV_RESIDENT_MODELS, "0")  # nothing kept: every open loads
+        assert not builder.is_resident(ga.to_spec(name="ga"))
+        assert opened(ga) == ["collect", "collect", "load m1", "build", "collect"]  # the held ones dropped
+        assert opened(ga) == ["collect", "load m1", "build", "collect"]
+    finally:
+        monkeypatch.undo()
+        builder.release_resident_models()

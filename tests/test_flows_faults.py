@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 from conftest import tiny_config
+from servers import migrated_prefect_home
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def test_sigterm_stops_after_the_running_task_and_takes_prefects_server_down(tin
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect-home"))
     # --verbose: Prefect's own lines ("Beginning subflow run", "Stopping temporary server") are what
     # this test waits for and checks; by default they are kept off the console.
     proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
@@ -183,7 +184,7 @@ def _run_in_background(tiny_models, tmp_path, own_group: bool = False):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect-home"))
     proc = subprocess.Popen([sys.executable, "-m", "judgebias", "run", str(config), "--verbose"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=own_group)

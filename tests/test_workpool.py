@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from servers import running, stop
+from servers import migrated_prefect_home, running, stop
 
 from judgebias.flows.runtime.workpool import DEFAULT_DEPLOYMENTS, PROJECT_ROOT, DeploymentSpec
 
@@ -24,7 +24,7 @@ PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 @pytest.fixture(scope="module")
 def prefect_env(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-home")
+    home = migrated_prefect_home(tmp_path_factory.mktemp("prefect-home"))
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),

@@ -27,7 +27,7 @@ from judgebias.backends.resident import Resident
 from judgebias.redaction import redact_uri
 
 __all__ = ["BACKENDS", "DTYPES", "JudgeSpec", "ModelSpec", "build_backend", "cached", "chat_for",
-           "load_local", "release_resident_models", "resident_model"]
+           "is_resident", "load_local", "release_resident_models", "resident_model"]
 
 
 @dataclass(frozen=True)
@@ -187,9 +187,17 @@ def resident_model(spec: ModelSpec):
     reloading gemma-3-270m in bf16 takes ~5 s each time. The last ``JUDGEBIAS_RESIDENT_MODELS``
     (default 2) stay loaded; 0 reloads every time. Only plain weights are shared: a fine-tuned
     model is built apart (``loaded=``), so no adapter can leak into another stage."""
-    key = (spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize)
-    loaded, _ = _RESIDENT.get(key, lambda: load_local(spec))
+    loaded, _ = _RESIDENT.get(_resident_key(spec), lambda: load_local(spec))
     return loaded
+
+
+def is_resident(spec: ModelSpec) -> bool:
+    """Whether ``resident_model(spec)`` would return weights already loaded (no load, no memory)."""
+    return _RESIDENT.holds(_resident_key(spec))
+
+
+def _resident_key(spec: ModelSpec) -> tuple:
+    return (spec.model, spec.gguf_file, spec.device, spec.dtype, spec.quantize)
 
 
 def load_local(spec: ModelSpec):

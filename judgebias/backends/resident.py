@@ -50,6 +50,11 @@ class Resident:
                 self._held[key] = obj
             return obj, True
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether ``get(key, ...)`` would return a held object now, building nothing."""
+        with self._lock:
+            return key in self._held and self.capacity() > 0
+
     def __len__(self) -> int:
         return len(self._held)
 

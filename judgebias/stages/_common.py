@@ -114,17 +114,30 @@ def call_cache(cfg: ExperimentConfig):
     return ResponseCache(call_cache_dir(cfg))
 
 
+# Whether the last model opened was not a resident one (``open_backend``): the next open collects.
+_non_resident_since_collection = False
+
+
 @contextlib.contextmanager
 def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     """A cached backend for a generator/judge/rewriter entry of the config. A local model's plain
     weights stay resident between stages (``resident_model``: the last two models loaded); a
     fine-tuned one (``loaded``) is released on exit."""
-    from judgebias.backends.builder import build_backend, cached, resident_model
+    from judgebias.backends.builder import build_backend, cached, is_resident, resident_model
 
-    gc.collect()  # the previous stage's fine-tuned model (and a peft wrapper's reference cycles) goes first
+    global _non_resident_since_collection
     spec = ref.to_spec(name=name)
-    if loaded is None and spec.can("in_process"):
+    resident = loaded is None and spec.can("in_process")
+    if not (resident and is_resident(spec)) or _non_resident_since_collection:
+        # A model is about to be loaded, or a non-resident one (fine-tuned, loaded apart) was used:
+        # that one (and a peft wrapper's reference cycles) goes first. Skipped when the weights are
+        # resident and nothing else was opened since: no memory to make room for, and a full
+        # collection costs ~0.5 s on a process holding torch, Prefect and MLflow.
+        gc.collect()
+    if resident:
         loaded = resident_model(spec)
+    # Capacity 0 (JUDGEBIAS_RESIDENT_MODELS) keeps nothing: that copy is non-resident too.
+    _non_resident_since_collection = not (resident and is_resident(spec))
     inner = build_backend(spec, loaded=loaded)
     try:
         yield cached(inner, spec, cache)
