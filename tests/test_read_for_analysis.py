@@ -192,3 +192,25 @@ def test_response_texts_read_back_for_the_rows_kept(tmp_path):
     assert back["response_a"].tolist() == want["response_a"].tolist()
     assert back["response_b"].tolist() == want["response_b"].tolist()
     assert list(back.columns) == list(want.columns)  # the counts gone, the texts where they were
+
+
+def test_memory_is_handed_back_only_from_the_threshold_up(tmp_path, monkeypatch):
+    # A full gc.collect() (hand_back_memory) costs up to a second in a process holding torch and
+    # pandas, and a small table frees next to nothing: before and after validation from
+    # HAND_BACK_ROWS rows, never below. The threshold is moved to this table's size to try both sides.
+    import judgebias.tables.for_analysis as fa
+
+    assert fa.HAND_BACK_ROWS == 100_000
+    calls: list[int] = []
+    monkeypatch.setattr(fa, "hand_back_memory", lambda: calls.append(1))
+    table = synthetic(10)
+    path = write_table(table, tmp_path / "t.parquet")
+    rows = len(table)
+    reads = {}
+    for threshold in (fa.HAND_BACK_ROWS, rows + 1, rows, 1):
+        monkeypatch.setattr(fa, "HAND_BACK_ROWS", threshold)
+        calls.clear()
+        got, _ = read_for_analysis(path)
+        assert len(got) == rows
+        reads[threshold] = len(calls)
+    assert reads == {100_000: 0, rows + 1: 0, rows: 2, 1: 2}

@@ -267,6 +267,10 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
     from judgebias.cli import app
 
     monkeypatch.setattr(judgebias.tables.for_analysis, "JSONL_COLUMNAR_BYTES", 0)
+    # Its MLflow store (and anything else written to the working directory) in tmp_path, not in the
+    # checkout the suite runs from (./mlflow.db and ./mlruns were left there).
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     calls = []
     real = judgebias.tables.for_analysis.read_for_analysis
 
@@ -287,6 +291,7 @@ def test_cli_reads_a_large_jsonl_table_lean(tmp_path, monkeypatch):
         outs.append(json.loads(out.read_text()))
     assert calls[0] == (response_features, True, False)
     assert outs[0] == outs[1]
+    assert (tmp_path / "mlflow.db").exists()  # the runs were logged, here
 
 
 def test_response_texts_read_back_for_traces(tmp_path, monkeypatch):

@@ -48,7 +48,7 @@ from judgebias.tracking.log_pointwise import log_experiment_pointwise
 from judgebias.tracking.mlflow_run import mlflow_run
 from judgebias.tracking.params import flatten, template_digest
 from judgebias.tracking.probes import log_probes
-from judgebias.tracking.settings import TrackingSettings
+from judgebias.tracking.settings import TrackingSettings, settings_for
 
 PACKAGES = ("judgebias", "torch", "transformers", "peft", "prefect", "mlflow", "pandas", "numpy")
 
@@ -89,12 +89,6 @@ def comparison_metrics(comp: dict) -> dict[str, float]:
         for cond, est in row.items():
             out.update(estimate_metrics(f"{name_key(judge)}.dbg.{cond}", est))
     return out
-
-
-def settings_for(cfg: ExperimentConfig) -> TrackingSettings:
-    # The config's URI wins; otherwise TrackingSettings reads MLFLOW_TRACKING_URI or uses ./mlflow.db.
-    extra = {"tracking_uri": cfg.tracking.tracking_uri} if cfg.tracking.tracking_uri else {}
-    return TrackingSettings(experiment_name=cfg.tracking.experiment, **extra)
 
 
 def _log_pngs(folder: Path, artifact_dir: str, *, only: Iterable[str] | None = None,

@@ -13,9 +13,13 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from judgebias.config.experiment import ExperimentConfig
 
 DEFAULT_EXPERIMENT = "judgebias"
 REACH_TIMEOUT_S = 5.0
@@ -137,6 +141,14 @@ class TrackingSettings(BaseSettings):
             mlflow.set_tracking_uri(uri)
             mlflow.set_experiment(self.experiment_name)
         return uri
+
+
+def settings_for(cfg: ExperimentConfig) -> TrackingSettings:
+    """An experiment's tracking settings: the config's URI wins; otherwise ``MLFLOW_TRACKING_URI``, else
+    ./mlflow.db. Here rather than in ``judgebias.tracking.experiment`` (which imports pandas and
+    matplotlib, seconds on a busy machine) so ``judgebias run`` can ask the server before anything else."""
+    extra = {"tracking_uri": cfg.tracking.tracking_uri} if cfg.tracking.tracking_uri else {}
+    return TrackingSettings(experiment_name=cfg.tracking.experiment, **extra)
 
 
 @contextlib.contextmanager

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from judgebias.bench.throughput import markdown, run_benchmark
-
 
 def register(app: typer.Typer) -> None:
     @app.command("bench")
@@ -91,6 +89,8 @@ def register(app: typer.Typer) -> None:
         unknown = set(chosen) - {"batched", "unbatched", "explain", "vllm"}
         if unknown:
             raise typer.BadParameter(f"unknown mode(s) {sorted(unknown)}")
+        from judgebias.bench.throughput import markdown, run_benchmark
+
         report = run_benchmark(model=model, arch=arch, n_pairs=pairs, prompt_tokens=prompt_tokens,
                                explain_pairs=explain_pairs, explain_tokens=explain_tokens, modes=chosen,
                                device=device, token_budget=token_budget, batch_size=batch_size,

@@ -85,6 +85,13 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     except ValueError as exc:  # said before Prefect starts, not from inside a failed flow
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    # MLflow: the config's tracking_uri, else MLFLOW_TRACKING_URI, else ./mlflow.db
+    # (judgebias.tracking.settings). A server that does not answer is said now (one HTTP probe, a
+    # short timeout), before Prefect's server guard, torch and the stages are imported: asked after
+    # them, a down server took 27-30 s to say so instead of 4-5 s (2 cores at load 6).
+    from judgebias.tracking.settings import settings_for
+
+    settings_for(cfg).check_reachable()
     _prepare_env(verbose)
     _print_stage_lines()
     from judgebias.cli import full_disk
@@ -103,12 +110,6 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
         import torch
 
         torch.set_num_threads(threads)
-    # MLflow: the config's tracking_uri, else MLFLOW_TRACKING_URI, else ./mlflow.db
-    # (judgebias.tracking.settings);
-    # a server that does not answer is said now, not after the run.
-    from judgebias.tracking.experiment import settings_for
-
-    settings_for(cfg).check_reachable()
     prefetch(cfg.local_models())  # cold models convert in a child process while Prefect starts
     typer.echo("stages, as each ends (ran, or reused from the run folder):")
     from judgebias.flows.experiment import experiment
@@ -134,7 +135,7 @@ def _imported_reports(cfg, store) -> None:
     from judgebias.display import terminal_safe
     from judgebias.flows.imported import imported_report_cards
     from judgebias.reporting.experiment_summary import imported_lines
-    from judgebias.tracking.experiment import settings_for
+    from judgebias.tracking.settings import settings_for
 
     out = imported_report_cards(str(store.root), settings_for(cfg))
     typer.echo(terminal_safe("\n".join(imported_lines(store, out["reports"], out["runs"])), keep="\n"))
