@@ -116,11 +116,23 @@ class _GuardedSubprocess:
             self.on_lost(code)
 
 
+def _reports_to_a_server() -> bool:
+    """Whether Prefect's settings (the environment, the active profile or a settings context) name an
+    API: flows report to that server and Prefect starts no temporary one, so nothing is guarded and
+    Prefect's server code (some 4 s of imports on a loaded 2-core machine) is not loaded."""
+    from prefect.settings import get_current_settings
+
+    return bool(get_current_settings().api.url)
+
+
 def guard_temporary_server(on_server_lost: Callable[[int], None] | None = None) -> bool:
     """Make Prefect start its temporary server under the guard. ``on_server_lost(exit_code)`` is
     called from a watching thread when a server this process started ends without Prefect asking
     (the latest call's handler counts). False when this Prefect version starts its server some other
-    way, in which case nothing changes."""
+    way, or when Prefect reports to a server of its own (``PREFECT_API_URL``), in which case nothing
+    changes."""
+    if _reports_to_a_server():
+        return False
     try:
         from prefect.server.api import server
     except ImportError:
