@@ -421,15 +421,21 @@ _CATALOGUE = (
 )
 
 
+def _index_by_key(figures: Sequence, registry: str) -> Mapping:
+    """Declarations by ``key``, read-only; a key declared twice fails (``registry`` names the
+    catalogue in the error). Shared by the pairwise and the pointwise registries."""
+    out: dict = {}
+    for fig in figures:
+        if fig.key in out:
+            raise ValueError(f"{registry}: {fig.key!r} is declared twice")
+        out[fig.key] = fig
+    return MappingProxyType(out)
+
+
 def index_figures(figures: Sequence[Figure]) -> Mapping[str, Figure]:
     """Figures by key, read-only; a key declared twice fails at import (each figure's own fields
     are checked when it is declared)."""
-    out: dict[str, Figure] = {}
-    for fig in figures:
-        if fig.key in out:
-            raise ValueError(f"figure registry: {fig.key!r} is declared twice")
-        out[fig.key] = fig
-    return MappingProxyType(out)
+    return _index_by_key(figures, "figure registry")
 
 
 FIGURES: Mapping[str, Figure] = index_figures(_CATALOGUE)
@@ -544,12 +550,7 @@ _POINTWISE: tuple[PointwiseFigure, ...] = (
 
 def index_pointwise(figures: Sequence[PointwiseFigure]) -> Mapping[str, PointwiseFigure]:
     """Pointwise figures by key, read-only; a key declared twice fails at import."""
-    out: dict[str, PointwiseFigure] = {}
-    for fig in figures:
-        if fig.key in out:
-            raise ValueError(f"pointwise figure registry: {fig.key!r} is declared twice")
-        out[fig.key] = fig
-    return MappingProxyType(out)
+    return _index_by_key(figures, "pointwise figure registry")
 
 
 POINTWISE_FIGURES: Mapping[str, PointwiseFigure] = index_pointwise(_POINTWISE)
