@@ -37,6 +37,14 @@ from judgebias.stats import (
 from judgebias.tables.pointwise import human_mean
 
 
+def _tested(test: dict, n: int, excl: dict, clusters: Clusters, *, method: str, **extra) -> Estimate:
+    """A clustered test's result (value, interval, statistic, p-value, design effect) as the
+    figure's Estimate on ``n`` rows; every test-based figure below reads its result this way."""
+    est = Estimate(test["value"], test["ci_low"], test["ci_high"], n, excl, statistic=test["statistic"],
+                   p_value=test["p_value"], method=method, **extra)
+    return clustered(est, clusters, test["design_effect"])
+
+
 def _on(clusters: Clusters, what: str) -> str:
     return "" if clusters.singletons else f"; {what} on {clusters.count} {clusters.by} clusters (CR1, t on " \
         f"{clusters.count - 1} df)"
@@ -63,9 +71,8 @@ def _welch_split(rows: pd.DataFrame, values: np.ndarray, keep: np.ndarray, group
         raise InsufficientData(f"no responses by other generators than the {who} to compare with")
     clusters = row_clusters(rows, keep)
     d = clustered_welch(values[keep], group[keep], clusters)
-    est = Estimate(d["value"], d["ci_low"], d["ci_high"], int(keep.sum()), excl, statistic=d["statistic"],
-                   p_value=d["p_value"], method=method + _on(clusters, "the difference"), **extra)
-    return clustered(est, clusters, d["design_effect"])
+    return _tested(d, int(keep.sum()), excl, clusters,
+                   method=method + _on(clusters, "the difference"), **extra)
 
 
 def score_self_preference_eo(df: pd.DataFrame, judge: str, self_map: SelfMap | None = None) -> Estimate:
@@ -139,17 +146,10 @@ def score_dbg(
         raise InsufficientData(f"no own response of judge {judge!r} scored by the gold panel {panel}")
     clusters = row_clusters(mine, has)
     t = clustered_mean_t(d, clusters)
-    return clustered(Estimate(
-        t["value"],
-        t["ci_low"],
-        t["ci_high"],
-        int(d.size),
-        excl,
-        statistic=t["statistic"],
-        p_value=t["p_value"],
-        method="mean (judge - gold panel mean) on own responses, paired t" + _on(clusters, "its mean"),
-        details={"gold": panel},
-    ), clusters, t["design_effect"])
+    return _tested(t, int(d.size), excl, clusters,
+                   method="mean (judge - gold panel mean) on own responses, paired t"
+                   + _on(clusters, "its mean"),
+                   details={"gold": panel})
 
 
 def words(texts: pd.Series) -> np.ndarray:
@@ -175,17 +175,9 @@ def score_verbosity(df: pd.DataFrame, judge: str) -> Estimate:
     slope_h = float(np.polyfit(x, h[ok], 1)[0])
     how = "HC3 interval" if clusters.singletons else \
         f"cluster-robust interval ({clusters.count} {clusters.by} clusters, t on {clusters.count - 1} df)"
-    return clustered(Estimate(
-        fit["value"],
-        fit["ci_low"],
-        fit["ci_high"],
-        int(x.size),
-        excl,
-        statistic=fit["statistic"],
-        p_value=fit["p_value"],
-        method=f"OLS slope of (judge - human) on length per 100 words, {how}",
-        details={"judge_slope": slope_j, "human_slope": slope_h},
-    ), clusters, fit["design_effect"])
+    return _tested(fit, int(x.size), excl, clusters,
+                   method=f"OLS slope of (judge - human) on length per 100 words, {how}",
+                   details={"judge_slope": slope_j, "human_slope": slope_h})
 
 
 def pointwise_pairwise_consistency(
