@@ -125,9 +125,9 @@ def log_pointwise_analysis(
     figs = log_figures(figures) if figures else []
     counts = {"metrics": n, "params": len(params), "figures": len(figs)}
     if judge_runs is not None:
-        from judgebias.tracking.table_ref import sha256_of
+        from judgebias.runs.store import sha256_file
 
-        tags = {**({"judgebias.dataset_digest": sha256_of(Path(table_path))} if table_path else {}),
+        tags = {**({"judgebias.dataset_digest": sha256_file(Path(table_path))} if table_path else {}),
                 "judgebias.table_kind": "pointwise", **judge_runs}
         counts["judge_runs"] = len(log_judge_runs(per_judge, tags))
         mlflow.set_tag("mlflow.note.content", COMPARE_JUDGES + "\n")

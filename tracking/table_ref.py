@@ -11,12 +11,13 @@ check that the file at the path is still the one analysed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from judgebias.runs.store import sha256_file
 
 DEFAULT_MAX_MB = 50.0
 MAX_ENV = "JUDGEBIAS_MLFLOW_TABLE_MAX_MB"
@@ -34,14 +35,6 @@ def max_copy_bytes() -> int:
     if mb < 0:
         raise ValueError(f"{MAX_ENV}={raw!r} must be >= 0")
     return int(mb * 2**20)
-
-
-def sha256_of(path: Path, chunk: int = 8 * 2**20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _suffix(path: Path) -> str:
@@ -114,7 +107,7 @@ def log_table(path: str | Path, *, max_bytes: int | None = None) -> dict[str, An
     limit = max_copy_bytes() if max_bytes is None else max_bytes
     size = path.stat().st_size
     ref: dict[str, Any] = {"path": str(path.resolve()), "bytes": size, "rows": count_rows(path),
-                           "sha256": sha256_of(path), "max_copy_bytes": limit}
+                           "sha256": sha256_file(path), "max_copy_bytes": limit}
     if size <= limit:
         mlflow.log_artifact(str(path), "table")
         ref["logged"] = "copy"

@@ -17,7 +17,6 @@ watch:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Literal
@@ -27,6 +26,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from judgebias.config.base import ModelRef, Name, Strict
 from judgebias.multiplicity import SPENDING
+from judgebias.runs.store import sha256_file
 
 
 class WatchConfigError(ValueError):
@@ -78,14 +78,6 @@ class WatchSettings(Strict):
 
 class WatchConfig(Strict):
     watch: WatchSettings
-
-
-def sha256_file(path: Path, chunk: int = 8 * 2**20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_watch(path: str | os.PathLike) -> tuple[WatchSettings, Path]:

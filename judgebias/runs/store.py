@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import os
 import shutil
@@ -83,6 +84,16 @@ def _as_created(path: str | Path, directory: bool = False) -> None:
     """Give a temporary file (mkstemp: 0600) or folder (mkdtemp: 0700) the mode a plain open or mkdir
     would have given it, so reports and tables can be shared like the rest of the run's outputs."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
+def sha256_file(path: Path, chunk: int = 8 * 2**20) -> str:
+    """Hex SHA-256 of a file, read in chunks: the one digest a watch pins a table by and the one
+    MLflow records as a table's dataset digest, so the two can be compared."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
