@@ -46,15 +46,31 @@ def free_port() -> int:
 # the tiny experiment's run folders are built once, and the annotation tests meet one Label Studio.
 # Cheap session fixtures (an MLflow server, Prefect's harness) are started by each worker instead.
 # A test needing fixtures of two groups goes with the first: a second Label Studio start (under a
-# minute) costs less than a second tiny experiment.
+# minute) costs less than a second tiny experiment. The tests of a module sharing a module-scoped
+# fixture (a probe run, a vLLM server, a loaded model) go to one worker too, as the module's group.
 WORKER_GROUPS = (("experiment", {"experiment_run", "probes_run"}),
                  ("labelstudio", {"labelstudio_server"}))
 
 
+def worker_group(item) -> str | None:
+    """The xdist group a test belongs to, or None where any worker may take it."""
+    needs = set(getattr(item, "fixturenames", ()))
+    group = next((name for name, fixtures in WORKER_GROUPS if fixtures & needs), None)
+    if group:
+        return group
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    if any(d.scope in ("module", "class") for chain in defs for d in chain):
+        return item.nodeid.split("::")[0]
+    return None
+
+
+# tryfirst: xdist's worker reads the groups in its own hook (appending them to the test ids); a marker
+# added after it would be ignored without a word (tests/test_suite_workers.py).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        needs = set(getattr(item, "fixturenames", ()))
-        group = next((name for name, fixtures in WORKER_GROUPS if fixtures & needs), None)
+        group = worker_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
 

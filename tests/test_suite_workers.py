@@ -1,0 +1,53 @@
+"""The suite's worker groups hold (README's test command runs `-n 2 --dist loadgroup`): tests sharing
+a costly fixture must meet on one worker. With pytest 9.2 and pytest-xdist 3.8 the groups were ignored
+without a word (every group split over both workers, the tiny experiment built twice); this runs a
+small session of its own and fails if that comes back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def test_tests_of_one_group_run_on_one_worker(tmp_path):
+    (tmp_path / "test_grouped.py").write_text(textwrap.dedent("""
+        import os
+        import pytest
+
+        @pytest.mark.parametrize("i", range(6))
+        @pytest.mark.xdist_group("shared")
+        def test_grouped(i):
+            with open("workers.txt", "a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_free(i):
+            pass
+    """))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                          "--dist", "loadgroup", "test_grouped.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    workers = (tmp_path / "workers.txt").read_text().split()
+    assert len(workers) == 6 and len(set(workers)) == 1, workers
+
+
+def test_a_module_fixture_makes_its_module_one_group():
+    from conftest import worker_group
+
+    class Def:
+        def __init__(self, scope):
+            self.scope = scope
+
+    class Item:
+        def __init__(self, nodeid, fixtures, scopes):
+            self.nodeid, self.fixturenames = nodeid, fixtures
+            self._fixtureinfo = type("Info", (), {"name2fixturedefs": {
+                f: [Def(s)] for f, s in zip(fixtures, scopes, strict=True)}})
+
+    assert worker_group(Item("tests/test_a.py::t", ["tmp_path", "server"], ["function", "module"])) \
+        == "tests/test_a.py"
+    assert worker_group(Item("tests/test_a.py::t", ["tmp_path"], ["function"])) is None
+    assert worker_group(Item("tests/test_b.py::t", ["experiment_run", "srv"], ["session", "module"])) \
+        == "experiment"
