@@ -30,6 +30,17 @@ for key, value in {
 }.items():
     os.environ.setdefault(key, value)
 
+# Each xdist worker (README's `-n 2`) gets its share of the cores for torch's and OpenMP's threads,
+# and so do the commands it starts: two workers each spinning two OpenMP threads on 2 cores spent
+# most of their time waiting on each other (the model-heavy files: 143 s at the default, 54 s at one
+# thread each, 2026-11-29). Set before torch loads: OpenMP reads it once.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, str(_share))
+    if "torch" in sys.modules:  # loaded already by a plugin: tell it too
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 # The dequantized packaged models are reused across test runs (first load 15-45 s, then ~1 s).
 os.environ.setdefault("JUDGEBIAS_MODEL_CACHE", str(ROOT / ".judgebias" / "models"))
 
@@ -45,11 +56,10 @@ def free_port() -> int:
 # session fixtures, so the tests that share a costly one are sent to one worker (`--dist loadgroup`):
 # the tiny experiment's run folders are built once, and the annotation tests meet one Label Studio.
 # Cheap session fixtures (an MLflow server, Prefect's harness) are started by each worker instead.
-# A test needing fixtures of two groups goes with the first: a second Label Studio start (under a
-# minute) costs less than a second tiny experiment. The tests of a module sharing a module-scoped
-# fixture (a probe run, a vLLM server, a loaded model) go to one worker too, as the module's group.
-WORKER_GROUPS = (("experiment", {"experiment_run", "probes_run"}),
-                 ("labelstudio", {"labelstudio_server"}))
+# One group holds both: the nightly sync needs the tiny experiment and Label Studio, and two groups
+# started a second Label Studio for it (31 s). The tests of a module sharing a module-scoped fixture
+# (a probe run, a vLLM server, a loaded model) go to one worker too, as the module's group.
+WORKER_GROUPS = (("experiment-and-labelstudio", {"experiment_run", "probes_run", "labelstudio_server"}),)
 
 
 def worker_group(item) -> str | None:

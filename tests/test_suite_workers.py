@@ -34,7 +34,7 @@ def test_tests_of_one_group_run_on_one_worker(tmp_path):
 
 
 def test_a_module_fixture_makes_its_module_one_group():
-    from conftest import worker_group
+    from conftest import WORKER_GROUPS, worker_group
 
     class Def:
         def __init__(self, scope):
@@ -50,4 +50,17 @@ def test_a_module_fixture_makes_its_module_one_group():
         == "tests/test_a.py"
     assert worker_group(Item("tests/test_a.py::t", ["tmp_path"], ["function"])) is None
     assert worker_group(Item("tests/test_b.py::t", ["experiment_run", "srv"], ["session", "module"])) \
-        == "experiment"
+        == WORKER_GROUPS[0][0]
+
+
+def test_a_worker_uses_its_share_of_the_cores():
+    import os
+
+    import pytest
+    import torch
+
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        pytest.skip("not under xdist: the process may use every core")
+    share = max(1, len(os.sched_getaffinity(0)) // int(workers))
+    assert torch.get_num_threads() == share and os.environ["OMP_NUM_THREADS"] == str(share)
