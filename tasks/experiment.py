@@ -22,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
 from judgebias import stages
+from judgebias.runs import interrupts
 from judgebias.runs.store import watch
 from judgebias.tasks.stage_lines import report_stage
 
@@ -84,9 +85,11 @@ def stage_task(fn, run_name: str | None = None, *, resumable: bool = True):
             kwargs = {**kwargs, "progress": progress}
         if takes_chunks:
             kwargs = {**kwargs, "chunks": chunk_route(args[0] if args else kwargs["cfg"])}
+        interrupts.check()  # a Ctrl-C the interpreter swallowed stops the run before this stage
         start = time.perf_counter()
         with watch() as seen:
             out = fn(*args, **kwargs)
+        interrupts.check()
         outcome = seen.outcome if resumable else "ran"
         if outcome is not None:
             name = (run_name or fn.__name__).format(**bound)

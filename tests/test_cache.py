@@ -276,6 +276,38 @@ def test_ctrl_c_stops_right_after_the_batch_being_computed_is_stored(cache):
     assert inner.batches == [3, 3, 3, 1]
 
 
+def test_a_ctrl_c_swallowed_by_a_finalizer_is_raised_again_by_the_next_check():
+    # `judgebias run`'s Ctrl-C raises at once; one that lands inside a finalizer (run by a collection,
+    # as opening a backend does) is printed as "Exception ignored" and dropped by Python. Remembered,
+    # the next check (after a stored batch, at a stage's edge) raises it again.
+    import gc
+    import os
+    import signal
+    import time
+
+    from judgebias.runs import interrupts
+
+    class PressedDuringFinalizer:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here and its KeyboardInterrupt is swallowed
+
+    before = signal.getsignal(signal.SIGINT)
+    with interrupts.stop_at_once_remembered():
+        with pytest.raises(KeyboardInterrupt):  # an ordinary Ctrl-C still stops at once
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        interrupts._REQUESTED.clear()
+        holder = [PressedDuringFinalizer()]
+        holder.append(holder)  # a cycle: only a collection finalizes it
+        del holder
+        gc.collect()  # prints "Exception ignored in ... KeyboardInterrupt" and goes on
+        with pytest.raises(KeyboardInterrupt, match="stop requested"):
+            interrupts.check()
+    assert signal.getsignal(signal.SIGINT) is before
+    interrupts.check()  # outside the block nothing is pending any more
+
+
 def test_cache_is_picklable_and_on_disk_schema(cache, tmp_path):
     cb = CachedBackend(CountingBackend(), cache)
     cb.score_options(prompts(2), ["A", "B"])

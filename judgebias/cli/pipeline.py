@@ -118,7 +118,10 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     if not verbose:  # --verbose asked for Prefect's own lines, tracebacks included
         full_disk.hide_prefect_reports()
 
-    result = experiment(str(config_path), overrides, cfg=cfg)
+    from judgebias.runs import interrupts
+
+    with interrupts.stop_at_once_remembered():
+        result = experiment(str(config_path), overrides, cfg=cfg)
     wall = time.perf_counter() - start
     store = RunStore(cfg.run_path())
     typer.echo(terminal_safe(console_report(cfg, store, result, wall_s=wall, peak_rss_gb=_peak_rss_gb()),
