@@ -102,15 +102,25 @@ def flagged(before: pd.DataFrame, after: pd.DataFrame, reps: int, seed: int) -> 
     return [c.split(".", 1)[1] for c in compare(sides, reps=reps, seed=seed)["changed"]]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sims", type=int, default=1000)
+def simulation_parser(doc: str, *, sims: int, power_sims: int | None, reps: int,
+                      shift: float) -> argparse.ArgumentParser:
+    """The options every benchmark of this simulated judge takes (here and watch_null.py), with the
+    benchmark's defaults: simulations under the null (--sims) and under the shift (--power-sims),
+    pairs per run, bootstrap resamples, the shift of the pull toward the first-shown response and the
+    seed. ``doc``'s first paragraph describes the benchmark; it adds its own options."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--sims", type=int, default=sims)
     ap.add_argument("--pairs", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=1000)
-    ap.add_argument("--shift", type=float, default=0.15)
-    ap.add_argument("--power-sims", type=int, default=None, help="default: --sims")
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--shift", type=float, default=shift)
+    ap.add_argument("--power-sims", type=int, default=power_sims,
+                    help="default: --sims" if power_sims is None else None)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = simulation_parser(__doc__, sims=1000, power_sims=None, reps=1000, shift=0.15).parse_args()
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     results = {}

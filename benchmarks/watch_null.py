@@ -19,7 +19,6 @@ nothing.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compare_null import FIRST, figures, judged, pairs
+from compare_null import FIRST, figures, judged, pairs, simulation_parser
 
 from judgebias.reporting.run_compare import Side, compare_judge
 from judgebias.reporting.watch_drift import decide
@@ -55,15 +54,9 @@ def series(args, shift: float, rng: np.random.Generator, seed: int) -> tuple[int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sims", type=int, default=500)
-    ap.add_argument("--power-sims", type=int, default=200)
+    ap = simulation_parser(__doc__, sims=500, power_sims=200, reps=200, shift=0.25)
     ap.add_argument("--looks", type=int, default=4)
-    ap.add_argument("--pairs", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--spending", default="obrien-fleming", choices=("obrien-fleming", "pocock"))
-    ap.add_argument("--shift", type=float, default=0.25)
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run
+from judgebias.cli.options import (
+    TRACES_AUTO_ROWS,
+    BootstrapSeed,
+    SkipInvalid,
+    cluster_by_option,
+    echo_mlflow_run,
+    margin_option,
+    multiplicity_option,
+    origin_option,
+)
 
 # Through a tracking server MLflow writes traces slowly (13-21 traces/s on a loaded 2-core machine;
 # a database URI takes about 350/s, docs/benchmarks.md): the default keeps an analyze of a large
@@ -20,13 +29,13 @@ from judgebias.cli.options import TRACES_AUTO_ROWS, echo_mlflow_run
 def analyze_cmd(
     file: Path = typer.Argument(..., metavar="FILE", help="Judgment table: .jsonl, .parquet or .csv."),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the metrics JSON."),
-    self_: list[str] = typer.Option(
-        None, "--self", metavar="JUDGE=GENERATOR",
+    self_: list[str] = origin_option(
+        "--self",
         help="GENERATOR is JUDGE itself under another name (e.g. gpt4-judge=gpt-4). Repeatable; "
              "GENERATOR may be a comma list. A judge's own name always counts, and so does the "
              "table's judge_generator column."),
-    family: list[str] = typer.Option(
-        None, "--family", metavar="JUDGE=GENERATOR",
+    family: list[str] = origin_option(
+        "--family",
         help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b: PandaLM is fine-tuned from "
              "LLaMA): family figures (family_preference_eo/dp, family_dbg, the regression's "
              "family_origin term) beside the exact-self ones. Repeatable; comma lists allowed."),
@@ -42,8 +51,7 @@ def analyze_cmd(
                              help="Refold every row with both presentation orders under RULE "
                                   "(auto, agree-else-tie, mean-probability) before the figures; default: "
                                   "each row's fold_rule as written."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid",
-                                      help="Exclude invalid rows (counted by reason) instead of failing."),
+    skip_invalid: SkipInvalid = False,
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON, the table and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here). A table "
@@ -58,20 +66,18 @@ def analyze_cmd(
     report: bool = typer.Option(True, "--report/--no-report",
                                 help="Write the report card <out stem>_report.html (+ .md) beside --out."),
     reps: int = typer.Option(2000, help="Bootstrap resamples for DBG and the paired perplexity test."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
-    cluster_by: str = typer.Option(
-        None, "--cluster-by", metavar="COLUMN|none",
+    seed: BootstrapSeed = 0,
+    cluster_by: str = cluster_by_option(
         help="Rows sharing a value of COLUMN are not independent (many pairs per prompt): every "
              "interval and test allow for it, and each figure says on how many clusters it rests "
              "and its design effect. Default: the prompt (the item for a pointwise table); 'none' treats "
              "every pair (or row) as independent."),
-    multiplicity: str = typer.Option(
-        "holm", "--multiplicity", metavar="holm|bh",
+    multiplicity: str = multiplicity_option(
+        "holm",
         help="How each judge's statement tests are adjusted together: holm (default; the chance of "
              "any false caution about a judge is at most 5%) or bh (Benjamini-Hochberg; at most 5% "
              "of the cautions false on average). Intervals stay per-figure 95%."),
-    margin: list[str] = typer.Option(
-        None, "--margin", metavar="FIGURE=VALUE",
+    margin: list[str] = margin_option(
         help="Override a figure's margin of practical irrelevance (repeatable), e.g. "
              "self_preference_eo=0.03: an ok needs the figure's 95% interval inside it, else the "
              "statement is inconclusive. A pointwise table takes its figures' keys (score_bias_human=0.05: "
@@ -100,12 +106,6 @@ def analyze_cmd(
     require_tracking(mlflow)
     self_map, family_map = origin_map(self_, "--self"), origin_map(family, "--family")
     gold_list = [g.strip() for g in gold.split(",") if g.strip()] if gold else None
-    from judgebias.multiplicity import check_method
-
-    try:
-        multiplicity = check_method(multiplicity)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     from judgebias.tables.pointwise import file_is_pointwise
 
     pointwise = file_is_pointwise(file)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from judgebias.cli.options import fail, origin_map
+from judgebias.cli.options import fail, origin_map, origin_option
 
 annotate_app = typer.Typer(
     name="annotate",
@@ -56,7 +56,7 @@ def push_cmd(
                                    "uniform rate)."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Measured judge(s) (default: all judges)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
+    self_: list[str] = origin_option("--self", SELF_HELP),
     project_title: str = typer.Option(
         "judgebias pairwise preferences",
         help="Label Studio project (created with the pairwise config when absent, reused otherwise).",
@@ -134,7 +134,7 @@ def pull_cmd(
     table: Path = typer.Argument(..., help="The experiment's judgment table."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Judge(s) to recompute (default: all)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
+    self_: list[str] = origin_option("--self", SELF_HELP),
     ledger: Path = typer.Option(None, help="Labels ledger (default: <table>.labels.sqlite)."),
     out: Path = typer.Option(None, help="Merged table to write (default: <table>.human.jsonl)."),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log the figures as a new MLflow run."),

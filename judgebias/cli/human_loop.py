@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from judgebias.cli.annotate import SELF_HELP, annotate_app, ledger_for
-from judgebias.cli.options import fail, origin_map, out_folder
+from judgebias.cli.options import fail, origin_map, origin_option, out_folder
 
 
 def _table_with_ledger_labels(table: Path, ledger: Path | None):
@@ -35,7 +35,7 @@ def plan_cmd(
                                      "half-width for (repeatable)."),
     population: str = typer.Option("all", help="all or own (as for push)."),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
+    self_: list[str] = origin_option("--self", SELF_HELP),
     ledger: Path = typer.Option(None, help="Labels ledger: its labels refine the pilot variances."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
@@ -156,7 +156,7 @@ def replay_cmd(
     table: Path = typer.Argument(..., help="A judgment table whose pairs (or, pointwise, items) all carry "
                                  "human labels."),
     judge: list[str] = typer.Option(..., "--judge", "-j", help="Measured judge(s)."),
-    self_: list[str] = typer.Option(None, "--self", metavar="JUDGE=GENERATOR", help=SELF_HELP),
+    self_: list[str] = origin_option("--self", SELF_HELP),
     gold: list[str] = typer.Option(None, "--gold", help="Gold-panel judge(s) (default: the other judges)."),
     budgets: str = typer.Option("25,50,100,200,400", help="Comma-separated label budgets."),
     reps: int = typer.Option(200, min=1, help="Repetitions per budget."),

@@ -8,32 +8,32 @@ from pathlib import Path
 
 import typer
 
+from judgebias.cli.options import BootstrapSeed, SkipInvalid, cluster_by_option, margin_option, origin_option
+
 
 def leaderboard_cmd(
     file: Path = typer.Argument(..., metavar="TABLE", help="Judgment table: .jsonl, .parquet or .csv."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write the leaderboard JSON."),
-    self_: list[str] = typer.Option(
-        None, "--self", metavar="JUDGE=GENERATOR",
+    self_: list[str] = origin_option(
+        "--self",
         help="GENERATOR is JUDGE itself under another name (as for analyze). Repeatable; comma lists "
              "allowed. A judge's own name and the table's judge_generator column always count."),
-    family: list[str] = typer.Option(
-        None, "--family", metavar="JUDGE=GENERATOR",
+    family: list[str] = origin_option(
+        "--family",
         help="GENERATOR is of JUDGE's family (e.g. pandalm-7b=llama-7b). Repeatable; comma lists allowed."),
     judge: list[str] = typer.Option(None, "--judge", "-j", help="Only these judges (default: all)."),
     reps: int = typer.Option(1000, help="Bootstrap resamples of the prompts (or --cluster-by clusters)."),
-    cluster_by: str = typer.Option(
-        None, "--cluster-by", metavar="COLUMN|none",
+    cluster_by: str = cluster_by_option(
         help="What the bootstrap resamples: the values of COLUMN (rows sharing one are not independent); "
              "default the prompt, 'none' every pair on its own. The audit figures read the same."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seed: BootstrapSeed = 0,
     label_sample: int = typer.Option(
         None, "--label-sample", metavar="N",
         help="human_anchored uses a seeded uniform sample of N labelled pairs instead of every one (what a "
              "small label budget buys; the human reference keeps every label)."),
     plots_dir: Path = typer.Option(None, "--plots-dir",
                                    help="Write the forest plot and the rank-change chart (PNG) here."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid",
-                                      help="Exclude invalid rows (counted by reason) instead of failing."),
+    skip_invalid: SkipInvalid = False,
     target_half_width: float = typer.Option(
         None, "--target-half-width", metavar="H",
         help="The planner's target: 95% half-width (log-odds) on the recommended ranking's top-two gap "
@@ -46,8 +46,7 @@ def leaderboard_cmd(
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow",
                                 help="Log params, metrics, the JSON and the plots to MLflow "
                                      "(MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."),
-    margin: list[str] = typer.Option(
-        None, "--margin", metavar="FIGURE=VALUE",
+    margin: list[str] = margin_option(
         help="Override a margin the recommendation's R4 reads (verbosity_bias=0.05, "
              "style_length_term=0.2): R4 passes only with the interval inside it, else inconclusive."),
     run_name: str = typer.Option(None, help="MLflow run name (default: leaderboard <file name>)."),

@@ -1,16 +1,57 @@
-"""Option checks more than one command shares: the ``--self``/``--family`` maps and the MLflow
-server that must answer before any work is done."""
+"""Options and option checks more than one command shares: the ``--self``/``--family`` maps, the
+margins, the multiplicity method and the MLflow server that must answer before any work is done."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 # analyze --traces left unset: every row becomes an MLflow trace only for tables this small.
 TRACES_AUTO_ROWS = 50
+
+# Options several commands declare. One the commands describe alike is one Annotated alias; one each
+# command describes for itself (what its figures do with it) keeps the command's help, and the
+# spelling it shares (name, metavar, default, the check of its value) is one function here.
+SkipInvalid = Annotated[bool, typer.Option(
+    "--skip-invalid", help="Exclude invalid rows (counted by reason) instead of failing.")]
+BootstrapSeed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
+
+
+def origin_option(option: str, help: str) -> Any:
+    """``--self``/``--family JUDGE=GENERATOR`` (repeatable; comma lists): read by ``origin_map``."""
+    return typer.Option(None, option, metavar="JUDGE=GENERATOR", help=help)
+
+
+def cluster_by_option(help: str) -> Any:
+    """``--cluster-by COLUMN|none``: the rows sharing a value of COLUMN are one cluster (default: the
+    prompt; none: every row its own)."""
+    return typer.Option(None, "--cluster-by", metavar="COLUMN|none", help=help)
+
+
+def margin_option(help: str) -> Any:
+    """``--margin FIGURE=VALUE`` (repeatable): read by ``margin_overrides`` or the command's own
+    margins."""
+    return typer.Option(None, "--margin", metavar="FIGURE=VALUE", help=help)
+
+
+def _multiplicity_method(value: str | None) -> str | None:
+    from judgebias.multiplicity import check_method
+
+    try:
+        return None if value is None else check_method(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
+
+
+def multiplicity_option(default: str | None, help: str) -> Any:
+    """``--multiplicity holm|bh``, given to the command as ``check_method`` spells it (aliases such
+    as fdr read as bh); another value is a usage error before any work."""
+    return typer.Option(default, "--multiplicity", metavar="holm|bh", callback=_multiplicity_method,
+                        help=help)
 
 
 def fail(message: str, code: int = 1) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from judgebias.cli.options import margin_option, multiplicity_option
+
 
 def _source(target: str, workdir: Path) -> tuple[Path, Path | None, Path, str, dict]:
     """(metrics.json, plots folder, default page path, title, probes' figures) for a file, a run
@@ -76,25 +78,17 @@ def report_cmd(
         help="Page to write (default: beside the metrics; for an MLflow run, reports/<run id>/report.html).",
     ),
     open_: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
-    multiplicity: str = typer.Option(
-        None, "--multiplicity", metavar="holm|bh",
+    multiplicity: str = multiplicity_option(
+        None,
         help="Adjust each judge's statement tests by holm (family-wise error) or bh (false discovery "
              "rate) instead of the method the analysis recorded (holm when none)."),
-    margin: list[str] = typer.Option(
-        None, "--margin", metavar="FIGURE=VALUE",
+    margin: list[str] = margin_option(
         help="Read the statements against this margin of practical irrelevance instead of the one the "
              "analysis recorded (repeatable; as on analyze)."),
 ) -> None:
     """Write the judge report card (self-contained HTML + markdown) of a run and print its path."""
-    from judgebias.multiplicity import check_method
-    from judgebias.reporting.report_card import write_report
-
-    if multiplicity is not None:
-        try:
-            multiplicity = check_method(multiplicity)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--multiplicity") from None
     from judgebias.cli.options import margin_overrides
+    from judgebias.reporting.report_card import write_report
 
     margins = margin_overrides(margin)
     metrics, plots, default, title, probes = _source(target, Path("reports"))

@@ -12,6 +12,8 @@ from typing import Any
 
 import typer
 
+from judgebias.cli.options import BootstrapSeed
+
 _TABLE_SUFFIXES = (".parquet", ".jsonl", ".csv")
 
 
@@ -166,7 +168,7 @@ def compare_cmd(
     reps: int = typer.Option(
         1000, help="Cluster-bootstrap resamples of the shared prompts (paired differences)."
     ),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seed: BootstrapSeed = 0,
     mlflow: bool = typer.Option(
         True, "--mlflow/--no-mlflow", help="When A and B are MLflow runs: tag B with what changed and link A."
     ),
@@ -228,7 +230,7 @@ def gate_cmd(
         help="A bound on a point estimate whose 95% interval straddles it.",
     ),
     reps: int = typer.Option(1000, help="Bootstrap resamples of a 'no change since RUN' comparison."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seed: BootstrapSeed = 0,
 ) -> None:
     """CI gate: exit 0 when every rule holds for every judge, 1 with one line per broken rule naming the
     figure, its value and interval. Rules name the figure registry's figures (docs/watch.md)."""

@@ -60,11 +60,11 @@ def aggregate_gold(
     table: pd.DataFrame,
     *,
     variant: RunLayout = RunLayout(),
-    exclude: tuple[str, ...] = (),
     progress: Progress = noop,
 ) -> pd.DataFrame:
     """Gold vote per (pair, measured judge): the panel's mean P(A) without that judge, or the human
-    majority with ``human_as_gold``; what the DBG scores are measured against."""
+    majority with ``human_as_gold``; what the DBG scores are measured against. The main run's panel:
+    no judge is left out of it (``compute_metrics``' ``exclude`` is the style ablation's)."""
     from judgebias.metrics.dbg import gold_votes
     from judgebias.metrics.frame import PAIR, prepare
     from judgebias.stats import InsufficientData
@@ -73,7 +73,7 @@ def aggregate_gold(
         prepared = prepare(table)
         codes = prepared.drop_duplicates(PAIR)[[PAIR, "pair_id"]].set_index(PAIR)["pair_id"]
         frames = []
-        panel = gold_for(cfg, table, exclude)
+        panel = gold_for(cfg, table)
         for judge in sorted(table["judge"].dropna().unique()):
             try:
                 votes, counts, used = gold_votes(table, judge, panel, human_as_gold=cfg.gold.human_as_gold)
@@ -102,7 +102,6 @@ def aggregate_gold(
     return stage_output(store, frame(variant.gold), None, compute)  # cheap: not timed
 
 
-# Its signature repeats aggregate_gold's: the stages' calling convention (stages/_common), on purpose.
 def compute_metrics(
     cfg: ExperimentConfig,
     store: RunStore,
