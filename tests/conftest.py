@@ -34,12 +34,14 @@ for key, value in {
 # and so do the commands it starts: two workers each spinning two OpenMP threads on 2 cores spent
 # most of their time waiting on each other (the model-heavy files: 143 s at the default, 54 s at one
 # thread each, 2026-11-29). Set before torch loads: OpenMP reads it once.
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    _share = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, str(_share))
+# A thread count set in the environment beforehand is kept (THREAD_SHARE stays None).
+THREAD_SHARE: int | None = None
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    THREAD_SHARE = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ["OMP_NUM_THREADS"] = str(THREAD_SHARE)
+    os.environ.setdefault("MKL_NUM_THREADS", str(THREAD_SHARE))
     if "torch" in sys.modules:  # loaded already by a plugin: tell it too
-        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        sys.modules["torch"].set_num_threads(THREAD_SHARE)
 
 # The dequantized packaged models are reused across test runs (first load 15-45 s, then ~1 s).
 os.environ.setdefault("JUDGEBIAS_MODEL_CACHE", str(ROOT / ".judgebias" / "models"))

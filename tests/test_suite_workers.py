@@ -58,9 +58,10 @@ def test_a_worker_uses_its_share_of_the_cores():
 
     import pytest
     import torch
+    from conftest import THREAD_SHARE
 
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if not workers:
-        pytest.skip("not under xdist: the process may use every core")
-    share = max(1, len(os.sched_getaffinity(0)) // int(workers))
-    assert torch.get_num_threads() == share and os.environ["OMP_NUM_THREADS"] == str(share)
+    if THREAD_SHARE is None:
+        pytest.skip("not under xdist, or OMP_NUM_THREADS set beforehand: kept as given")
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    assert max(1, len(os.sched_getaffinity(0)) // workers) == THREAD_SHARE
+    assert torch.get_num_threads() == THREAD_SHARE and os.environ["OMP_NUM_THREADS"] == str(THREAD_SHARE)
