@@ -122,28 +122,31 @@ _non_resident_since_collection = False
 def open_backend(ref, *, name: str, cache, loaded=None) -> Iterator[Any]:
     """A cached backend for a generator/judge/rewriter entry of the config. A local model's plain
     weights stay resident between stages (``resident_model``: the last two models loaded); a
-    fine-tuned one (``loaded``) is released on exit."""
+    fine-tuned one (``loaded``) is released on exit.
+
+    A full collection costs ~0.5 s in a process holding torch, Prefect and MLflow, and the stages
+    open a model 5-10 times a run: it runs before a model is loaded (room for it), when a
+    non-resident one is let go, and at the next open after one (a fine-tuned copy held in peft's
+    reference cycles, which its caller still holds at this exit); never around resident weights."""
     from judgebias.backends.builder import build_backend, cached, is_resident, resident_model
 
     global _non_resident_since_collection
     spec = ref.to_spec(name=name)
     resident = loaded is None and spec.can("in_process")
     if not (resident and is_resident(spec)) or _non_resident_since_collection:
-        # A model is about to be loaded, or a non-resident one (fine-tuned, loaded apart) was used:
-        # that one (and a peft wrapper's reference cycles) goes first. Skipped when the weights are
-        # resident and nothing else was opened since: no memory to make room for, and a full
-        # collection costs ~0.5 s on a process holding torch, Prefect and MLflow.
         gc.collect()
     if resident:
         loaded = resident_model(spec)
     # Capacity 0 (JUDGEBIAS_RESIDENT_MODELS) keeps nothing: that copy is non-resident too.
-    _non_resident_since_collection = not (resident and is_resident(spec))
+    apart = not (resident and is_resident(spec))
+    _non_resident_since_collection = apart
     inner = build_backend(spec, loaded=loaded)
     try:
         yield cached(inner, spec, cache)
     finally:
-        del inner
-        gc.collect()
+        del inner, loaded
+        if apart:
+            gc.collect()
 
 
 @contextlib.contextmanager
