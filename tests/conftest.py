@@ -34,7 +34,9 @@ for key, value in {
 # and so do the commands it starts: two workers each spinning two OpenMP threads on 2 cores spent
 # most of their time waiting on each other (the model-heavy files: 143 s at the default, 54 s at one
 # thread each, 2026-11-29). Set before torch loads: OpenMP reads it once.
-# A thread count set in the environment beforehand is kept (THREAD_SHARE stays None).
+# A thread count set in the environment beforehand is kept (THREAD_SHARE stays None). The cores are
+# counted here rather than by judgebias.coverage.runner.usable_cores: importing it loads numpy,
+# whose BLAS reads OMP_NUM_THREADS once, before it is set.
 THREAD_SHARE: int | None = None
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
     THREAD_SHARE = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
