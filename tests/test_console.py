@@ -139,7 +139,14 @@ def test_demo_help_quotes_no_timing():
 
 # --- the console of a real run ---------------------------------------------------------------------
 def _run_cli(base, config) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"}
+    from servers import migrated_prefect_home
+
+    env = {k: v for k, v in os.environ.items()
+           if k != "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL" and not k.startswith("PREFECT_API")}
+    # A Prefect home of the test's own, migrated already: not the user's ~/.prefect, whose first use
+    # on a fresh machine would migrate it (10-30 s) beside the other worker's runs.
+    home = base / "prefect-home"
+    env["PREFECT_HOME"] = str(home if home.is_dir() else migrated_prefect_home(home))
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved as printed
     proc = subprocess.run([sys.executable, "-m", "judgebias", "run", str(config)], cwd=base, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
