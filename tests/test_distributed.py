@@ -203,8 +203,8 @@ def _assert_same_judgments(rows, reference):
 
 
 @pytest.mark.slow
-def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judge_folder, reference_rows,
-                                                                      tmp_path):
+def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(prefect_harness, tiny_judge_folder,
+                                                                      reference_rows, tmp_path):
     import pandas as pd
 
     from judgebias.flows.distributed_judging import distributed_judging
@@ -242,7 +242,8 @@ def test_dask_run_equals_single_process_and_reruns_make_no_model_calls(tiny_judg
 
 
 @pytest.mark.slow
-def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny_judge_folder, tmp_path):
+def test_chunked_generation_matches_direct_generation_and_reruns_from_store(
+        prefect_harness, tiny_judge_folder, tmp_path):
     from judgebias.backends.local import LocalBackend
     from judgebias.backends.protocol import GenerationParams, Prompt
     from judgebias.tasks.chunks import generate_in_chunks
@@ -275,8 +276,8 @@ def test_chunked_generation_matches_direct_generation_and_reruns_from_store(tiny
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(tiny_judge_folder, reference_rows,
-                                                                  tmp_path, monkeypatch):
+def test_a_worker_killed_mid_chunk_costs_only_its_unfinished_batch(prefect_harness, tiny_judge_folder,
+                                                                  reference_rows, tmp_path, monkeypatch):
     """One Dask worker process dies (os._exit) after its chunk's first model call
     (one batch). Dask restarts it and reschedules the chunk; the batch that reached the shared cache is
     not scored again, and the merged result is still the single-process result."""
