@@ -101,7 +101,9 @@ def vllm_judge():
                                        engine={"max_num_batched_tokens": 2048, "max_num_seqs": 128,
                                                "enforce_eager": True})
     yield backend
+    sockets = backend._rpc_dir
     backend.close()
+    assert sockets is not None and not Path(sockets).exists()  # vLLM's sockets went with the worker
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +128,8 @@ def test_vllm_judges_like_the_fp32_engine(vllm_judge, fp32_engine, tmp_path):
         assert math.isfinite(g.probs["A"]) and abs(g.probs["A"] + g.probs["B"] - 1) < 1e-9
         assert abs(g.mass - w.mass) < TOLERANCE * max(w.mass, 1e-3)
     assert max(gaps) <= TOLERANCE
+    # vLLM's engine sockets are in the worker's own folder, not loose in the user's temporary folder
+    assert any(p.is_socket() for p in Path(vllm_judge._rpc_dir).iterdir())
 
     ident = vllm_judge.identity()
     assert ident["backend"] == "vllm" and ident["vllm"].split()[1] == vllm_judge.vllm_version

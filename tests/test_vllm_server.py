@@ -52,7 +52,9 @@ def vllm_server(tmp_path_factory):
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--served-model-name",
             SERVED, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
             "--max-model-len", "2048", "--enforce-eager"]  # no torch.compile: see test_vllm_backend.py
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    # VLLM_RPC_BASE_PATH: vLLM leaves its engine's sockets there (judgebias/backends/vllm_backend.py)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "VLLM_RPC_BASE_PATH": str(tmp_path_factory.mktemp("vllm-rpc"))}
     # Engine start took 1-5 min on 2 shared cores while it compiled; eager, it skips that warm-up.
     with running(argv, health_url=f"http://127.0.0.1:{port}/health", log=log, what="vLLM server", env=env,
                  timeout=900, grace=30) as proc:

@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,8 +110,6 @@ def vllm_folder(folder: str) -> str:
     try:
         tmp.rename(view)
     except OSError:  # another process made it first
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     return str(view)
 
@@ -147,6 +146,7 @@ class VLLMBackend(PromptTokens):
         self._proc: subprocess.Popen | None = None
         self._exit_hook = False
         self._log: Any = None
+        self._rpc_dir: str | None = None
         self._lock = threading.Lock()
         self.load_seconds = math.nan
 
@@ -175,6 +175,12 @@ class VLLMBackend(PromptTokens):
         env = dict(os.environ)
         # vLLM's CPU build reserves 4 GiB of KV cache by default; a judge prompt needs far less.
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        if "VLLM_RPC_BASE_PATH" not in env:
+            # vLLM names its engine's sockets with fresh uuids in this folder and does not remove them
+            # (12 left in /tmp by one run of tests/test_vllm_backend.py): a folder of our own, removed
+            # on close, keeps them out of the user's /tmp.
+            self._rpc_dir = self._rpc_dir or tempfile.mkdtemp(prefix="judgebias-vllm-rpc-")
+            env["VLLM_RPC_BASE_PATH"] = self._rpc_dir
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         # Its own process group: vLLM's engine processes join it, so one killpg stops them all on
         # every way out (a killed worker would otherwise leave them running, GBs and cores held).
@@ -248,13 +254,18 @@ class VLLMBackend(PromptTokens):
             if self._proc is not None:
                 self._stop(self._proc)
                 self._proc = None
+            if self._rpc_dir is not None:
+                shutil.rmtree(self._rpc_dir, ignore_errors=True)
+                self._rpc_dir = None
 
     def __getstate__(self) -> dict:  # a copy in another process starts its own worker
-        return {k: v for k, v in self.__dict__.items() if k not in ("_proc", "_log", "_lock", "_exit_hook")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_proc", "_log", "_lock", "_exit_hook", "_rpc_dir")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._proc, self._log, self._lock, self._exit_hook = None, None, threading.Lock(), False
+        self._rpc_dir = None
 
     # ---------------------------------------------------------------- Backend protocol
     def score_options(self, prompts: Sequence[Prompt], options: Sequence[str]) -> list[OptionScores]:
