@@ -79,14 +79,66 @@ def worker_group(item) -> str | None:
     return None
 
 
+# The longest tests first, so that both workers end together on short ones. xdist sends the groups
+# first, the largest first; the tests outside any group followed in file order, which put the slowest
+# tests near the end of the alphabet (vLLM's, the work pool's) last: one worker then ran them alone,
+# the other idle (the last 60 s of a 567 s suite at 25-50 % of the two cores). Outside the groups the
+# order is free: a test there has no module- or class-scoped fixture (worker_group) whose setup a move
+# could repeat. tests/durations.json holds the seconds of each test that took 1 s or more, rewritten by
+# `pytest -n 2 --dist loadgroup --record-durations tests/durations.json` when the suite changes much; a
+# test not in it counts as short.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+RECORDED_FROM = 1.0  # seconds: shorter tests are left out of the file
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", metavar="PATH", default=None,
+                     help="write each test's seconds (setup, call and teardown) to PATH as JSON, for the "
+                          "order the suite runs in (tests/durations.json)")
+
+
 # tryfirst: xdist's worker reads the groups in its own hook (appending them to the test ids); a marker
 # added after it would be ignored without a word (tests/test_suite_workers.py).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    import json
+
+    grouped = set()
     for item in items:
         group = worker_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            grouped.add(item.nodeid)
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    items[:] = longest_first(items, grouped, recorded)
+
+
+def longest_first(items: list, grouped: set[str], recorded: dict[str, float]) -> list:
+    """The grouped tests in their file order (a module's tests stay together), then the others, the
+    longest recorded first; ties and unrecorded tests keep their file order."""
+    return sorted(items, key=lambda item: (0, 0.0) if item.nodeid in grouped
+                  else (1, -recorded.get(item.nodeid, 0.0)))
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # xdist names a grouped test `<nodeid>@<group>` in its reports; the file keeps the test's own id
+    nodeid, _, group = report.nodeid.rpartition("@")
+    if not nodeid or not (group.endswith(".py") or group in dict(WORKER_GROUPS)):
+        nodeid = report.nodeid
+    _durations[nodeid] = _durations.get(nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--record-durations")
+    if path and not hasattr(session.config, "workerinput"):  # the controller sees every worker's reports
+        import json
+
+        kept = {nodeid: round(seconds, 1) for nodeid, seconds in sorted(_durations.items())
+                if seconds >= RECORDED_FROM}
+        Path(path).write_text(json.dumps(kept, indent=1) + "\n")
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,29 @@ def test_a_module_fixture_makes_its_module_one_group():
         == WORKER_GROUPS[0][0]
 
 
+def test_the_longest_free_tests_go_first_and_groups_keep_their_order():
+    from types import SimpleNamespace
+
+    from conftest import longest_first
+
+    names = ("a::g1", "a::fast", "b::g2", "b::slow", "c::new", "c::slower")
+    items = [SimpleNamespace(nodeid=n) for n in names]
+    ordered = longest_first(items, {"a::g1", "b::g2"}, {"a::fast": 0.5, "b::slow": 3.0, "c::slower": 9.0})
+    # groups first in file order; then 9.0, 3.0, 0.5 s; an unrecorded test counts as 0 s
+    assert [i.nodeid for i in ordered] == ["a::g1", "b::g2", "c::slower", "b::slow", "a::fast", "c::new"]
+
+
+def test_recorded_durations_name_tests_of_this_suite():
+    import json
+
+    from conftest import DURATIONS
+
+    recorded = json.loads(DURATIONS.read_text())
+    files = {nodeid.split("::")[0] for nodeid in recorded}
+    assert recorded and all((DURATIONS.parents[1] / f).is_file() for f in files), files
+    assert all(seconds >= 1.0 for seconds in recorded.values())
+
+
 def test_a_worker_uses_its_share_of_the_cores():
     import os
 
