@@ -40,7 +40,7 @@ done
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 case "$INSTALLER" in
-  uv) "$VENV/bin/python" -m pip install --disable-pip-version-check -q uv \
+  uv) "$VENV/bin/python" -m pip install --disable-pip-version-check -qq uv \
         || { echo "install.sh: uv could not be installed; pip installs instead" >&2; INSTALLER=pip; } ;;
   pip) ;;
   *) echo "install.sh: JUDGEBIAS_INSTALLER is uv or pip, not $INSTALLER" >&2; exit 2 ;;
