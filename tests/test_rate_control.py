@@ -168,6 +168,20 @@ def test_the_announced_budget_spaces_the_sends_once_it_is_spent():
     assert rc.announced_budget({"x-ratelimit-remaining-requests": "3"}, "requests") is None
 
 
+def test_the_adaptive_limit_does_not_grow_while_the_stated_budget_holds_the_sends():
+    clock = FakeClock()
+    gov = rc.RequestGovernor(clock=clock, sleep=clock.sleep)  # adaptive, 4 in flight to start
+    for _ in range(4):
+        assert gov.acquire_slot(1.0)
+    budget = {"x-ratelimit-limit-requests": "1200"}
+    # 2 left, but 3 others on their way: spent (2 - 3 < 1), so this answer adds no place
+    gov.answered(sent_at=0.0, latency=0.1, headers={**budget, "x-ratelimit-remaining-requests": "2"})
+    assert gov.limit == 4 and gov.summary()["cuts"] == 0  # nor cuts: the server said 2 were left
+    clock.now = 5.0  # refilled: 15 left beyond the 3 others
+    gov.answered(sent_at=4.9, latency=0.1, headers={**budget, "x-ratelimit-remaining-requests": "18"})
+    assert gov.limit == 5  # slow start's one place per answer
+
+
 def test_declared_rpm_keeps_the_client_under_the_limit():
     state = StubState(latency_s=0.0, rpm=600)  # 10/s, burst 10
     with StubServer(state) as server:

@@ -138,10 +138,12 @@ class AdaptiveLimit:
     def allowed(self) -> int:
         return max(1, int(self.limit))
 
-    def answered(self, latency: float, now: float | None = None, kind: str = "call") -> None:
+    def answered(self, latency: float, now: float | None = None, kind: str = "call",
+                 grow: bool = True) -> None:
         """A request was answered after ``latency`` seconds (at ``now``, for the answer rate).
         ``kind``: latencies of one kind are compared with each other only (a scoring call's with
-        scoring calls', a generation's time per token with generations')."""
+        scoring calls', a generation's time per token with generations'). ``grow=False``: the answer
+        says nothing about room for more (the server's stated budget is what holds the sends back)."""
         if not latency >= 0:
             raise ValueError(f"latency must be >= 0, got {latency}")
         if now is not None:
@@ -166,7 +168,8 @@ class AdaptiveLimit:
                 self.last_cut = now
                 self.cuts += 1
             return
-        self.limit = min(float(self.ceiling), self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
+        if grow:
+            self.limit = min(float(self.ceiling), self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
 
     def answer_rate(self, now: float) -> float | None:
         """Answers a second over the last moments; None with fewer than 4 of them."""
@@ -344,7 +347,10 @@ class RequestGovernor:
         with self._cond:
             self._heard(headers)
             if self.control is not None:
-                self.control.answered(latency, self.clock(), kind)
+                # While the stated budget is spent, sends wait for it, not for a place in flight: more
+                # places would only wait too (without this the limit climbed to its ceiling, 256).
+                spent_budget = "requests" in self.announced and self.announced["requests"].level < 1.0
+                self.control.answered(latency, self.clock(), kind, grow=not spent_budget)
             if spent is not None:
                 self._pause(spent)
                 if self.control is not None:
