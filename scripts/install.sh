@@ -68,8 +68,9 @@ install_into() {  # VENV ARGS...: install ARGS into the environment VENV
 torch_first=(torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"})
 
 # The other environments install in the background, beside the project's (an install spends much of
-# its time waiting on the network and the disk; they share nothing but the installer's cache), each in a process
-# group of its own (set -m), so that a failed or interrupted install.sh stops them, the installer included.
+# its time waiting on the network and the disk; they share nothing but the installer's cache), each in
+# a process group of its own (set -m), so that a failed or interrupted install.sh stops them, the
+# installer included.
 background=()
 stop_background() { for pid in ${background[@]+"${background[@]}"}; do kill -- "-$pid" 2>/dev/null || true; done; }
 trap stop_background EXIT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -97,12 +98,16 @@ def pytest_addoption(parser):
                           "order the suite runs in (tests/durations.json)")
 
 
+def pytest_configure(config):
+    path = config.getoption("--record-durations")
+    if path and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
+        config.pluginmanager.register(DurationRecorder(Path(path)), "record-durations")
+
+
 # tryfirst: xdist's worker reads the groups in its own hook (appending them to the test ids); a marker
 # added after it would be ignored without a word (tests/test_suite_workers.py).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    import json
-
     grouped = set()
     for item in items:
         group = worker_group(item)
@@ -120,25 +125,23 @@ def longest_first(items: list, grouped: set[str], recorded: dict[str, float]) ->
                   else (1, -recorded.get(item.nodeid, 0.0)))
 
 
-_durations: dict[str, float] = {}
+class DurationRecorder:
+    """Registered only with --record-durations: sums each test's phases, writes them at the end."""
 
+    def __init__(self, path: Path) -> None:
+        self.path, self.seconds = path, {}
 
-def pytest_runtest_logreport(report):
-    # xdist names a grouped test `<nodeid>@<group>` in its reports; the file keeps the test's own id
-    nodeid, _, group = report.nodeid.rpartition("@")
-    if not nodeid or not (group.endswith(".py") or group in dict(WORKER_GROUPS)):
-        nodeid = report.nodeid
-    _durations[nodeid] = _durations.get(nodeid, 0.0) + report.duration
+    def pytest_runtest_logreport(self, report):
+        # xdist names a grouped test `<nodeid>@<group>` in its reports; the file keeps the test's own id
+        nodeid, _, group = report.nodeid.rpartition("@")
+        if not nodeid or not (group.endswith(".py") or group in dict(WORKER_GROUPS)):
+            nodeid = report.nodeid
+        self.seconds[nodeid] = self.seconds.get(nodeid, 0.0) + report.duration
 
-
-def pytest_sessionfinish(session):
-    path = session.config.getoption("--record-durations")
-    if path and not hasattr(session.config, "workerinput"):  # the controller sees every worker's reports
-        import json
-
-        kept = {nodeid: round(seconds, 1) for nodeid, seconds in sorted(_durations.items())
+    def pytest_sessionfinish(self):
+        kept = {nodeid: round(seconds, 1) for nodeid, seconds in sorted(self.seconds.items())
                 if seconds >= RECORDED_FROM}
-        Path(path).write_text(json.dumps(kept, indent=1) + "\n")
+        self.path.write_text(json.dumps(kept, indent=1) + "\n")
 
 
 @pytest.fixture(autouse=True)

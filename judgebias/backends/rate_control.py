@@ -259,7 +259,7 @@ class RequestGovernor:
         self.tpm = TokenBucket(tpm, now) if tpm is not None else None
         # The server's own budgets as its rate-limit headers state them. The pause after "none left"
         # lasts until one request is back; without this bucket every waiting request then went at
-        # once and all but one were refused (40-60 refusals for 50 requests at 4 in flight against a
+        # once and all but one were refused (42-58 refusals for 50 requests at 4 in flight against a
         # 1,200/min stub). Kept at what the server last said, less what was sent since.
         self.announced: dict[str, TokenBucket] = {}
         self.paused_until = -math.inf

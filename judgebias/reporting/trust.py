@@ -8,9 +8,9 @@ of practical irrelevance (``judgebias.metrics.margins``), adjusted in the same f
 "inconclusive" and says the largest effect the data cannot exclude and about how many more units
 would settle it. The 0.9 position consistency is a reading aid stated in the text, never a test.
 
-One concept, past 600 lines on purpose: the statements and the declared family of tests they are decided by call
-each other back and forth (a statement reads its test's adjusted p-value; the family is declared from
-the same figures the statements read), so they sit in one module.
+One concept, past 600 lines on purpose: the statements and the declared family of tests they are
+decided by call each other back and forth (a statement reads its test's adjusted p-value; the family
+is declared from the same figures the statements read), so they sit in one module.
 
 The declared family of tests behind a judge's statements, and its multiplicity adjustment, comes
 first. Every statement that can become a "caution" (or that claims a detection,
