@@ -442,3 +442,22 @@ def test_local_backend_reports_each_forward_pass_to_the_cache(cache):
     ps = [Prompt(text=f"Question {i}: which is better, {'x ' * i}? Answer:") for i in range(6)]
     cb.score_options(ps, ["A", "B"])
     assert commits[:3] == [2, 2, 2] and sum(commits) == 6 and len(cache) == 6
+
+
+def test_an_error_raised_while_handling_ctrl_c_still_exits_130(monkeypatch):
+    import judgebias.cli as cli
+
+    def app():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ValueError("Task run is not set")  # what Prefect's crash handler raised  # noqa: B904
+
+    def stop_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(cli, "_stop_now", stop_now)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main()
+    assert stopped.value.code == 130

@@ -149,6 +149,11 @@ def main() -> None:
         app()
     except Exception as exc:
         end_line()  # the error's line (or traceback) starts on its own line, not after a counter
+        if _interrupted(exc):
+            # Ctrl-C that a library's own clean-up turned into an error (Prefect's task engine, hit
+            # before its task run existed, raised "Task run is not set" while handling it: exit 1
+            # and a traceback in 1 of the fresh-clone suites): still the user's stop
+            _stop_now(130)
         if _is_user_error(exc):
             typer.echo(f"error: {exc}", err=True)
             raise SystemExit(2) from None
