@@ -32,3 +32,43 @@ def test_no_guard_and_no_server_code_with_an_api_url(where, tmp_path):
                           timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == [False, False]
+
+
+def test_run_logs_are_flushed_once_as_prefect_stops_a_live_server(monkeypatch):
+    # Prefect's own flush runs from logging's exit handler, after the server is stopped, and waited
+    # out its 5 s timeout there: the guard flushes as Prefect asks the server to stop, once, and
+    # not for a server that is gone already (that flush would wait the same 5 s).
+    from judgebias.flows.runtime import server_guard
+
+    flushed = []
+    monkeypatch.setattr(server_guard, "flush_run_log_worker", lambda: flushed.append(True))
+    live = server_guard._Guard([sys.executable, "-c", "import time; time.sleep(60)"])
+    live.terminate()
+    live.kill()  # Prefect's stop after its wait timed out: no second flush
+    live.wait(30)
+    assert flushed == [True] and live.stop_requested
+    gone = server_guard._Guard([sys.executable, "-c", "pass"])
+    gone.wait(30)
+    gone.terminate()
+    assert flushed == [True] and gone.stop_requested
+
+
+def test_the_flush_waits_only_outside_an_event_loop(monkeypatch):
+    # Inside a loop Prefect's drain returns a coroutine instead of waiting: it is not asked there.
+    import asyncio
+
+    from prefect.logging.handlers import APILogWorker
+
+    from judgebias.flows.runtime.server_guard import flush_run_log_worker
+
+    asked = []
+    monkeypatch.setattr(APILogWorker, "drain_all",
+                        classmethod(lambda cls, timeout=None: asked.append(timeout)))
+
+    async def inside() -> None:
+        flush_run_log_worker()
+
+    asyncio.run(inside())
+    assert asked == []
+    flush_run_log_worker()
+    assert asked == [5.0]  # Prefect's own bound on its flush at exit
