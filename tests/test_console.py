@@ -3,7 +3,9 @@ from the run folder), no Prefect task-state lines, no library warnings or weight
 user cannot act on, and nothing after the summary.
 
 The end-to-end test runs the CLI in a subprocess on the flow tests' tiny random-weights models (the
-style ablation and attention left out to save time), cold and then again on the same run folder.
+style ablation and attention left out to save time) three times on one run folder: stopped by a full
+disk as the judgments are written (the one-line error of tests/test_disk_full.py), resumed, and run
+again. One sequence serves both files' checks: the full disk's resume is the console's cold run.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import subprocess
 import sys
 import warnings
@@ -137,8 +140,8 @@ def test_demo_help_quotes_no_timing():
     assert "--verbose" in out
 
 
-# --- the console of a real run ---------------------------------------------------------------------
-def _run_cli(base, config) -> list[str]:
+# --- the console of a real run: stopped by a full disk, resumed, run again ------------------------
+def _env(base) -> dict:
     from servers import migrated_prefect_home
 
     env = {k: v for k, v in os.environ.items()
@@ -148,9 +151,14 @@ def _run_cli(base, config) -> list[str]:
     home = base / "prefect-home"
     env["PREFECT_HOME"] = str(home if home.is_dir() else migrated_prefect_home(home))
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved as printed
-    proc = subprocess.run([sys.executable, "-m", "judgebias", "run", str(config)], cwd=base, env=env,
+    return env
+
+
+def _run_cli(base, config, *, code: int = 0, script=None) -> list[str]:
+    command = [str(script)] if script else ["-m", "judgebias"]
+    proc = subprocess.run([sys.executable, *command, "run", str(config)], cwd=base, env=_env(base),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == code, proc.stdout[-4000:]
     return proc.stdout.splitlines()
 
 
@@ -167,29 +175,70 @@ def _check_common(lines: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     return stages, after
 
 
+DEV_FULL = "/dev/full"  # every write to it fails with ENOSPC (tests/test_disk_full.py)
+KEPT_BEFORE_JUDGING = ("load_instructions", "generate_responses[ta]", "generate_responses[tb]", "build_pairs")
+
+
 @pytest.mark.slow
-def test_run_console_is_one_line_per_stage_and_ends_with_the_summary(tiny_models, experiment_run, tmp_path):
+def test_a_run_stopped_by_a_full_disk_resumes_and_says_one_line_per_stage(tiny_models, experiment_run,
+                                                                          tmp_path):
+    """Three `judgebias run` of one config, each a process of its own as a user runs it (Prefect's
+    temporary server, its console handler): the judgments' file goes to /dev/full, and the run ends
+    in one line that names it and the command that resumes; that command reads the finished stages
+    back and computes the rest, each stage in one line; run once more, it computes nothing."""
+    if not (os.path.exists(DEV_FULL) and stat.S_ISCHR(os.stat(DEV_FULL).st_mode)):
+        pytest.skip("no /dev/full (a Linux device) here")
+    from judgebias.config.experiment import load_config
+
     conf = tiny_config(tiny_models, tmp_path)
     conf["analyses"]["attention"] = False
     conf["ablations"]["style_rewrite"]["enabled"] = False
-    # The shared experiment's call cache: the same models on the same instructions, so the cold run
-    # computes every stage (each listed as ran) from cached model calls.
+    # The shared experiment's call cache: the same models on the same instructions, so the stages
+    # run from cached model calls.
     conf["cache_dir"] = experiment_run["cache_dir"]
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(conf))
+    run = load_config(config).run_path()
 
-    cold = _run_cli(tmp_path, config)
-    stages, after = _check_common(cold)
+    # 1. The disk is full when the judgments are written (pandas' writes to that file go to /dev/full).
+    script = tmp_path / "full_at_judgments.py"
+    script.write_text(
+        "import sys\n"
+        "import pandas as pd\n"
+        "real = pd.DataFrame.to_parquet\n"
+        "def to_parquet(self, path, *args, **kwargs):\n"
+        f"    return real(self, {DEV_FULL!r} if 'judgments' in str(path) else path, *args, **kwargs)\n"
+        "pd.DataFrame.to_parquet = to_parquet\n"
+        "from judgebias.cli import main\n"
+        "sys.argv = ['judgebias', *sys.argv[1:]]\n"
+        "main()\n")
+    full = "\n".join(_run_cli(tmp_path, config, code=74, script=script))
+    assert "Traceback" not in full and "Task run failed" not in full and "Finished in state" not in full
+    [line] = [ln for ln in full.splitlines() if ln.startswith("error:")]
+    assert line == (f"error: disk full (no space left on device) while writing {run}/judgments/ta.parquet; "
+                    f"the stages already finished are kept in {run}. Free some space, then run the same "
+                    f"command to resume: judgebias run {config}"), full
+    kept = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+    assert kept == ["instructions.parquet", "manifest.json", "pairs.parquet", "pairs_exclusions.json",
+                    "responses/ta.parquet", "responses/tb.parquet"], kept
+
+    # 2. The command the line gives, the disk no longer full: the finished stages are read back (and
+    # said so once each), every other stage runs, each in one line, and the summary ends the output.
+    resumed = _run_cli(tmp_path, config)
+    stages, after = _check_common(resumed)
+    assert {name for outcome, name in stages if outcome == "reused"} == set(KEPT_BEFORE_JUDGING), stages
     ran = {name for outcome, name in stages if outcome == "ran"}
-    assert {"generate_responses[ta]", "judge_pairs[tb]", "compute_metrics", "finetune_generator[ta]",
+    assert {"judge_pairs[ta]", "judge_pairs[tb]", "compute_metrics", "finetune_generator[ta]",
             "judge_pairs[ta] (fine-tune ablation)", "log_to_mlflow"} <= ran, stages
     # The fine-tune ablation read the main stages back: not listed a second time as reused.
-    assert not [s for s in stages if s[0] == "reused"], stages
+    assert not [s for s in stages if s[0] == "reused" and "(" in s[1]], stages
     assert any(line.startswith("headline figures") for line in after)
+    assert (run / "judgments" / "ta.parquet").exists()
 
-    warm = _run_cli(tmp_path, config)
-    stages, _ = _check_common(warm)
+    # 3. Once more: everything is read back; only the MLflow run and the summary are written again.
+    again = _run_cli(tmp_path, config)
+    stages, _ = _check_common(again)
     always = {"log_to_mlflow", "publish_summary"}
     outcomes = {name: outcome for outcome, name in stages}
     assert {n for n, o in outcomes.items() if o == "ran"} == always, stages
-    assert outcomes.keys() - always == ran - always  # every stage that ran before, reused now
+    assert outcomes.keys() - always == (ran | set(KEPT_BEFORE_JUDGING)) - always  # all reused now

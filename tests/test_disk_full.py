@@ -14,7 +14,6 @@ import os
 import shlex
 import sqlite3
 import stat
-import subprocess
 import sys
 
 import pandas as pd
@@ -204,57 +203,9 @@ def test_judge_on_a_full_disk_says_its_calls_are_cached_and_resumes(tiny_models,
     assert code in (0, None) and "computed 0" in stdout, stdout
 
 
-@pytest.mark.slow
-def test_run_on_a_full_disk_ends_in_one_line_keeps_finished_stages_and_resumes(tiny_models, experiment_run,
-                                                                               tmp_path):
-    # The experiment flow as a user runs it (a process of its own: Prefect's temporary server, its
-    # console handler): the judgments' file goes to /dev/full.
-    _require_dev_full()
-    import yaml
-    from conftest import tiny_config
-    from servers import migrated_prefect_home
-
-    from judgebias.config.experiment import load_config
-
-    data = tiny_config(tiny_models, tmp_path)
-    data["ablations"] = {"style_rewrite": {"enabled": False}, "finetune": {"enabled": False}}
-    data["analyses"] = {"perplexity": False, "attention": False}
-    data["cache_dir"] = experiment_run["cache_dir"]  # its model calls are cached there already
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(data))
-    run = load_config(config).run_path()
-    script = tmp_path / "full_at_judgments.py"
-    script.write_text(
-        "import sys\n"
-        "import pandas as pd\n"
-        "real = pd.DataFrame.to_parquet\n"
-        "def to_parquet(self, path, *args, **kwargs):\n"
-        f"    return real(self, {DEV_FULL!r} if 'judgments' in str(path) else path, *args, **kwargs)\n"
-        "pd.DataFrame.to_parquet = to_parquet\n"
-        "from judgebias.cli import main\n"
-        "sys.argv = ['judgebias', *sys.argv[1:]]\n"
-        "main()\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect-home"))
-    out = subprocess.run([sys.executable, str(script), "run", str(config)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
-    both = out.stdout + out.stderr
-    assert out.returncode == 74, both
-    assert "Traceback" not in both and "Task run failed" not in both and "Finished in state" not in both
-    [line] = _error_lines(out.stderr)
-    assert line == (f"error: disk full (no space left on device) while writing {run}/judgments/ta.parquet; "
-                    f"the stages already finished are kept in {run}. Free some space, then run the same "
-                    f"command to resume: judgebias run {config}"), both
-    kept = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
-    assert kept == ["instructions.parquet", "manifest.json", "pairs.parquet", "pairs_exclusions.json",
-                    "responses/ta.parquet", "responses/tb.parquet"], kept
-    # The command the line gives, with the disk no longer full: the finished stages are read back.
-    again = subprocess.run([sys.executable, "-m", "judgebias", "run", str(config)], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout + again.stderr
-    for stage in ("load_instructions", "generate_responses[ta]", "generate_responses[tb]", "build_pairs"):
-        assert any(ln.split()[:2] == ["reused", stage] for ln in again.stdout.splitlines()), again.stdout
-    assert (run / "judgments" / "ta.parquet").exists()
+# `judgebias run` stopped by a full disk as a user meets it (a process of its own, Prefect's temporary
+# server and console handler): one line, the finished stages kept, the command that resumes, and the
+# resume reading them back: tests/test_console.py, whose console checks read the same three runs.
 
 
 def test_torch_save_on_a_nearly_full_disk_names_the_folder_and_elsewhere_stays_torchs_error(tmp_path,
