@@ -23,6 +23,8 @@ Errors: {"error": "..."} for the request, the worker stays up.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import sys
@@ -86,6 +88,9 @@ OPERATIONS = {"score": _score, "generate": _generate, "continuation": _continuat
 
 
 def main() -> int:
+    # Registered before vLLM is imported, so run after its exit handlers (the engine's shutdown):
+    # the interpreter's teardown then skips garbage collections over what torch and vLLM leave.
+    atexit.register(gc.freeze)
     settings = json.loads(sys.argv[1])
     replies = _protocol_stream()
     started = time.perf_counter()
