@@ -175,6 +175,53 @@ def test_bench_says_why_random_weights_have_no_vllm_row(monkeypatch):
     assert "| vllm | not measured: random-weights" in bench.markdown(report)
 
 
+def test_stopping_a_dead_workers_group_leaves_its_shared_memory_to_the_tracker(tmp_path):
+    """A worker killed outright leaves its group behind (vLLM's EngineCore, its workers and
+    multiprocessing's resource tracker). Stopping the group kills the rest but lets the tracker
+    unlink what they registered: killed with them, it left vLLM's broadcast buffer in /dev/shm."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not Path("/dev/shm").is_dir() or not Path("/proc/self/stat").exists():
+        pytest.skip("Linux's /dev/shm and /proc are what this checks")
+    # The worker's shape: a leader that creates shared memory (starting the group's tracker), a child
+    # of it that outlives it (the engine process), then the leader is SIGKILLed.
+    code = ("import multiprocessing as mp, sys, time\n"
+            "from multiprocessing import shared_memory\n"
+            "def engine():\n"
+            "    time.sleep(120)\n"
+            "if __name__ == '__main__':\n"
+            "    mp.set_start_method('spawn')\n"
+            "    buffer = shared_memory.SharedMemory(create=True, size=1 << 20)\n"
+            "    mp.Process(target=engine).start()\n"
+            "    print(buffer.name, flush=True)\n"
+            "    time.sleep(120)\n")
+    script = tmp_path / "worker.py"
+    script.write_text(code)
+    leader = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        name = leader.stdout.readline().strip()
+        assert name and (Path("/dev/shm") / name).exists()
+        group = vllm_backend._group_members(leader.pid)
+        assert any("resource_tracker" in cmd for cmd in group.values()), group
+        assert len(group) >= 3, group  # the leader, its tracker, the engine-like child
+        os.kill(leader.pid, signal.SIGKILL)
+        leader.wait(30)
+        vllm_backend.stop_group(leader.pid)
+        assert vllm_backend._group_members(leader.pid) == {}  # nothing of the group is left
+        deadline = time.monotonic() + 10
+        while (Path("/dev/shm") / name).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not (Path("/dev/shm") / name).exists(), f"/dev/shm/{name} was left behind"
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader.pid, signal.SIGKILL)
+
+
 def test_peak_memory_of_a_process_tree_counts_this_process():
     import os
 

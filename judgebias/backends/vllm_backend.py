@@ -51,13 +51,53 @@ class VLLMWorkerFailed(RuntimeError):
     process group (vLLM's engine processes with it) is stopped."""
 
 
+TRACKER_GRACE_S = 5.0  # for multiprocessing's resource tracker to clean up once it is alone
+
+
+def _group_members(pgid: int) -> dict[int, str]:
+    """The processes of group ``pgid`` and their command lines, read from /proc (Linux); empty where
+    /proc is not there."""
+    members = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm)": state, ppid, pgrp, ...
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+    return members
+
+
 def stop_group(pid: int) -> None:
     """SIGKILL every process left in the group ``pid`` leads (the worker started it: vLLM's
-    EngineCore and its workers live there and outlive a killed worker otherwise)."""
+    EngineCore and its workers live there and outlive a killed worker otherwise), sparing
+    multiprocessing's resource tracker until it is alone: once the processes that registered shared
+    memory and semaphores with it are gone, it unlinks them and exits. Killed with them, it left
+    vLLM's 160 MB broadcast buffer (``/dev/shm/psm_*``) and a semaphore behind until the next reboot,
+    one pair per killed worker. A tracker still there after ``TRACKER_GRACE_S`` is killed too."""
     import signal
+    import time
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in the group
-        os.killpg(pid, signal.SIGKILL)
+    def kill(target: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, signal.SIGKILL)
+
+    members = _group_members(pid)
+    if not members and not Path("/proc/self/stat").exists():  # no /proc: the whole group at once
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        return
+    deadline = time.monotonic() + TRACKER_GRACE_S
+    while members and time.monotonic() < deadline:
+        others = [p for p, cmd in members.items() if "multiprocessing.resource_tracker" not in cmd]
+        for target in others:  # again each round: a process may have started another meanwhile
+            kill(target)
+        time.sleep(0.05)
+        members = _group_members(pid)
+    for target in members:
+        kill(target)
 
 
 def vllm_python() -> str:
