@@ -185,6 +185,8 @@ def test_stopping_a_dead_workers_group_leaves_its_shared_memory_to_the_tracker(t
     import sys
     import time
 
+    from judgebias.backends.process_table import group_members
+
     if not Path("/dev/shm").is_dir() or not Path("/proc/self/stat").exists():
         pytest.skip("Linux's /dev/shm and /proc are what this checks")
     # The worker's shape: a leader that creates shared memory (starting the group's tracker), a child
@@ -206,13 +208,13 @@ def test_stopping_a_dead_workers_group_leaves_its_shared_memory_to_the_tracker(t
     try:
         name = leader.stdout.readline().strip()
         assert name and (Path("/dev/shm") / name).exists()
-        group = vllm_backend._group_members(leader.pid)
+        group = group_members(leader.pid)
         assert any("resource_tracker" in cmd for cmd in group.values()), group
         assert len(group) >= 3, group  # the leader, its tracker, the engine-like child
         os.kill(leader.pid, signal.SIGKILL)
         leader.wait(30)
         vllm_backend.stop_group(leader.pid)
-        assert vllm_backend._group_members(leader.pid) == {}  # nothing of the group is left
+        assert group_members(leader.pid) == {}  # nothing of the group is left
         deadline = time.monotonic() + 10
         while (Path("/dev/shm") / name).exists() and time.monotonic() < deadline:
             time.sleep(0.1)

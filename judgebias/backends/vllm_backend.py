@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from judgebias.backends.process_table import group_members
 from judgebias.backends.prompt_tokens import PromptTokens
 from judgebias.backends.protocol import Generation, GenerationParams, OptionScores, Prompt, TokenLogprobs
 
@@ -54,22 +55,6 @@ class VLLMWorkerFailed(RuntimeError):
 TRACKER_GRACE_S = 5.0  # for multiprocessing's resource tracker to clean up once it is alone
 
 
-def _group_members(pgid: int) -> dict[int, str]:
-    """The processes of group ``pgid`` and their command lines, read from /proc (Linux); empty where
-    /proc is not there."""
-    members = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm)": state, ppid, pgrp, ...
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                    errors="replace")
-        except (OSError, ValueError, IndexError):
-            continue  # a process that ended meanwhile
-    return members
-
-
 def stop_group(pid: int) -> None:
     """SIGKILL every process left in the group ``pid`` leads (the worker started it: vLLM's
     EngineCore and its workers live there and outlive a killed worker otherwise), sparing
@@ -84,18 +69,18 @@ def stop_group(pid: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(target, signal.SIGKILL)
 
-    members = _group_members(pid)
-    if not members and not Path("/proc/self/stat").exists():  # no /proc: the whole group at once
+    if not Path("/proc/self/stat").exists():  # no /proc to tell the tracker apart: the whole group
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         return
+    members = group_members(pid)
     deadline = time.monotonic() + TRACKER_GRACE_S
     while members and time.monotonic() < deadline:
         others = [p for p, cmd in members.items() if "multiprocessing.resource_tracker" not in cmd]
         for target in others:  # again each round: a process may have started another meanwhile
             kill(target)
         time.sleep(0.05)
-        members = _group_members(pid)
+        members = group_members(pid)
     for target in members:
         kill(target)
 

@@ -11,27 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-def _tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
+from judgebias.backends.process_table import descendants
 
 
 def tree_peak_gib(pid: int) -> float | None:
     """Sum of VmHWM (peak resident memory) over ``pid`` and its descendants; None without /proc."""
     total = 0
-    for p in _tree(pid):
+    for p in descendants(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):

@@ -138,28 +138,19 @@ def _on_sigterm(signum, frame) -> None:
     _stop_now(143)
 
 
-def _freeze_objects_at_exit() -> None:
-    """Move every object out of the garbage collector's reach as the interpreter ends.
-
-    A command that loaded torch, Prefect and MLflow holds some 450,000 tracked objects, and the
-    interpreter's teardown ran collections over all of them after the last line: a `judgebias run`
-    whose stages were all in its run folder took 13.7 s, 12.0 s with them frozen (median of 5
-    pairs, docs/benchmarks.md). Frozen objects are still released by reference counting as modules
-    are cleared; only garbage cycles among them go uncollected (their finalizers unrun), memory the
-    process hands back to the system as it exits. Files and databases are closed by the code that
-    opened them, never left to the collector."""
-    import gc
-
-    gc.freeze()
-
-
 def main() -> None:
     import atexit
+    import gc
 
-    # Registered before the command runs, so run after the exit handlers Prefect and MLflow register
-    # as it runs; once per process, however often main() is called in it.
-    atexit.unregister(_freeze_objects_at_exit)
-    atexit.register(_freeze_objects_at_exit)
+    # Every object moved out of the collector's reach as the interpreter ends: a command that loaded
+    # torch, Prefect and MLflow holds some 450,000, and the teardown collected over all of them after
+    # the last line (a `judgebias run` whose stages were all in its run folder: 13.7 s, 12.0 s frozen,
+    # docs/benchmarks.md). They are still released by reference counting; only garbage cycles among
+    # them go uncollected, memory the process hands back as it exits (files and databases are closed
+    # by the code that opened them, never left to the collector). Registered before the command runs,
+    # so run after the exit handlers Prefect and MLflow register as it runs; once per process.
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
     # While a flow runs, Prefect's SIGTERM handler replaces this one: it lets the running task
     # finish, marks the runs Crashed, then re-sends SIGTERM to the handler it replaced (this one).
     signal.signal(signal.SIGTERM, _on_sigterm)
