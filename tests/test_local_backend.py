@@ -69,6 +69,58 @@ def test_option_variants_are_the_letter_alone(tokenizer):
         assert s.startswith("A") and (len(s) == 1 or not s[1].isalnum())
 
 
+def _variants_by_plain_scan(tokenizer, texts: list[str], options) -> dict[str, list[int]]:
+    """The definition, token by token: every non-special token whose text, left spaces stripped, is
+    an option followed by nothing or by a character that is not a letter or digit."""
+    special = set(tokenizer.all_special_ids)
+    out = {o: [] for o in options}
+    for i, text in enumerate(texts):
+        s = text.lstrip()
+        if i in special or not s:
+            continue
+        alone = [o for o in options if s.startswith(o) and (len(s) == len(o) or not s[len(o)].isalnum())]
+        if alone:
+            out[alone[0]].append(i)
+    return out
+
+
+def test_option_variants_are_those_of_a_plain_scan_of_the_vocabulary(tokenizer):
+    # The fast path (the Rust decoder in one call, tokens passed over by their first character) against
+    # the definition on SmolLM2's 49,152 tokens, each decoded alone by ``decode``; "" has no first
+    # character and turns the filter off.
+    texts = [tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+             for i in range(len(tokenizer))]
+    for options in (("A", "B"), ("1", "2", "3", "4", "5"), ("Output (a)", "Output (b)", "A"), ("", "A")):
+        want = _variants_by_plain_scan(tokenizer, texts, options)
+        if all(want.values()):
+            assert option_variants(tokenizer, options) == want, options
+        else:
+            with pytest.raises(ValueError, match="no token for option"):
+                option_variants(tokenizer, options)
+
+
+def test_a_tokenizer_with_its_own_decoding_is_read_through_batch_decode(tokenizer):
+    from judgebias.backends.token_batching import _decodes_through_backend, single_token_texts
+
+    assert _decodes_through_backend(type(tokenizer))  # SmolLM2's: transformers' fast tokenizer as it is
+    own = type("OwnDecode", (type(tokenizer),), {"_decode": lambda self, ids, **kw: f"<{ids[0]}>"})
+    assert not _decodes_through_backend(own)
+
+    class Slow:  # no Rust backend at all: batch_decode is asked, with no clean-up
+        all_special_ids = (0,)
+
+        def __len__(self):
+            return 4
+
+        def batch_decode(self, ids, skip_special_tokens, clean_up_tokenization_spaces):
+            assert (skip_special_tokens, clean_up_tokenization_spaces) == (False, False)
+            return ["<s>", " A", "About", "B."][ids[0][0]:ids[-1][0] + 1]
+
+    assert single_token_texts(Slow()) == ["<s>", " A", "About", "B."]
+    # id 1 " A" is A alone; 2 "About" goes on with a letter; 3 "B." ends in punctuation
+    assert option_variants(Slow(), ["A", "B"]) == {"A": [1], "B": [3]}
+
+
 def test_scores_sum_probability_over_variants_like_a_plain_forward_pass(tiny):
     variants = tiny.variants(("A", "B"))
     for prompt in _prompts()[:3]:

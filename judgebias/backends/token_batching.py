@@ -21,15 +21,13 @@ def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
     over all of them. Raises ValueError when an option has no such token.
     """
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    n = len(tokenizer)
-    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False,
-                                   clean_up_tokenization_spaces=False)
+    # Only a token whose text starts with an option's first character can spell it: the others are
+    # passed over before any string work (all but a few hundred of a 50,000-262,000-token vocabulary).
+    firsts = {option[0] for option in options} if all(options) else None
     out: dict[str, list[int]] = {o: [] for o in options}
-    for i, text in enumerate(texts):
-        if i in special:
-            continue
+    for i, text in enumerate(single_token_texts(tokenizer)):
         s = text.lstrip()
-        if not s:
+        if not s or (firsts is not None and s[0] not in firsts) or i in special:
             continue
         for option in options:
             if s.startswith(option) and (len(s) == len(option) or not s[len(option)].isalnum()):
@@ -39,6 +37,31 @@ def option_variants(tokenizer, options: Sequence[str]) -> dict[str, list[int]]:
     if missing:
         raise ValueError(f"the tokenizer has no token for option(s) {missing}")
     return out
+
+
+def single_token_texts(tokenizer) -> list[str]:
+    """Each token id's text alone, as ``batch_decode`` gives it (special tokens kept, no clean-up).
+
+    A tokenizer that decodes through its Rust backend unchanged (transformers' fast tokenizers that
+    override no decoding method) is asked through that backend in one call: ``batch_decode`` converts
+    every id through Python first (SmolLM2's 49,152 tokens: 0.02 s against 0.29 s; gemma-3's 262,144:
+    0.34 s against 1.82 s), and a judge pays it each time a stage opens its model."""
+    ids = [[i] for i in range(len(tokenizer))]
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is not None and _decodes_through_backend(type(tokenizer)):
+        return backend.decode_batch(ids, skip_special_tokens=False)
+    return tokenizer.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _decodes_through_backend(cls: type) -> bool:
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another transformers: its own batch_decode
+        return False
+    return (getattr(cls, "_decode", None) is TokenizersBackend._decode
+            and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
+            and getattr(cls, "batch_decode", None) is PreTrainedTokenizerBase.batch_decode)
 
 
 def token_batches(lengths: Sequence[int], token_budget: int, max_batch: int) -> list[list[int]]:
