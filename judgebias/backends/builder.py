@@ -27,7 +27,8 @@ from judgebias.backends.resident import Resident
 from judgebias.redaction import redact_uri
 
 __all__ = ["BACKENDS", "DTYPES", "JudgeSpec", "ModelSpec", "build_backend", "cached", "chat_for",
-           "is_resident", "load_local", "release_resident_models", "resident_model"]
+           "freeze_before_first_model", "is_resident", "load_local", "release_resident_models",
+           "resident_model"]
 
 
 @dataclass(frozen=True)
@@ -206,9 +207,43 @@ def load_local(spec: ModelSpec):
     from judgebias.backends.loading import load_model
     from judgebias.backends.quantization import quantize_weights
 
+    _freeze_if_first_model()
+
     plain = load_model(spec.model, gguf_file=spec.gguf_file, device=spec.device, dtype=spec.dtype)
     return quantize_weights(plain, spec.quantize)
 
 
 def release_resident_models() -> None:
     _RESIDENT.clear()
+
+
+_freeze = {"asked": False}
+
+
+def freeze_before_first_model() -> None:
+    """For a command: when it loads its first local model, what the process holds then lives as long
+    as the command, so the garbage collector stops walking it (``gc.freeze``).
+
+    The stages collect garbage before and after a model (``stages._common.open_backend``, the
+    resident models' release), so that a released model's memory is back before the next one loads.
+    In a process holding Prefect, torch and transformers each full collection walked ~470,000
+    objects again: 13 collections were 6.0 s of a 30 s ``judgebias run`` of the tests' tiny config,
+    2.3 s frozen (docs/benchmarks.md; what the stages import after the first load is still walked).
+    The freeze waits for the first load, so a run whose stages are all in its run folder imports no
+    torch for it. A library caller (a notebook, the tests' in-process flows) is left as it is: a
+    model it holds when the freeze comes would never be collected once it let it go."""
+    _freeze["asked"] = True
+
+
+def _freeze_if_first_model() -> None:
+    if not _freeze["asked"] or len(_RESIDENT):
+        return
+    import gc
+
+    # The engine the load is about to import (torch; transformers' lazy model classes), frozen with
+    # the rest.
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+
+    _freeze["asked"] = False
+    gc.collect()
+    gc.freeze()

@@ -118,8 +118,10 @@ def _run(config_path: Path, overrides: dict | None, threads: int | None = None, 
     if not verbose:  # --verbose asked for Prefect's own lines, tracebacks included
         full_disk.hide_prefect_reports()
 
+    from judgebias.backends.builder import freeze_before_first_model
     from judgebias.runs import interrupts
 
+    freeze_before_first_model()
     with interrupts.stop_at_once_remembered():
         result = experiment(str(config_path), overrides, cfg=cfg)
     wall = time.perf_counter() - start
