@@ -305,6 +305,7 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     afterwards and compute only what this run did not."""
     import yaml
 
+    from judgebias.backends.builder import freeze_before_first_model
     from judgebias.config.experiment import load_config
     from judgebias.flows.experiment import experiment
     from judgebias.runs.store import RunStore
@@ -315,7 +316,10 @@ def experiment_run(prefect_harness, tiny_models, tmp_path_factory):
     cfg = load_config(config_path)
     cwd = os.getcwd()
     os.chdir(base)  # MLflow's sqlite store puts artifacts in ./mlruns
-    # As `judgebias run` calls it: the config parsed once, before Prefect starts, and handed down.
+    # As `judgebias run` calls it: the config parsed once, before Prefect starts, and handed down; what
+    # the worker holds frozen at the first model load (the session's models stay loaded anyway), so
+    # the stages' garbage collections here and in this worker's later flows walk only what they make.
+    freeze_before_first_model()
     with mock.patch("judgebias.config.experiment.load_config", wraps=load_config) as parses:
         try:
             result = experiment(str(config_path), cfg=cfg)
