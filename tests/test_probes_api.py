@@ -17,10 +17,12 @@ TAGS = ("authority@1", "verbosity@1")
 
 @pytest.fixture(scope="module")
 def api_probe_run(prefect_harness, tiny_models, transformers_server, tmp_path_factory):
+    from judgebias.backends.builder import freeze_before_first_model
     from judgebias.config.experiment import load_config
     from judgebias.flows.experiment import perturbation_probe, self_recognition_probe
     from judgebias.runs.store import RunStore
 
+    freeze_before_first_model()  # as `judgebias run` does (conftest's experiment_run says why)
     base = tmp_path_factory.mktemp("api-probes")
     doc = tiny_config(tiny_models, base)
     doc["dataset"]["sample"] = 3
