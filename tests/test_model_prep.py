@@ -121,6 +121,8 @@ def test_a_command_freezes_what_it_holds_once_at_its_first_model_and_never_a_mod
     def frozen(obj) -> bool:  # tracked, but no longer among what the collector walks
         return id(obj) not in {id(o) for o in gc.get_objects()}
 
+    from judgebias.engine import workers
+
     builder.release_resident_models()
     try:
         before = [0]  # held from here on: frozen only by a freeze that comes after it
@@ -129,6 +131,11 @@ def test_a_command_freezes_what_it_holds_once_at_its_first_model_and_never_a_mod
         builder.freeze_before_first_model()
         builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder, dtype="bfloat16"))
         assert not frozen(before)  # a model was resident: it would have been frozen too
+        builder.release_resident_models()
+        workers.worker_backend(builder.ModelSpec(name="a", model=tiny_folder))
+        builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder))
+        assert not frozen(before)  # nor while a distributed worker's cache holds one
+        workers.release_worker_backends()
         builder.release_resident_models()
         loaded = builder.resident_model(builder.ModelSpec(name="a", model=tiny_folder))
         assert frozen(before)  # the first load with nothing resident froze what the process held
@@ -141,4 +148,5 @@ def test_a_command_freezes_what_it_holds_once_at_its_first_model_and_never_a_mod
     finally:
         # The worker stays frozen, as after the shared experiment (conftest's experiment_run).
         builder.release_resident_models()
+        workers.release_worker_backends()
         builder._freeze["asked"] = False

@@ -230,13 +230,15 @@ def freeze_before_first_model() -> None:
     objects again: 13 collections were 6.0 s of a 30 s ``judgebias run`` of the tests' tiny config,
     2.3 s frozen (docs/benchmarks.md; what the stages import after the first load is still walked).
     The freeze waits for the first load, so a run whose stages are all in its run folder imports no
-    torch for it. A library caller (a notebook, the tests' in-process flows) is left as it is: a
-    model it holds when the freeze comes would never be collected once it let it go."""
+    torch for it. Nothing is frozen while a model is held (a resident one, a distributed worker's):
+    frozen objects are never collected, and its reference cycles would outlive its release. A
+    library caller (a notebook, the tests' in-process flows) is left as it is, for the same reason:
+    a model it holds is out of sight here."""
     _freeze["asked"] = True
 
 
 def _freeze_if_first_model() -> None:
-    if not _freeze["asked"] or len(_RESIDENT):
+    if not _freeze["asked"] or Resident.any_held():
         return
     import gc
 

@@ -11,20 +11,30 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Resident:
     """The last ``capacity`` objects built by key. ``capacity`` comes from ``env`` (``default`` when
     unset) and is at least ``minimum``; 0 keeps nothing (each use builds anew)."""
 
+    _instances: ClassVar[weakref.WeakSet] = weakref.WeakSet()
+
     def __init__(self, env: str, default: int, minimum: int = 0) -> None:
         self.env, self.default, self.minimum = env, default, minimum
         self._held: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()  # one build per key even when several threads ask at once
         self.builds: dict[Hashable, int] = {}
+        Resident._instances.add(self)
+
+    @classmethod
+    def any_held(cls) -> bool:
+        """Whether any cache of this kind in the process holds an object now (the stages' models, a
+        distributed worker's backends)."""
+        return any(len(r) for r in list(cls._instances))
 
     def capacity(self) -> int:
         try:
